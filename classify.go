@@ -1,0 +1,200 @@
+package retry
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strconv"
+	"time"
+)
+
+// Safety says whether repeating a failed request is safe.
+type Safety uint8
+
+const (
+	// MaybeSafe means there is not enough information to tell. Strategies
+	// retry it only when the fault is the server's. It is the zero value, so
+	// an error nobody classified is not retried by accident.
+	MaybeSafe Safety = iota
+	// Safe means the request may be repeated: it never took effect, or taking
+	// effect twice is harmless. Safe does not promise a retry; it allows one.
+	Safe
+	// Unsafe means the request must not be repeated. No strategy retries it.
+	Unsafe
+)
+
+// String returns "maybe-safe", "safe" or "unsafe".
+func (s Safety) String() string {
+	switch s {
+	case MaybeSafe:
+		return "maybe-safe"
+	case Safe:
+		return "safe"
+	case Unsafe:
+		return "unsafe"
+	}
+	return "Safety(" + strconv.Itoa(int(s)) + ")"
+}
+
+// Fault says which side of a call caused a failure.
+type Fault uint8
+
+const (
+	// FaultUnknown means the failure cannot be blamed on either side.
+	FaultUnknown Fault = iota
+	// FaultClient means the request was wrong: repeating it will not help.
+	FaultClient
+	// FaultServer means the service failed to handle a valid request.
+	FaultServer
+)
+
+// String returns "unknown", "client" or "server".
+func (f Fault) String() string {
+	switch f {
+	case FaultUnknown:
+		return "unknown"
+	case FaultClient:
+		return "client"
+	case FaultServer:
+		return "server"
+	}
+	return "Fault(" + strconv.Itoa(int(f)) + ")"
+}
+
+// Info is everything a strategy knows about one failure.
+//
+// An error reports its Info by having, anywhere in its chain, a method
+//
+//	RetryInfo() retry.Info
+//
+// Classify finds it. The zero Info (MaybeSafe, no fault) is never retried by
+// the strategies of this package.
+type Info struct {
+	Safety     Safety
+	Throttle   bool          // the service asked the client to slow down (HTTP 429, a throttling code)
+	Timeout    bool          // no answer in time
+	RetryAfter time.Duration // the service's minimum wait; 0 = no hint
+	Fault      Fault
+}
+
+// Retryable reports whether the strategies of this package may retry a
+// failure with this Info: Safe always, MaybeSafe only for a server fault,
+// Unsafe never.
+func (i Info) Retryable() bool {
+	switch i.Safety {
+	case Safe:
+		return true
+	case MaybeSafe:
+		return i.Fault == FaultServer
+	}
+	return false
+}
+
+// infoer is the method an error implements to classify itself.
+type infoer interface{ RetryInfo() Info }
+
+// maxChainDepth bounds the walk over an error's chain, so that a cyclic or
+// absurdly deep chain cannot hang Classify.
+const maxChainDepth = 100
+
+// Classify reports what err says about retrying it.
+//
+// It looks for a RetryInfo method in err's chain, following Unwrap() error and
+// Unwrap() []error (errors.Join trees). An error that classifies itself hides
+// the errors it wraps, so an outer wrapper overrides an inner one. When the
+// branches of a tree classify differently, the results are merged cautiously:
+// any Unsafe branch makes the whole Unsafe, Throttle and Timeout are set if any
+// branch sets them, RetryAfter is the longest hint, and a client fault wins
+// over a server fault.
+//
+// Without a RetryInfo method, Classify recognises what the standard library
+// already says: context.Canceled and context.DeadlineExceeded are Unsafe with
+// a client fault (the caller gave up, so the attempt must not be repeated), a
+// net.Error whose Timeout method reports true is a server timeout, and a
+// failure to dial is Safe because the request never left. Anything else is the
+// zero Info, which no strategy of this package retries: mark errors that are
+// worth retrying with Transient, Throttled or RetryAfter, or give them a
+// RetryInfo method.
+//
+// Classify(nil) is the zero Info.
+func Classify(err error) Info {
+	if err == nil {
+		return Info{}
+	}
+	if info, ok := find(err, 0); ok {
+		return info
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return Info{Safety: Unsafe, Fault: FaultClient}
+	}
+	var ne net.Error
+	if errors.As(err, &ne) {
+		var info Info
+		if ne.Timeout() {
+			info = Info{Timeout: true, Fault: FaultServer}
+		}
+		var oe *net.OpError
+		if errors.As(err, &oe) && oe.Op == "dial" {
+			info.Safety = Safe
+		}
+		return info
+	}
+	return Info{}
+}
+
+// find walks err's chain for RetryInfo methods.
+func find(err error, depth int) (Info, bool) {
+	for ; err != nil && depth < maxChainDepth; depth++ {
+		if x, ok := err.(infoer); ok {
+			return x.RetryInfo(), true
+		}
+		switch u := err.(type) {
+		case interface{ Unwrap() error }:
+			err = u.Unwrap()
+		case interface{ Unwrap() []error }:
+			var (
+				merged Info
+				found  bool
+			)
+			for _, e := range u.Unwrap() {
+				info, ok := find(e, depth+1)
+				if !ok {
+					continue
+				}
+				if found {
+					merged = merge(merged, info)
+				} else {
+					merged, found = info, true
+				}
+			}
+			return merged, found
+		default:
+			return Info{}, false
+		}
+	}
+	return Info{}, false
+}
+
+// merge combines two classifications cautiously.
+func merge(a, b Info) Info {
+	out := Info{
+		Throttle:   a.Throttle || b.Throttle,
+		Timeout:    a.Timeout || b.Timeout,
+		RetryAfter: max(a.RetryAfter, b.RetryAfter),
+	}
+	switch {
+	case a.Safety == Unsafe || b.Safety == Unsafe:
+		out.Safety = Unsafe
+	case a.Safety == MaybeSafe || b.Safety == MaybeSafe:
+		out.Safety = MaybeSafe
+	default:
+		out.Safety = Safe
+	}
+	switch {
+	case a.Fault == FaultClient || b.Fault == FaultClient:
+		out.Fault = FaultClient
+	case a.Fault == FaultServer || b.Fault == FaultServer:
+		out.Fault = FaultServer
+	}
+	return out
+}

@@ -1,0 +1,202 @@
+package retry
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// errNilStrategy is the reason a call with a nil Strategy made one attempt.
+var errNilStrategy = &refusal{ErrMaxAttempts, "no strategy (nil), so one attempt"}
+
+// Do calls op until it succeeds or s stops retrying, and returns nil or an
+// *Error. It is the request loop of the Smithy design (seed 001):
+//
+//   - It acquires the initial token; if that fails, op is called exactly once.
+//   - Before every attempt it waits the token's Delay (even the first token may
+//     carry one). A wait that could not end before ctx's deadline is not
+//     started: Do returns at once with ErrDeadline as the reason.
+//   - After a failure it asks s to refresh the token; a refusal ends the loop.
+//     After a success it records the success with s.
+//   - It stops as soon as ctx is done, and never retries when the caller's own
+//     context was cancelled or its deadline passed.
+//
+// The returned *Error wraps op's last error and the reason retrying stopped,
+// so errors.Is and errors.As reach both, and reports the attempts made.
+//
+// op receives ctx, or a context bounded by AttemptTimeout. A nil s means one
+// attempt without retries. Errors that op returns are classified with Classify:
+// an error nobody marked as retryable (see Transient) is not retried.
+func Do(ctx context.Context, s Strategy, op func(context.Context) error, opts ...Option) error {
+	_, err := DoValue(ctx, s, func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, op(ctx)
+	}, opts...)
+	return err
+}
+
+// DoValue is Do for an operation that returns a value. On success it returns
+// the value of the successful attempt; on failure, the value the last attempt
+// returned (often the zero value) with an *Error.
+func DoValue[T any](ctx context.Context, s Strategy, op func(context.Context) (T, error), opts ...Option) (T, error) {
+	c := newConfig(opts)
+	if c.maxElapsed > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.maxElapsed)
+		defer cancel()
+	}
+	var v T
+	if err := ctx.Err(); err != nil {
+		return v, c.giveUp(ctx, 0, nil, err)
+	}
+
+	var (
+		tok Token
+		err error
+	)
+	if s == nil {
+		err = errNilStrategy
+	} else {
+		tok, err = s.AcquireInitialToken(c.scope)
+	}
+	if err != nil {
+		v, opErr, _ := call(ctx, c.attemptTimeout, op)
+		if opErr == nil {
+			return v, nil
+		}
+		c.attemptFailed(ctx, 1, opErr)
+		return v, c.giveUp(ctx, 1, opErr, err)
+	}
+
+	var (
+		timer   *time.Timer
+		lastErr error
+	)
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for attempt := 1; ; attempt++ {
+		if d := tok.Delay(); d > 0 {
+			if err := sleep(ctx, d, &timer); err != nil {
+				return v, c.giveUp(ctx, attempt-1, lastErr, err)
+			}
+		}
+		var (
+			opErr    error
+			timedOut bool
+		)
+		v, opErr, timedOut = call(ctx, c.attemptTimeout, op)
+		if opErr == nil {
+			_ = s.RecordSuccess(tok) // the call succeeded whatever the strategy thinks of its token
+			return v, nil
+		}
+		lastErr = opErr
+		c.attemptFailed(ctx, attempt, opErr)
+		if err := ctx.Err(); err != nil {
+			// The caller gave up. The token is abandoned rather than refreshed:
+			// refreshing could charge the quota for a retry that will not happen.
+			return v, c.giveUp(ctx, attempt, opErr, err)
+		}
+		classified := opErr
+		if timedOut {
+			classified = &attemptTimeoutError{opErr}
+		}
+		next, refused := s.RefreshToken(tok, classified)
+		if refused != nil {
+			if c.longPoll {
+				var qe *QuotaError
+				if errors.As(refused, &qe) && qe.Delay > 0 {
+					_ = sleep(ctx, qe.Delay, &timer)
+				}
+			}
+			return v, c.giveUp(ctx, attempt, opErr, refused)
+		}
+		d := next.Delay()
+		if !fits(ctx, d) {
+			return v, c.giveUp(ctx, attempt, opErr, ErrDeadline)
+		}
+		if c.retrying != nil {
+			c.retrying(ctx, attempt, d, opErr)
+		}
+		if c.logger != nil {
+			c.logRetry(ctx, attempt, d, opErr)
+		}
+		tok = next
+	}
+}
+
+// call runs one attempt, bounded by timeout if it is positive, and reports
+// whether the attempt failed because that bound expired while ctx was alive.
+func call[T any](ctx context.Context, timeout time.Duration, op func(context.Context) (T, error)) (T, error, bool) {
+	if timeout <= 0 {
+		v, err := op(ctx)
+		return v, err, false
+	}
+	actx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	v, err := op(actx)
+	return v, err, err != nil && actx.Err() == context.DeadlineExceeded && ctx.Err() == nil
+}
+
+// fits reports whether a wait of d can end before ctx's deadline.
+func fits(ctx context.Context, d time.Duration) bool {
+	deadline, ok := ctx.Deadline()
+	return !ok || d < time.Until(deadline)
+}
+
+// sleep waits d, reusing *t across waits. It returns ErrDeadline without
+// waiting if the wait could not end before ctx's deadline, and ctx's error if
+// ctx is done first.
+func sleep(ctx context.Context, d time.Duration, t **time.Timer) error {
+	if !fits(ctx, d) {
+		return ErrDeadline
+	}
+	if *t == nil {
+		*t = time.NewTimer(d)
+	} else {
+		(*t).Reset(d)
+	}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-(*t).C:
+		return nil
+	}
+}
+
+func (c *config) attemptFailed(ctx context.Context, attempt int, err error) {
+	if c.failed != nil {
+		c.failed(ctx, attempt, err)
+	}
+}
+
+// giveUp builds the loop's error and reports it to the hooks.
+func (c *config) giveUp(ctx context.Context, attempts int, last, reason error) *Error {
+	e := &Error{Attempts: attempts, Err: last, Reason: reason}
+	if c.gaveUp != nil {
+		c.gaveUp(ctx, e)
+	}
+	if c.logger != nil {
+		c.logGiveUp(ctx, e)
+	}
+	return e
+}
+
+// attemptTimeoutError classifies an attempt cut short by AttemptTimeout.
+type attemptTimeoutError struct{ err error }
+
+func (e *attemptTimeoutError) Error() string { return "retry: attempt timed out: " + e.err.Error() }
+func (e *attemptTimeoutError) Unwrap() error { return e.err }
+
+// RetryInfo keeps the operation's own classification, if it has one, and
+// otherwise calls the attempt a server timeout: the service did not answer in
+// the time the caller allowed.
+func (e *attemptTimeoutError) RetryInfo() Info {
+	info, ok := find(e.err, 0)
+	if !ok {
+		info = Info{Fault: FaultServer}
+	}
+	info.Timeout = true
+	return info
+}

@@ -1,0 +1,422 @@
+package retry
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"strconv"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// counter is an operation that fails with errs in turn, then succeeds, and
+// records when each attempt started.
+type counter struct {
+	errs   []error
+	starts []time.Time
+}
+
+func (c *counter) op(ctx context.Context) error {
+	c.starts = append(c.starts, time.Now())
+	if n := len(c.starts); n <= len(c.errs) {
+		return c.errs[n-1]
+	}
+	return nil
+}
+
+func (c *counter) calls() int { return len(c.starts) }
+
+func failing(n int, err error) *counter {
+	c := &counter{}
+	for range n {
+		c.errs = append(c.errs, err)
+	}
+	return c
+}
+
+func TestDoSucceedsFirstTime(t *testing.T) {
+	b := NewTokenBucket(500)
+	b.Take(10)
+	s := NewStandard(StandardOptions{Bucket: b})
+	c := failing(0, nil)
+	if err := Do(context.Background(), s, c.op); err != nil {
+		t.Fatal(err)
+	}
+	if c.calls() != 1 {
+		t.Fatalf("%d calls, want 1", c.calls())
+	}
+	if b.Available() != 491 {
+		t.Fatalf("bucket = %d, want 491: the success was not recorded", b.Available())
+	}
+}
+
+func TestDoRetriesWithDelays(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		c := failing(2, errTransient)
+		s := &Simple{Backoff: Exponential{Base: time.Second}}
+		if err := Do(context.Background(), s, c.op); err != nil {
+			t.Fatal(err)
+		}
+		want := []time.Duration{0, time.Second, 3 * time.Second}
+		if c.calls() != len(want) {
+			t.Fatalf("%d calls, want %d", c.calls(), len(want))
+		}
+		for i, w := range want {
+			if got := c.starts[i].Sub(start); got != w {
+				t.Errorf("attempt %d started at %v, want %v", i+1, got, w)
+			}
+		}
+	})
+}
+
+func TestDoGivesUp(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := failing(10, errTransient)
+		err := Do(context.Background(), &Simple{Backoff: Constant(time.Second)}, c.op)
+		if c.calls() != 3 {
+			t.Fatalf("%d calls, want 3", c.calls())
+		}
+		var re *Error
+		if !errors.As(err, &re) {
+			t.Fatalf("err = %T %v, want *Error", err, err)
+		}
+		if re.Attempts != 3 || !errors.Is(err, errBoom) || !errors.Is(err, ErrMaxAttempts) {
+			t.Fatalf("err = %+v", re)
+		}
+		if msg := err.Error(); msg != "retry: gave up after 3 attempts (attempts exhausted): boom" {
+			t.Fatalf("message = %q", msg)
+		}
+		// The loop's error is not retryable by an outer loop.
+		if Classify(err).Retryable() {
+			t.Fatal("a loop's error classifies as retryable: nested loops would multiply attempts")
+		}
+	})
+}
+
+func TestDoNotRetryable(t *testing.T) {
+	for _, opErr := range []error{errBoom, Permanent(errTransient)} {
+		c := failing(10, opErr)
+		err := Do(context.Background(), NewStandard(StandardOptions{}), c.op)
+		if c.calls() != 1 || !errors.Is(err, ErrNotRetryable) || !errors.Is(err, errBoom) {
+			t.Fatalf("%v: %d calls, err = %v", opErr, c.calls(), err)
+		}
+	}
+}
+
+// delayed is a strategy whose initial token carries a delay, and which can be
+// told to refuse the initial token.
+type delayed struct {
+	Simple
+	initial time.Duration
+	refuse  error
+}
+
+func (d *delayed) AcquireInitialToken(scope string) (Token, error) {
+	if d.refuse != nil {
+		return Token{}, d.refuse
+	}
+	tok, _ := d.Simple.AcquireInitialToken(scope)
+	tok.delay = d.initial
+	return tok, nil
+}
+
+func TestDoWaitsInitialDelay(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		c := failing(0, nil)
+		if err := Do(context.Background(), &delayed{initial: 5 * time.Second}, c.op); err != nil {
+			t.Fatal(err)
+		}
+		if c.calls() != 1 || c.starts[0].Sub(start) != 5*time.Second {
+			t.Fatalf("calls %d, first at %v; want 1 at 5s", c.calls(), c.starts[0].Sub(start))
+		}
+	})
+}
+
+func TestDoAcquireFailsMakesOneAttempt(t *testing.T) {
+	refusal := errors.New("no tokens for you")
+	s := &delayed{refuse: refusal}
+	c := failing(0, nil)
+	if err := Do(context.Background(), s, c.op); err != nil || c.calls() != 1 {
+		t.Fatalf("success: err = %v, calls = %d", err, c.calls())
+	}
+	c = failing(5, errTransient)
+	err := Do(context.Background(), s, c.op)
+	var re *Error
+	if c.calls() != 1 || !errors.As(err, &re) || re.Attempts != 1 || !errors.Is(err, refusal) || !errors.Is(err, errBoom) {
+		t.Fatalf("failure: calls = %d, err = %v", c.calls(), err)
+	}
+	// A nil strategy behaves the same: one attempt.
+	c = failing(5, errTransient)
+	err = Do(context.Background(), nil, c.op)
+	if c.calls() != 1 || !errors.Is(err, ErrMaxAttempts) {
+		t.Fatalf("nil strategy: calls = %d, err = %v", c.calls(), err)
+	}
+}
+
+func TestDoCancelDuringWait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		ctx, cancel := context.WithCancel(context.Background())
+		time.AfterFunc(time.Second, cancel)
+		c := failing(10, errTransient)
+		err := Do(ctx, &Simple{Backoff: Constant(10 * time.Second)}, c.op)
+		if elapsed := time.Since(start); elapsed != time.Second {
+			t.Fatalf("returned after %v, want 1s (at the cancellation)", elapsed)
+		}
+		var re *Error
+		if !errors.As(err, &re) || re.Attempts != 1 || !errors.Is(err, context.Canceled) || !errors.Is(err, errBoom) {
+			t.Fatalf("err = %v", err)
+		}
+	})
+}
+
+func TestDoDoesNotStartWaitPastDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		c := failing(10, errTransient)
+		var retried bool
+		err := Do(ctx, &Simple{Backoff: Constant(10 * time.Second)}, c.op,
+			OnRetry(func(context.Context, int, time.Duration, error) { retried = true }))
+		if elapsed := time.Since(start); elapsed != 0 {
+			t.Fatalf("returned after %v, want at once", elapsed)
+		}
+		if c.calls() != 1 || !errors.Is(err, ErrDeadline) || !errors.Is(err, errBoom) || retried {
+			t.Fatalf("calls = %d, retried = %v, err = %v", c.calls(), retried, err)
+		}
+
+		// A wait that fits is made.
+		c = failing(1, errTransient)
+		if err := Do(ctx, &Simple{Backoff: Constant(3 * time.Second)}, c.op); err != nil || c.calls() != 2 {
+			t.Fatalf("calls = %d, err = %v", c.calls(), err)
+		}
+		// An initial delay past the deadline is not waited either.
+		c = failing(0, nil)
+		err = Do(ctx, &delayed{initial: time.Hour}, c.op)
+		if c.calls() != 0 || !errors.Is(err, ErrDeadline) || time.Since(start) != 3*time.Second {
+			t.Fatalf("calls = %d, err = %v, at %v", c.calls(), err, time.Since(start))
+		}
+	})
+}
+
+func TestDoContextDoneBeforeStart(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	c := failing(0, nil)
+	err := Do(ctx, NewStandard(StandardOptions{}), c.op)
+	var re *Error
+	if c.calls() != 0 || !errors.As(err, &re) || re.Attempts != 0 || !errors.Is(err, context.Canceled) {
+		t.Fatalf("calls = %d, err = %v", c.calls(), err)
+	}
+}
+
+func TestDoCallerCancelDuringAttemptIsNotRetried(t *testing.T) {
+	b := NewTokenBucket(500)
+	s := NewStandard(StandardOptions{Bucket: b})
+	ctx, cancel := context.WithCancel(context.Background())
+	calls := 0
+	err := Do(ctx, s, func(ctx context.Context) error {
+		calls++
+		cancel()
+		return Transient(ctx.Err()) // even an error marked transient
+	})
+	if calls != 1 || !errors.Is(err, context.Canceled) {
+		t.Fatalf("calls = %d, err = %v", calls, err)
+	}
+	if b.Available() != 500 {
+		t.Fatalf("quota charged %d for a retry that never happened", 500-b.Available())
+	}
+}
+
+func TestDoAttemptTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		var deadlines []time.Duration
+		hang := func(ctx context.Context) error {
+			d, _ := ctx.Deadline()
+			deadlines = append(deadlines, d.Sub(time.Now()))
+			<-ctx.Done()
+			return ctx.Err()
+		}
+		err := Do(context.Background(), &Simple{Backoff: Constant(0)}, hang, AttemptTimeout(time.Second))
+		if len(deadlines) != 3 || time.Since(start) != 3*time.Second {
+			t.Fatalf("%d attempts in %v, want 3 in 3s", len(deadlines), time.Since(start))
+		}
+		for i, d := range deadlines {
+			if d != time.Second {
+				t.Errorf("attempt %d had %v, want a 1s deadline", i+1, d)
+			}
+		}
+		if !errors.Is(err, ErrMaxAttempts) || !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("err = %v", err)
+		}
+
+		// The operation's own classification still rules: Permanent is not retried.
+		n := 0
+		err = Do(context.Background(), &Simple{Backoff: Constant(0)}, func(ctx context.Context) error {
+			n++
+			<-ctx.Done()
+			return Permanent(ctx.Err())
+		}, AttemptTimeout(time.Second))
+		if n != 1 || !errors.Is(err, ErrNotRetryable) {
+			t.Fatalf("calls = %d, err = %v", n, err)
+		}
+
+		// A timeout cost: the attempt timeout is charged as a timeout retry.
+		b := NewTokenBucket(500)
+		s := NewStandard(StandardOptions{Bucket: b, TimeoutCost: 30, MaxAttempts: 2, Backoff: Constant(0)})
+		_ = Do(context.Background(), s, hang, AttemptTimeout(time.Second))
+		if b.Available() != 470 {
+			t.Fatalf("bucket = %d, want 470 after one timeout retry", b.Available())
+		}
+	})
+}
+
+func TestDoMaxElapsed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		c := failing(100, errTransient)
+		err := Do(context.Background(), &Simple{MaxAttempts: 100, Backoff: Constant(2 * time.Second)}, c.op, MaxElapsed(5*time.Second))
+		// Attempts at 0, 2 s and 4 s; the next would start at 6 s, past the 5 s budget.
+		if c.calls() != 3 || time.Since(start) != 4*time.Second || !errors.Is(err, ErrDeadline) {
+			t.Fatalf("calls = %d in %v, err = %v", c.calls(), time.Since(start), err)
+		}
+		// The budget bounds the operation too.
+		err = Do(context.Background(), &Simple{}, func(ctx context.Context) error {
+			<-ctx.Done()
+			return Transient(ctx.Err())
+		}, MaxElapsed(time.Second))
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("err = %v", err)
+		}
+	})
+}
+
+func TestDoHooks(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var events []string
+		opts := []Option{
+			OnAttemptFailed(func(_ context.Context, attempt int, err error) {
+				events = append(events, "failed "+strconv.Itoa(attempt)+" "+err.Error())
+			}),
+			OnRetry(func(_ context.Context, attempt int, delay time.Duration, err error) {
+				events = append(events, "retry "+strconv.Itoa(attempt)+" "+delay.String())
+			}),
+			OnGiveUp(func(_ context.Context, err *Error) {
+				events = append(events, "gave up "+strconv.Itoa(err.Attempts)+" "+err.Reason.Error())
+			}),
+		}
+		s := &Simple{Backoff: Linear{Base: time.Second}}
+		_ = Do(context.Background(), s, failing(10, errTransient).op, opts...)
+		want := []string{
+			"failed 1 boom", "retry 1 1s",
+			"failed 2 boom", "retry 2 2s",
+			"failed 3 boom", "gave up 3 retry: attempts exhausted",
+		}
+		if strings.Join(events, "|") != strings.Join(want, "|") {
+			t.Fatalf("events:\n%s\nwant:\n%s", strings.Join(events, "\n"), strings.Join(want, "\n"))
+		}
+
+		events = nil
+		_ = Do(context.Background(), s, failing(1, errTransient).op, opts...)
+		if strings.Join(events, "|") != "failed 1 boom|retry 1 1s" {
+			t.Fatalf("success after a retry: events = %q", events)
+		}
+	})
+}
+
+func TestDoLongPoll(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		empty := NewTokenBucket(14)
+		empty.Take(14)
+		s := NewStandard(StandardOptions{Bucket: empty, Backoff: Constant(3 * time.Second)})
+
+		start := time.Now()
+		err := Do(context.Background(), s, failing(5, errTransient).op)
+		if !errors.Is(err, ErrQuotaExhausted) || time.Since(start) != 0 {
+			t.Fatalf("without LongPoll: err = %v after %v, want at once", err, time.Since(start))
+		}
+		start = time.Now()
+		err = Do(context.Background(), s, failing(5, errTransient).op, LongPoll())
+		if !errors.Is(err, ErrQuotaExhausted) || time.Since(start) != 3*time.Second {
+			t.Fatalf("LongPoll: err = %v after %v, want after the 3s backoff", err, time.Since(start))
+		}
+		// Not past the deadline, though.
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		start = time.Now()
+		_ = Do(ctx, s, failing(5, errTransient).op, LongPoll())
+		if time.Since(start) != 0 {
+			t.Fatalf("LongPoll waited %v past a 1s deadline", time.Since(start))
+		}
+	})
+}
+
+func TestDoLog(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var buf bytes.Buffer
+		l := slog.New(slog.NewJSONHandler(&buf, nil))
+		_ = Do(context.Background(), &Simple{MaxAttempts: 2, Backoff: Constant(time.Second)},
+			failing(5, errTransient).op, Log(l), Scope("billing"))
+		lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+		if len(lines) != 2 {
+			t.Fatalf("%d log lines, want 2:\n%s", len(lines), buf.String())
+		}
+		var retry, gaveUp map[string]any
+		if err := json.Unmarshal([]byte(lines[0]), &retry); err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal([]byte(lines[1]), &gaveUp); err != nil {
+			t.Fatal(err)
+		}
+		if retry["level"] != "INFO" || retry["attempt"] != 1.0 || retry["delay"] != float64(time.Second) ||
+			retry["error"] != "boom" || retry["scope"] != "billing" {
+			t.Errorf("retry entry = %v", retry)
+		}
+		if gaveUp["level"] != "WARN" || gaveUp["attempt"] != 2.0 || gaveUp["error"] != "boom" ||
+			gaveUp["reason"] != "retry: attempts exhausted" {
+			t.Errorf("give-up entry = %v", gaveUp)
+		}
+	})
+}
+
+func TestDoValue(t *testing.T) {
+	n := 0
+	v, err := DoValue(context.Background(), &Simple{Backoff: Constant(0)}, func(context.Context) (int, error) {
+		n++
+		if n < 3 {
+			return -n, errTransient
+		}
+		return 42, nil
+	})
+	if v != 42 || err != nil || n != 3 {
+		t.Fatalf("v = %d, err = %v, calls = %d", v, err, n)
+	}
+	// On failure, the last attempt's value comes back with the error.
+	n = 0
+	v, err = DoValue(context.Background(), &Simple{Backoff: Constant(0)}, func(context.Context) (int, error) {
+		n++
+		return -n, errTransient
+	})
+	if v != -3 || !errors.Is(err, ErrMaxAttempts) {
+		t.Fatalf("v = %d, err = %v", v, err)
+	}
+}
+
+func TestDoScope(t *testing.T) {
+	s := NewStandard(StandardOptions{Backoff: Constant(0)})
+	_ = Do(context.Background(), s, failing(1, errTransient).op, Scope("a"))
+	// One retry paid 14, the successful retry refunded it: a is full again, but
+	// a failed request in b leaves b short while a is untouched.
+	_ = Do(context.Background(), s, failing(5, errTransient).op, Scope("b"))
+	if s.Available("a") != 500 || s.Available("b") != 472 || s.Available("") != 500 {
+		t.Fatalf("a = %d, b = %d, unscoped = %d", s.Available("a"), s.Available("b"), s.Available(""))
+	}
+}

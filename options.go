@@ -1,0 +1,145 @@
+package retry
+
+import (
+	"context"
+	"log/slog"
+	"time"
+)
+
+// An Option changes how Do and DoValue run. Options are plain values: making
+// and passing them allocates nothing, and a slice of them can be built once
+// and reused for every call.
+type Option struct {
+	kind     optionKind
+	duration time.Duration
+	scope    string
+	failed   func(ctx context.Context, attempt int, err error)
+	retrying func(ctx context.Context, attempt int, delay time.Duration, err error)
+	gaveUp   func(ctx context.Context, err *Error)
+	logger   *slog.Logger
+}
+
+type optionKind uint8
+
+const (
+	optNone optionKind = iota
+	optScope
+	optAttemptTimeout
+	optMaxElapsed
+	optLongPoll
+	optOnAttemptFailed
+	optOnRetry
+	optOnGiveUp
+	optLog
+)
+
+// config is the loop's settings after its options are applied.
+type config struct {
+	scope          string
+	attemptTimeout time.Duration
+	maxElapsed     time.Duration
+	longPoll       bool
+	failed         func(ctx context.Context, attempt int, err error)
+	retrying       func(ctx context.Context, attempt int, delay time.Duration, err error)
+	gaveUp         func(ctx context.Context, err *Error)
+	logger         *slog.Logger
+}
+
+func newConfig(opts []Option) config {
+	var c config
+	for i := range opts {
+		o := &opts[i]
+		switch o.kind {
+		case optScope:
+			c.scope = o.scope
+		case optAttemptTimeout:
+			c.attemptTimeout = max(o.duration, 0)
+		case optMaxElapsed:
+			c.maxElapsed = max(o.duration, 0)
+		case optLongPoll:
+			c.longPoll = true
+		case optOnAttemptFailed:
+			c.failed = o.failed
+		case optOnRetry:
+			c.retrying = o.retrying
+		case optOnGiveUp:
+			c.gaveUp = o.gaveUp
+		case optLog:
+			c.logger = o.logger
+		}
+	}
+	return c
+}
+
+// Scope names the retry quota the call draws on (seed 000 token_scope), for
+// example one scope per service or per host, so that a storm against one does
+// not starve the others. The default is the empty scope.
+func Scope(name string) Option { return Option{kind: optScope, scope: name} }
+
+// AttemptTimeout bounds each attempt: the operation's context is cancelled d
+// after the attempt starts. An attempt that fails because of it is classified
+// as a timeout with a server fault (so it may be retried) unless the
+// operation's error classifies itself. Zero or less means no bound.
+func AttemptTimeout(d time.Duration) Option {
+	return Option{kind: optAttemptTimeout, duration: d}
+}
+
+// MaxElapsed bounds the whole call, waits included, as a context deadline
+// would: no wait starts that could not end d after the call began. Zero or
+// less means no bound other than the context's.
+func MaxElapsed(d time.Duration) Option { return Option{kind: optMaxElapsed, duration: d} }
+
+// LongPoll is for operations that poll, such as queue receives: when the
+// quota refuses a retry, the loop still waits the backoff the retry would have
+// had before it returns the failure, so that a caller polling in a loop cannot
+// spin against a failing service.
+func LongPoll() Option { return Option{kind: optLongPoll} }
+
+// OnAttemptFailed calls f after every failed attempt, the last one included,
+// with the attempt's number (1 for the first) and its error. A later
+// OnAttemptFailed replaces an earlier one.
+func OnAttemptFailed(f func(ctx context.Context, attempt int, err error)) Option {
+	return Option{kind: optOnAttemptFailed, failed: f}
+}
+
+// OnRetry calls f when a retry has been granted and its wait is about to
+// begin, with the number of the attempt that failed, the wait before the next
+// attempt, and the error. It never fires for a retry that will not happen. A
+// later OnRetry replaces an earlier one.
+func OnRetry(f func(ctx context.Context, attempt int, delay time.Duration, err error)) Option {
+	return Option{kind: optOnRetry, retrying: f}
+}
+
+// OnGiveUp calls f once when the loop returns an error, with that error: the
+// attempts made, the last error, and the reason retrying stopped. A later
+// OnGiveUp replaces an earlier one.
+func OnGiveUp(f func(ctx context.Context, err *Error)) Option {
+	return Option{kind: optOnGiveUp, gaveUp: f}
+}
+
+// Log logs retries at level Info and giving up at level Warn to l, with the
+// attributes attempt, delay, error and reason (and scope, if set). It works
+// beside the On hooks; a nil l turns logging off, which is the default.
+func Log(l *slog.Logger) Option { return Option{kind: optLog, logger: l} }
+
+// logRetry and logGiveUp are the Log option's hooks.
+func (c *config) logRetry(ctx context.Context, attempt int, delay time.Duration, err error) {
+	c.log(ctx, slog.LevelInfo, "retry: attempt failed, retrying",
+		slog.Int("attempt", attempt), slog.Duration("delay", delay), slog.Any("error", err))
+}
+
+func (c *config) logGiveUp(ctx context.Context, e *Error) {
+	c.log(ctx, slog.LevelWarn, "retry: giving up",
+		slog.Int("attempt", e.Attempts), slog.Any("error", e.Err), slog.Any("reason", e.Reason))
+}
+
+func (c *config) log(ctx context.Context, level slog.Level, msg string, a, b, d slog.Attr) {
+	if c.logger == nil || !c.logger.Enabled(ctx, level) {
+		return
+	}
+	if c.scope == "" {
+		c.logger.LogAttrs(ctx, level, msg, a, b, d)
+		return
+	}
+	c.logger.LogAttrs(ctx, level, msg, a, b, d, slog.String("scope", c.scope))
+}

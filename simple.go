@@ -1,0 +1,80 @@
+package retry
+
+import "time"
+
+// Simple retries a bounded number of times with a backoff and no quota. It
+// suits a single client, a batch job, or a caller that enforces its own retry
+// budget; for clients of a shared service prefer Standard, whose quota stops
+// retries when the service is failing.
+//
+// The zero value is ready to use: 3 attempts and Standard's backoff. A Simple
+// is safe for concurrent use and must not be copied after first use.
+type Simple struct {
+	MaxAttempts   int           // attempts including the first; 0 = 3, negative = 1
+	Backoff       Backoff       // nil = Exponential{50ms, 20s, FullJitter}, 1 s base for throttling errors
+	MaxRetryAfter time.Duration // 0 = 5 min; a service hint longer than this refuses the retry
+
+	tokens issuer
+}
+
+// AcquireInitialToken returns the token for a request's first attempt. It
+// never fails.
+func (s *Simple) AcquireInitialToken(scope string) (Token, error) {
+	return s.tokens.issue(nil, scope), nil
+}
+
+// RefreshToken spends the token of a failed attempt and returns the token for
+// the next one, making the same checks as Standard except the quota.
+func (s *Simple) RefreshToken(t Token, err error) (Token, error) {
+	p := newPolicy(s.MaxAttempts, s.Backoff, s.Backoff, s.MaxRetryAfter)
+	return refreshWithout(&s.tokens, &p, t, err)
+}
+
+// RecordSuccess spends the token of a successful attempt.
+func (s *Simple) RecordSuccess(t Token) error { return recordWithout(&s.tokens, t) }
+
+// No never retries: every request gets exactly one attempt. Its refusals still
+// say why (ErrNotRetryable or ErrMaxAttempts), and its tokens are single-use
+// like every strategy's. The zero value is ready to use; it must not be copied
+// after first use.
+type No struct {
+	tokens issuer
+}
+
+// AcquireInitialToken returns the token for the only attempt.
+func (n *No) AcquireInitialToken(scope string) (Token, error) {
+	return n.tokens.issue(nil, scope), nil
+}
+
+// RefreshToken spends t and refuses the retry.
+func (n *No) RefreshToken(t Token, err error) (Token, error) {
+	p := newPolicy(1, nil, nil, 0)
+	return refreshWithout(&n.tokens, &p, t, err)
+}
+
+// RecordSuccess spends t.
+func (n *No) RecordSuccess(t Token) error { return recordWithout(&n.tokens, t) }
+
+// refreshWithout is RefreshToken for a strategy without a quota.
+func refreshWithout(is *issuer, p *policy, t Token, err error) (Token, error) {
+	c, ok := is.spend(t)
+	if !ok {
+		return Token{}, errForeignToken
+	}
+	_, delay, refused := p.decide(t, err)
+	if refused != nil {
+		is.done(c)
+		return Token{}, refused
+	}
+	return next(t, delay, 0), nil
+}
+
+// recordWithout is RecordSuccess for a strategy without a quota.
+func recordWithout(is *issuer, t Token) error {
+	c, ok := is.spend(t)
+	if !ok {
+		return errForeignToken
+	}
+	is.done(c)
+	return nil
+}
