@@ -2,7 +2,6 @@ package retry
 
 import (
 	"context"
-	"errors"
 	"net"
 	"strconv"
 	"time"
@@ -93,9 +92,10 @@ func (i Info) Retryable() bool {
 // infoer is the method an error implements to classify itself.
 type infoer interface{ RetryInfo() Info }
 
-// maxChainDepth bounds the walk over an error's chain, so that a cyclic or
-// absurdly deep chain cannot hang Classify.
-const maxChainDepth = 100
+// maxVisits bounds how many errors one walk over a chain visits, so that a
+// cyclic chain, or a tree of errors.Join with exponentially many paths,
+// cannot hang Classify.
+const maxVisits = 256
 
 // Classify reports what err says about retrying it.
 //
@@ -121,20 +121,21 @@ func Classify(err error) Info {
 	if err == nil {
 		return Info{}
 	}
-	if info, ok := find(err, 0); ok {
+	budget := maxVisits
+	if info, ok := find(err, &budget); ok {
 		return info
 	}
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+	budget = maxVisits
+	if isContextError(err, &budget) {
 		return Info{Safety: Unsafe, Fault: FaultClient}
 	}
-	var ne net.Error
-	if errors.As(err, &ne) {
+	budget = maxVisits
+	if ne, dial := netError(err, &budget); ne != nil {
 		var info Info
 		if ne.Timeout() {
 			info = Info{Timeout: true, Fault: FaultServer}
 		}
-		var oe *net.OpError
-		if errors.As(err, &oe) && oe.Op == "dial" {
+		if dial {
 			info.Safety = Safe
 		}
 		return info
@@ -142,9 +143,47 @@ func Classify(err error) Info {
 	return Info{}
 }
 
+// netError finds the first net.Error in err's chain, and reports whether a
+// *net.OpError for a dial is anywhere in it (an *url.Error, itself a
+// net.Error, wraps one when an HTTP client cannot connect). It walks the chain
+// itself because errors.As would allocate on every unclassified error.
+func netError(err error, budget *int) (first net.Error, dial bool) {
+	for err != nil && *budget > 0 {
+		*budget--
+		if oe, ok := err.(*net.OpError); ok && oe.Op == "dial" {
+			if first == nil {
+				first = oe
+			}
+			return first, true
+		}
+		if x, ok := err.(net.Error); ok && first == nil {
+			first = x
+		}
+		switch u := err.(type) {
+		case interface{ Unwrap() error }:
+			err = u.Unwrap()
+		case interface{ Unwrap() []error }:
+			for _, e := range u.Unwrap() {
+				ne, d := netError(e, budget)
+				if first == nil {
+					first = ne
+				}
+				if d {
+					return first, true
+				}
+			}
+			return first, false
+		default:
+			return first, false
+		}
+	}
+	return first, false
+}
+
 // find walks err's chain for RetryInfo methods.
-func find(err error, depth int) (Info, bool) {
-	for ; err != nil && depth < maxChainDepth; depth++ {
+func find(err error, budget *int) (Info, bool) {
+	for err != nil && *budget > 0 {
+		*budget--
 		if x, ok := err.(infoer); ok {
 			return x.RetryInfo(), true
 		}
@@ -157,7 +196,7 @@ func find(err error, depth int) (Info, bool) {
 				found  bool
 			)
 			for _, e := range u.Unwrap() {
-				info, ok := find(e, depth+1)
+				info, ok := find(e, budget)
 				if !ok {
 					continue
 				}
@@ -173,6 +212,35 @@ func find(err error, depth int) (Info, bool) {
 		}
 	}
 	return Info{}, false
+}
+
+// isContextError reports whether err's chain holds context.Canceled or
+// context.DeadlineExceeded. It is errors.Is with a bounded walk.
+func isContextError(err error, budget *int) bool {
+	for err != nil && *budget > 0 {
+		*budget--
+		if err == context.Canceled || err == context.DeadlineExceeded {
+			return true
+		}
+		if x, ok := err.(interface{ Is(error) bool }); ok &&
+			(x.Is(context.Canceled) || x.Is(context.DeadlineExceeded)) {
+			return true
+		}
+		switch u := err.(type) {
+		case interface{ Unwrap() error }:
+			err = u.Unwrap()
+		case interface{ Unwrap() []error }:
+			for _, e := range u.Unwrap() {
+				if isContextError(e, budget) {
+					return true
+				}
+			}
+			return false
+		default:
+			return false
+		}
+	}
+	return false
 }
 
 // merge combines two classifications cautiously.

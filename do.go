@@ -44,6 +44,17 @@ func DoValue[T any](ctx context.Context, s Strategy, op func(context.Context) (T
 		ctx, cancel = context.WithTimeout(ctx, c.maxElapsed)
 		defer cancel()
 	}
+	var timer *time.Timer
+	v, err := run(ctx, s, op, &c, &timer)
+	if timer != nil {
+		timer.Stop()
+	}
+	return v, err
+}
+
+// run is the loop itself. It has no defers, which keeps its many returns
+// cheap; *timer is created on the first wait and reused by the later ones.
+func run[T any](ctx context.Context, s Strategy, op func(context.Context) (T, error), c *config, timer **time.Timer) (T, error) {
 	var v T
 	if err := ctx.Err(); err != nil {
 		return v, c.giveUp(ctx, 0, nil, err)
@@ -67,18 +78,10 @@ func DoValue[T any](ctx context.Context, s Strategy, op func(context.Context) (T
 		return v, c.giveUp(ctx, 1, opErr, err)
 	}
 
-	var (
-		timer   *time.Timer
-		lastErr error
-	)
-	defer func() {
-		if timer != nil {
-			timer.Stop()
-		}
-	}()
+	var lastErr error
 	for attempt := 1; ; attempt++ {
 		if d := tok.Delay(); d > 0 {
-			if err := sleep(ctx, d, &timer); err != nil {
+			if err := sleep(ctx, d, timer); err != nil {
 				return v, c.giveUp(ctx, attempt-1, lastErr, err)
 			}
 		}
@@ -107,7 +110,7 @@ func DoValue[T any](ctx context.Context, s Strategy, op func(context.Context) (T
 			if c.longPoll {
 				var qe *QuotaError
 				if errors.As(refused, &qe) && qe.Delay > 0 {
-					_ = sleep(ctx, qe.Delay, &timer)
+					_ = sleep(ctx, qe.Delay, timer)
 				}
 			}
 			return v, c.giveUp(ctx, attempt, opErr, refused)
@@ -193,7 +196,8 @@ func (e *attemptTimeoutError) Unwrap() error { return e.err }
 // otherwise calls the attempt a server timeout: the service did not answer in
 // the time the caller allowed.
 func (e *attemptTimeoutError) RetryInfo() Info {
-	info, ok := find(e.err, 0)
+	budget := maxVisits
+	info, ok := find(e.err, &budget)
 	if !ok {
 		info = Info{Fault: FaultServer}
 	}

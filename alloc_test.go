@@ -1,0 +1,41 @@
+package retry
+
+import (
+	"context"
+	"testing"
+)
+
+// TestZeroAllocations pins the promise that the success path, and a run with
+// two zero-delay retries that then succeeds, allocate nothing. The race
+// detector makes sync.Pool drop items at random, so it is skipped there.
+func TestZeroAllocations(t *testing.T) {
+	if raceEnabled || testing.Short() {
+		t.Skip("allocation counts are not meaningful under -race or -short")
+	}
+	ctx := context.Background()
+	standard := NewStandard(StandardOptions{})
+	simple := &Simple{Backoff: Constant(0)}
+	n := 0
+	twoRetries := func(context.Context) error {
+		if n++; n%3 != 0 {
+			return errTransient
+		}
+		return nil
+	}
+	opts := []Option{Scope("svc"), AttemptTimeout(0)}
+	tests := []struct {
+		name string
+		run  func()
+	}{
+		{"success", func() { _ = Do(ctx, standard, succeed) }},
+		{"success with options", func() { _ = Do(ctx, standard, succeed, opts...) }},
+		{"two zero-delay retries", func() { _ = Do(ctx, simple, twoRetries) }},
+		{"DoValue", func() { _, _ = DoValue(ctx, standard, func(context.Context) (int, error) { return 1, nil }) }},
+	}
+	for _, tt := range tests {
+		tt.run() // warm the pool
+		if got := testing.AllocsPerRun(1000, tt.run); got != 0 {
+			t.Errorf("%s: %v allocations per call, want 0", tt.name, got)
+		}
+	}
+}
