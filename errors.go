@@ -61,6 +61,7 @@ type QuotaError struct {
 	Delay     time.Duration // the backoff the retry would have waited; LongPoll waits it
 }
 
+// Error says how many tokens the retry needed and how many the scope had.
 func (e *QuotaError) Error() string {
 	return ErrQuotaExhausted.Error() + ": retry needs " + strconv.Itoa(e.Cost) + " tokens, scope " +
 		strconv.Quote(e.Scope) + " has " + strconv.Itoa(e.Available)
@@ -76,6 +77,7 @@ type RetryAfterError struct {
 	Max        time.Duration // the strategy's MaxRetryAfter
 }
 
+// Error says what the service asked for and what the limit is.
 func (e *RetryAfterError) Error() string {
 	return ErrRetryAfterTooLong.Error() + ": asked for " + e.RetryAfter.String() + ", limit is " + e.Max.String()
 }
@@ -98,6 +100,7 @@ type Error struct {
 	Reason   error // why retrying stopped
 }
 
+// Error reads "retry: gave up after N attempts (reason): last error".
 func (e *Error) Error() string {
 	var b strings.Builder
 	b.WriteString("retry: gave up after ")
