@@ -23,6 +23,10 @@ func TestZeroAllocations(t *testing.T) {
 		return nil
 	}
 	opts := []Option{Scope("svc"), AttemptTimeout(0)}
+	// A type that wraps a strategy goes through the Strategy methods and
+	// single-use tokens rather than the built-in fast path.
+	wrapped := &struct{ Strategy }{NewStandard(StandardOptions{})}
+	wrappedSimple := &struct{ Strategy }{&Simple{Backoff: Constant(0)}}
 	tests := []struct {
 		name string
 		run  func()
@@ -30,6 +34,8 @@ func TestZeroAllocations(t *testing.T) {
 		{"success", func() { _ = Do(ctx, standard, succeed) }},
 		{"success with options", func() { _ = Do(ctx, standard, succeed, opts...) }},
 		{"two zero-delay retries", func() { _ = Do(ctx, simple, twoRetries) }},
+		{"success through tokens", func() { _ = Do(ctx, wrapped, succeed) }},
+		{"two retries through tokens", func() { _ = Do(ctx, wrappedSimple, twoRetries) }},
 		{"DoValue", func() { _, _ = DoValue(ctx, standard, func(context.Context) (int, error) { return 1, nil }) }},
 	}
 	for _, tt := range tests {

@@ -38,14 +38,14 @@ func Do(ctx context.Context, s Strategy, op func(context.Context) error, opts ..
 // the value of the successful attempt; on failure, the value the last attempt
 // returned (often the zero value) with an *Error.
 func DoValue[T any](ctx context.Context, s Strategy, op func(context.Context) (T, error), opts ...Option) (T, error) {
-	c := newConfig(opts)
+	var c config
+	c.apply(opts)
 	if c.maxElapsed > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, c.maxElapsed)
 		defer cancel()
 	}
-	var timer *time.Timer
-	v, err := run(ctx, s, op, &c, &timer)
+	v, timer, err := run(ctx, s, op, &c)
 	if timer != nil {
 		timer.Stop()
 	}
@@ -53,36 +53,36 @@ func DoValue[T any](ctx context.Context, s Strategy, op func(context.Context) (T
 }
 
 // run is the loop itself. It has no defers, which keeps its many returns
-// cheap; *timer is created on the first wait and reused by the later ones.
-func run[T any](ctx context.Context, s Strategy, op func(context.Context) (T, error), c *config, timer **time.Timer) (T, error) {
-	var v T
+// cheap; it returns the timer its waits used, for the caller to stop.
+func run[T any](ctx context.Context, s Strategy, op func(context.Context) (T, error), c *config) (v T, _ *time.Timer, _ error) {
+	d := driver{s: s}
+	// Only the exact types: a caller's type that embeds one of them has
+	// the engine's methods too, but may override the Strategy methods.
+	switch e := s.(type) {
+	case *Standard:
+		d.e = e
+	case *Simple:
+		d.e = e
+	case *No:
+		d.e = e
+	}
 	if err := ctx.Err(); err != nil {
-		return v, c.giveUp(ctx, 0, nil, err)
+		return v, nil, c.giveUp(ctx, 0, nil, err)
 	}
-
-	var (
-		tok Token
-		err error
-	)
-	if s == nil {
-		err = errNilStrategy
-	} else {
-		tok, err = s.AcquireInitialToken(c.scope)
-	}
-	if err != nil {
+	if err := d.begin(c.scope); err != nil {
 		v, opErr, _ := call(ctx, c.attemptTimeout, op)
 		if opErr == nil {
-			return v, nil
+			return v, d.timer, nil
 		}
 		c.attemptFailed(ctx, 1, opErr)
-		return v, c.giveUp(ctx, 1, opErr, err)
+		return v, d.timer, c.giveUp(ctx, 1, opErr, err)
 	}
 
 	var lastErr error
 	for attempt := 1; ; attempt++ {
-		if d := tok.Delay(); d > 0 {
-			if err := sleep(ctx, d, timer); err != nil {
-				return v, c.giveUp(ctx, attempt-1, lastErr, err)
+		if delay := d.delay(); delay > 0 {
+			if err := d.sleep(ctx, delay); err != nil {
+				return v, d.timer, c.giveUp(ctx, attempt-1, lastErr, err)
 			}
 		}
 		var (
@@ -91,42 +91,98 @@ func run[T any](ctx context.Context, s Strategy, op func(context.Context) (T, er
 		)
 		v, opErr, timedOut = call(ctx, c.attemptTimeout, op)
 		if opErr == nil {
-			_ = s.RecordSuccess(tok) // the call succeeded whatever the strategy thinks of its token
-			return v, nil
+			d.success()
+			return v, d.timer, nil
 		}
 		lastErr = opErr
 		c.attemptFailed(ctx, attempt, opErr)
 		if err := ctx.Err(); err != nil {
 			// The caller gave up. The token is abandoned rather than refreshed:
 			// refreshing could charge the quota for a retry that will not happen.
-			return v, c.giveUp(ctx, attempt, opErr, err)
+			return v, d.timer, c.giveUp(ctx, attempt, opErr, err)
 		}
 		classified := opErr
 		if timedOut {
 			classified = &attemptTimeoutError{opErr}
 		}
-		next, refused := s.RefreshToken(tok, classified)
-		if refused != nil {
+		if refused := d.retry(classified); refused != nil {
 			if c.longPoll {
 				var qe *QuotaError
 				if errors.As(refused, &qe) && qe.Delay > 0 {
-					_ = sleep(ctx, qe.Delay, timer)
+					_ = d.sleep(ctx, qe.Delay)
 				}
 			}
-			return v, c.giveUp(ctx, attempt, opErr, refused)
+			return v, d.timer, c.giveUp(ctx, attempt, opErr, refused)
 		}
-		d := next.Delay()
-		if !fits(ctx, d) {
-			return v, c.giveUp(ctx, attempt, opErr, ErrDeadline)
+		delay := d.delay()
+		if !fits(ctx, delay) {
+			return v, d.timer, c.giveUp(ctx, attempt, opErr, ErrDeadline)
 		}
 		if c.retrying != nil {
-			c.retrying(ctx, attempt, d, opErr)
+			c.retrying(ctx, attempt, delay, opErr)
 		}
 		if c.logger != nil {
-			c.logRetry(ctx, attempt, d, opErr)
+			c.logRetry(ctx, attempt, delay, opErr)
 		}
-		tok = next
 	}
+}
+
+// driver runs a request through a strategy: directly for this package's
+// strategies (e non-nil), through single-use tokens for any other.
+type driver struct {
+	e     engine
+	st    state
+	s     Strategy
+	tok   Token
+	timer *time.Timer // created by the first wait, reused by later ones
+}
+
+func (d *driver) begin(scope string) error {
+	switch {
+	case d.e != nil:
+		d.st.bucket, d.st.scope = d.e.quota(scope), scope
+		return nil
+	case d.s == nil:
+		return errNilStrategy
+	}
+	var err error
+	d.tok, err = d.s.AcquireInitialToken(scope)
+	return err
+}
+
+func (d *driver) delay() time.Duration {
+	if d.e != nil {
+		return d.st.delay
+	}
+	return d.tok.Delay()
+}
+
+func (d *driver) retry(err error) error {
+	if d.e != nil {
+		st, refused := d.e.next(d.st, err)
+		if refused == nil {
+			d.st = st
+		}
+		return refused
+	}
+	next, refused := d.s.RefreshToken(d.tok, err)
+	if refused == nil {
+		d.tok = next
+	}
+	return refused
+}
+
+func (d *driver) success() {
+	if d.e != nil {
+		d.e.succeed(d.st.bucket, d.st.retries, d.st.cost)
+		return
+	}
+	_ = d.s.RecordSuccess(d.tok) // the call succeeded whatever the strategy thinks of its token
+}
+
+// sleep waits d, reusing the driver's timer.
+func (d *driver) sleep(ctx context.Context, delay time.Duration) error {
+	return sleep(ctx, delay, &d.timer)
 }
 
 // call runs one attempt, bounded by timeout if it is positive, and reports

@@ -121,7 +121,7 @@ func (d *delayed) AcquireInitialToken(scope string) (Token, error) {
 		return Token{}, d.refuse
 	}
 	tok, _ := d.Simple.AcquireInitialToken(scope)
-	tok.delay = d.initial
+	tok.st.delay = d.initial
 	return tok, nil
 }
 

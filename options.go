@@ -45,8 +45,8 @@ type config struct {
 	logger         *slog.Logger
 }
 
-func newConfig(opts []Option) config {
-	var c config
+// apply sets c from opts.
+func (c *config) apply(opts []Option) {
 	for i := range opts {
 		o := &opts[i]
 		switch o.kind {
@@ -68,7 +68,6 @@ func newConfig(opts []Option) config {
 			c.logger = o.logger
 		}
 	}
-	return c
 }
 
 // Scope names the retry quota the call draws on (seed 000 token_scope), for

@@ -20,18 +20,26 @@ type Simple struct {
 // AcquireInitialToken returns the token for a request's first attempt. It
 // never fails.
 func (s *Simple) AcquireInitialToken(scope string) (Token, error) {
-	return s.tokens.issue(nil, scope), nil
+	return s.tokens.acquire(s, scope), nil
 }
 
 // RefreshToken spends the token of a failed attempt and returns the token for
 // the next one, making the same checks as Standard except the quota.
 func (s *Simple) RefreshToken(t Token, err error) (Token, error) {
-	p := newPolicy(s.MaxAttempts, s.Backoff, s.Backoff, s.MaxRetryAfter)
-	return refreshWithout(&s.tokens, &p, t, err)
+	return s.tokens.refresh(s, t, err)
 }
 
 // RecordSuccess spends the token of a successful attempt.
-func (s *Simple) RecordSuccess(t Token) error { return recordWithout(&s.tokens, t) }
+func (s *Simple) RecordSuccess(t Token) error { return s.tokens.record(s, t) }
+
+func (s *Simple) quota(string) *TokenBucket { return nil }
+
+func (s *Simple) next(st state, err error) (state, error) {
+	p := newPolicy(s.MaxAttempts, s.Backoff, s.Backoff, s.MaxRetryAfter)
+	return advance(&p, st, err)
+}
+
+func (s *Simple) succeed(*TokenBucket, int, int) {}
 
 // No never retries: every request gets exactly one attempt. Its refusals still
 // say why (ErrNotRetryable or ErrMaxAttempts), and its tokens are single-use
@@ -43,38 +51,31 @@ type No struct {
 
 // AcquireInitialToken returns the token for the only attempt.
 func (n *No) AcquireInitialToken(scope string) (Token, error) {
-	return n.tokens.issue(nil, scope), nil
+	return n.tokens.acquire(n, scope), nil
 }
 
 // RefreshToken spends t and refuses the retry.
-func (n *No) RefreshToken(t Token, err error) (Token, error) {
-	p := newPolicy(1, nil, nil, 0)
-	return refreshWithout(&n.tokens, &p, t, err)
-}
+func (n *No) RefreshToken(t Token, err error) (Token, error) { return n.tokens.refresh(n, t, err) }
 
 // RecordSuccess spends t.
-func (n *No) RecordSuccess(t Token) error { return recordWithout(&n.tokens, t) }
+func (n *No) RecordSuccess(t Token) error { return n.tokens.record(n, t) }
 
-// refreshWithout is RefreshToken for a strategy without a quota.
-func refreshWithout(is *issuer, p *policy, t Token, err error) (Token, error) {
-	c, ok := is.spend(t)
-	if !ok {
-		return Token{}, errForeignToken
-	}
-	_, delay, refused := p.decide(t, err)
-	if refused != nil {
-		is.done(c)
-		return Token{}, refused
-	}
-	return next(t, delay, 0), nil
+func (n *No) quota(string) *TokenBucket { return nil }
+
+func (n *No) next(st state, err error) (state, error) {
+	p := newPolicy(1, nil, nil, 0)
+	return advance(&p, st, err)
 }
 
-// recordWithout is RecordSuccess for a strategy without a quota.
-func recordWithout(is *issuer, t Token) error {
-	c, ok := is.spend(t)
-	if !ok {
-		return errForeignToken
+func (n *No) succeed(*TokenBucket, int, int) {}
+
+// advance is next for a strategy without a quota.
+func advance(p *policy, st state, err error) (state, error) {
+	_, delay, refused := p.decide(&st, err)
+	if refused != nil {
+		return st, refused
 	}
-	is.done(c)
-	return nil
+	st.retries++
+	st.delay = delay
+	return st, nil
 }

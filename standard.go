@@ -68,11 +68,7 @@ func NewStandard(opts StandardOptions) *Standard {
 // AcquireInitialToken returns the token for a request's first attempt. It
 // never fails and never charges the quota.
 func (s *Standard) AcquireInitialToken(scope string) (Token, error) {
-	b := s.opts.Bucket
-	if b == nil {
-		b = s.scopes.bucket(scope, DefaultBucketCapacity, orDefault(s.opts.MaxScopes, defaultMaxScopes))
-	}
-	return s.tokens.issue(b, scope), nil
+	return s.tokens.acquire(s, scope), nil
 }
 
 // RefreshToken spends the token of a failed attempt and returns the token for
@@ -83,40 +79,42 @@ func (s *Standard) AcquireInitialToken(scope string) (Token, error) {
 // retry (ErrQuotaExhausted, as a *QuotaError). The new token's delay is the
 // backoff, or the service's RetryAfter if that is longer.
 func (s *Standard) RefreshToken(t Token, err error) (Token, error) {
-	c, ok := s.tokens.spend(t)
-	if !ok {
-		return Token{}, errForeignToken
-	}
-	p := s.policy()
-	info, delay, refused := p.decide(t, err)
-	if refused != nil {
-		s.tokens.done(c)
-		return Token{}, refused
-	}
-	cost := s.cost(info)
-	if !c.bucket.Take(cost) {
-		qe := &QuotaError{Scope: c.scope, Cost: cost, Available: c.bucket.Available(), Delay: delay}
-		s.tokens.done(c)
-		return Token{}, qe
-	}
-	return next(t, delay, cost), nil
+	return s.tokens.refresh(s, t, err)
 }
 
 // RecordSuccess spends the token of a successful attempt. A first attempt adds
 // SuccessIncrement tokens to the quota; a retry refunds what it paid. The
 // quota never grows beyond its capacity.
-func (s *Standard) RecordSuccess(t Token) error {
-	c, ok := s.tokens.spend(t)
-	if !ok {
-		return errForeignToken
+func (s *Standard) RecordSuccess(t Token) error { return s.tokens.record(s, t) }
+
+func (s *Standard) quota(scope string) *TokenBucket {
+	if s.opts.Bucket != nil {
+		return s.opts.Bucket
 	}
-	if t.retries == 0 {
-		c.bucket.Refund(orDefault(s.opts.SuccessIncrement, 1))
+	return s.scopes.bucket(scope, DefaultBucketCapacity, orDefault(s.opts.MaxScopes, defaultMaxScopes))
+}
+
+func (s *Standard) next(st state, err error) (state, error) {
+	p := s.policy()
+	info, delay, refused := p.decide(&st, err)
+	if refused != nil {
+		return st, refused
+	}
+	cost := s.cost(info)
+	if !st.bucket.Take(cost) {
+		return st, &QuotaError{Scope: st.scope, Cost: cost, Available: st.bucket.Available(), Delay: delay}
+	}
+	st.retries++
+	st.delay, st.cost = delay, cost
+	return st, nil
+}
+
+func (s *Standard) succeed(bucket *TokenBucket, retries, cost int) {
+	if retries == 0 {
+		bucket.Refund(orDefault(s.opts.SuccessIncrement, 1))
 	} else {
-		c.bucket.Refund(t.cost)
+		bucket.Refund(cost)
 	}
-	s.tokens.done(c)
-	return nil
 }
 
 // Available returns the tokens left in scope's quota: in the shared Bucket if

@@ -522,7 +522,7 @@ func TestStandardConcurrentAccounting(t *testing.T) {
 						refused = true
 						break
 					}
-					paid += next.cost
+					paid += next.st.cost
 					tok = next
 				}
 				switch {
@@ -538,7 +538,7 @@ func TestStandardConcurrentAccounting(t *testing.T) {
 					unrefunded.Add(int64(paid))
 				default:
 					_ = s.RecordSuccess(tok) // refunds the last retry's cost
-					unrefunded.Add(int64(paid - tok.cost))
+					unrefunded.Add(int64(paid - tok.st.cost))
 				}
 			}
 		})

@@ -63,8 +63,8 @@ func newPolicy(maxAttempts int, backoff, throttle Backoff, maxRetryAfter time.Du
 
 // decide checks, in order, that err may be retried, that an attempt is left
 // and that the wait is within the strategy's limits, and returns err's
-// classification and the wait before the next attempt. t has been validated.
-func (p *policy) decide(t Token, err error) (Info, time.Duration, error) {
+// classification and the wait before the next attempt of st.
+func (p *policy) decide(st *state, err error) (Info, time.Duration, error) {
 	if err == nil {
 		return Info{}, 0, errNilError
 	}
@@ -74,12 +74,12 @@ func (p *policy) decide(t Token, err error) (Info, time.Duration, error) {
 		return info, 0, errUnsafe
 	case info.Safety == MaybeSafe && info.Fault != FaultServer:
 		return info, 0, errMaybeSafe
-	case t.retries+1 >= p.maxAttempts:
+	case st.retries+1 >= p.maxAttempts:
 		return info, 0, errNoMoreTries
 	case info.RetryAfter > p.maxRetryAfter:
 		return info, 0, &RetryAfterError{RetryAfter: info.RetryAfter, Max: p.maxRetryAfter}
 	}
-	d := p.delay(info.Throttle, t.retries+1, t.delay)
+	d := p.delay(info.Throttle, st.retries+1, st.delay)
 	// Never sooner than the service asked (seed 001), never negative.
 	return info, max(d, info.RetryAfter, 0), nil
 }

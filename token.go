@@ -15,29 +15,53 @@ import (
 // Strategies outside this package make tokens with NewToken and keep their own
 // per-request state in its value.
 type Token struct {
-	retries int
-	delay   time.Duration
-	value   any
-	// Fields used by this package's strategies.
-	gen  uint64 // which use of the cell this token stands for
-	cost int    // tokens paid to the quota for the attempt this token is for
+	st    state
+	value any    // a strategy's own state; the built-ins keep their *cell here
+	gen   uint64 // which use of the cell this token stands for
 }
 
 // NewToken returns a token for the attempt after retryCount retries, to be
 // made after delay, carrying a strategy's own state in value.
 func NewToken(retryCount int, delay time.Duration, value any) Token {
-	return Token{retries: max(retryCount, 0), delay: max(delay, 0), value: value}
+	return Token{st: state{retries: max(retryCount, 0), delay: max(delay, 0)}, value: value}
 }
 
 // RetryCount returns the number of attempts made before the one this token is
 // for: 0 for the first attempt.
-func (t Token) RetryCount() int { return t.retries }
+func (t Token) RetryCount() int { return t.st.retries }
 
 // Delay returns the wait before the attempt this token is for.
-func (t Token) Delay() time.Duration { return t.delay }
+func (t Token) Delay() time.Duration { return t.st.delay }
 
 // Value returns the state a strategy stored with NewToken.
 func (t Token) Value() any { return t.value }
+
+// state is what this package's strategies know about one request.
+type state struct {
+	retries int           // attempts made before the next one
+	delay   time.Duration // wait before the next attempt
+	cost    int           // tokens paid to the quota for the next attempt
+	bucket  *TokenBucket  // the quota this request pays into; nil for none
+	scope   string
+}
+
+// engine is implemented by this package's strategies. Their Strategy methods
+// wrap it in single-use tokens; Do drives it directly with the request's
+// state on its own stack, where no token can be reused, so that the path
+// where nothing fails costs a few nanoseconds.
+type engine interface {
+	// quota returns the bucket that pays for retries in scope, or nil.
+	quota(scope string) *TokenBucket
+	// next decides on a retry after err and, if granted, returns the state
+	// of the next attempt. (States pass by value: a pointer handed to an
+	// interface method would move the loop's state to the heap.)
+	next(st state, err error) (state, error)
+	// succeed records that the attempt st is for succeeded. It takes the
+	// fields it needs rather than the state: copying a state that was just
+	// written field by field stalls the CPU (store forwarding fails) for
+	// longer than the whole success path takes otherwise.
+	succeed(bucket *TokenBucket, retries, cost int)
+}
 
 // issuer hands out single-use tokens without allocating. Each request borrows
 // a cell from a pool; the cell's generation advances every time a token is
@@ -49,20 +73,42 @@ type issuer struct {
 
 // cell is the per-request state that must be shared by every copy of a token.
 type cell struct {
-	owner  *issuer
-	gen    atomic.Uint64
-	bucket *TokenBucket // the quota this request pays into; nil for no quota
-	scope  string
+	owner *issuer
+	gen   atomic.Uint64
 }
 
-// issue starts a request and returns its first token.
-func (is *issuer) issue(bucket *TokenBucket, scope string) Token {
+// acquire starts a request: AcquireInitialToken for engine e.
+func (is *issuer) acquire(e engine, scope string) Token {
 	c, _ := is.cells.Get().(*cell)
 	if c == nil {
 		c = &cell{owner: is}
 	}
-	c.bucket, c.scope = bucket, scope
-	return Token{value: c, gen: c.gen.Load()}
+	return Token{st: state{bucket: e.quota(scope), scope: scope}, value: c, gen: c.gen.Load()}
+}
+
+// refresh is RefreshToken for engine e.
+func (is *issuer) refresh(e engine, t Token, err error) (Token, error) {
+	c, ok := is.spend(t)
+	if !ok {
+		return Token{}, errForeignToken
+	}
+	st, refused := e.next(t.st, err)
+	if refused != nil {
+		is.cells.Put(c)
+		return Token{}, refused
+	}
+	return Token{st: st, value: c, gen: t.gen + 1}, nil
+}
+
+// record is RecordSuccess for engine e.
+func (is *issuer) record(e engine, t Token) error {
+	c, ok := is.spend(t)
+	if !ok {
+		return errForeignToken
+	}
+	e.succeed(t.st.bucket, t.st.retries, t.st.cost)
+	is.cells.Put(c)
+	return nil
 }
 
 // spend marks t as used. It reports the token's cell, or false if t was not
@@ -73,15 +119,4 @@ func (is *issuer) spend(t Token) (*cell, bool) {
 		return nil, false
 	}
 	return c, true
-}
-
-// next returns the token that follows t, which spend has just accepted.
-func next(t Token, delay time.Duration, cost int) Token {
-	return Token{retries: t.retries + 1, delay: delay, value: t.value, gen: t.gen + 1, cost: cost}
-}
-
-// done ends the request whose cell is c; its tokens are all spent.
-func (is *issuer) done(c *cell) {
-	c.bucket, c.scope = nil, ""
-	is.cells.Put(c)
 }
