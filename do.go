@@ -204,6 +204,23 @@ func fits(ctx context.Context, d time.Duration) bool {
 	return !ok || d < time.Until(deadline)
 }
 
+// Sleep waits d, for loops of one's own that wait the way Do does. It does
+// not start a wait that could not end before ctx's deadline: it returns
+// ErrDeadline at once. It returns ctx's error if ctx is done first or already
+// (a zero or negative d waits nothing and reports only that), and nil after a
+// full wait. Its timer is stopped before it returns.
+func Sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	var t *time.Timer
+	err := sleep(ctx, d, &t)
+	if t != nil {
+		t.Stop()
+	}
+	return err
+}
+
 // sleep waits d, reusing *t across waits. It returns ErrDeadline without
 // waiting if the wait could not end before ctx's deadline, and ctx's error if
 // ctx is done first.

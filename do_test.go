@@ -420,3 +420,30 @@ func TestDoScope(t *testing.T) {
 		t.Fatalf("a = %d, b = %d, unscoped = %d", s.Available("a"), s.Available("b"), s.Available(""))
 	}
 }
+
+func TestSleep(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		if err := Sleep(context.Background(), 2*time.Second); err != nil || time.Since(start) != 2*time.Second {
+			t.Fatalf("err = %v after %v, want nil after 2s", err, time.Since(start))
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		start = time.Now()
+		if err := Sleep(ctx, 2*time.Second); !errors.Is(err, ErrDeadline) || time.Since(start) != 0 {
+			t.Fatalf("past the deadline: err = %v after %v, want ErrDeadline at once", err, time.Since(start))
+		}
+		cctx, ccancel := context.WithCancel(context.Background())
+		time.AfterFunc(300*time.Millisecond, ccancel)
+		start = time.Now()
+		if err := Sleep(cctx, time.Hour); !errors.Is(err, context.Canceled) || time.Since(start) != 300*time.Millisecond {
+			t.Fatalf("cancelled: err = %v after %v", err, time.Since(start))
+		}
+		if err := Sleep(cctx, 0); !errors.Is(err, context.Canceled) {
+			t.Fatalf("zero wait on a cancelled context: %v", err)
+		}
+		if err := Sleep(context.Background(), -time.Second); err != nil {
+			t.Fatalf("negative wait: %v", err)
+		}
+	})
+}
