@@ -184,6 +184,13 @@ func netError(err error, budget *int) (first net.Error, dial bool) {
 func find(err error, budget *int) (Info, bool) {
 	for err != nil && *budget > 0 {
 		*budget--
+		if e, ok := err.(*Error); ok {
+			// Error.RetryInfo would start a new walk; continue this one, so
+			// that an Error wrapping itself cannot recurse without bound.
+			info, _ := find(e.Err, budget)
+			info.Safety = Unsafe
+			return info, true
+		}
 		if x, ok := err.(infoer); ok {
 			return x.RetryInfo(), true
 		}

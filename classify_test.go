@@ -610,3 +610,16 @@ func TestErrorClassifiesUnsafe(t *testing.T) {
 		t.Error("errors.Is does not reach the operation's error and the reason")
 	}
 }
+
+// TestClassifySelfWrappingError: an *Error whose Err is itself must not make
+// Classify recurse without bound.
+func TestClassifySelfWrappingError(t *testing.T) {
+	e := &Error{Reason: ErrMaxAttempts}
+	e.Err = e
+	if got := Classify(e); got.Safety != Unsafe {
+		t.Fatalf("Classify = %+v, want Unsafe", got)
+	}
+	if got := Classify(errors.Join(errBoom, e)); got.Safety != Unsafe { // Join does not format until asked
+		t.Fatalf("wrapped: Classify = %+v, want Unsafe", got)
+	}
+}

@@ -82,6 +82,7 @@ func run[T any](ctx context.Context, s Strategy, op func(context.Context) (T, er
 	for attempt := 1; ; attempt++ {
 		if delay := d.delay(); delay > 0 {
 			if err := d.sleep(ctx, delay); err != nil {
+				d.release()
 				return v, d.timer, c.giveUp(ctx, attempt-1, lastErr, err)
 			}
 		}
@@ -109,13 +110,19 @@ func run[T any](ctx context.Context, s Strategy, op func(context.Context) (T, er
 			if c.longPoll {
 				var qe *QuotaError
 				if errors.As(refused, &qe) && qe.Delay > 0 {
-					_ = d.sleep(ctx, qe.Delay)
+					// Up to the deadline, never past it: a poller must not spin.
+					wait := qe.Delay
+					if deadline, ok := ctx.Deadline(); ok {
+						wait = min(wait, time.Until(deadline)-1)
+					}
+					_ = d.sleep(ctx, wait)
 				}
 			}
 			return v, d.timer, c.giveUp(ctx, attempt, opErr, refused)
 		}
 		delay := d.delay()
 		if !fits(ctx, delay) {
+			d.release()
 			return v, d.timer, c.giveUp(ctx, attempt, opErr, ErrDeadline)
 		}
 		if c.retrying != nil {
@@ -178,6 +185,19 @@ func (d *driver) success() {
 		return
 	}
 	_ = d.s.RecordSuccess(d.tok) // the call succeeded whatever the strategy thinks of its token
+}
+
+// release hands back a granted retry the loop will not make.
+func (d *driver) release() {
+	switch {
+	case d.e != nil:
+		d.e.release(d.st.bucket, d.st.cost)
+		d.st.cost = 0
+	case d.s != nil:
+		if r, ok := d.s.(Releaser); ok {
+			_ = r.ReleaseToken(d.tok)
+		}
+	}
 }
 
 // sleep waits d, reusing the driver's timer.

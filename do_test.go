@@ -348,13 +348,14 @@ func TestDoLongPoll(t *testing.T) {
 		if !errors.Is(err, ErrQuotaExhausted) || time.Since(start) != 3*time.Second {
 			t.Fatalf("LongPoll: err = %v after %v, want after the 3s backoff", err, time.Since(start))
 		}
-		// Not past the deadline, though.
+		// Up to the deadline, not past it: a poller with a short deadline must
+		// not spin either.
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		start = time.Now()
-		_ = Do(ctx, s, failing(5, errTransient).op, LongPoll())
-		if time.Since(start) != 0 {
-			t.Fatalf("LongPoll waited %v past a 1s deadline", time.Since(start))
+		err = Do(ctx, s, failing(5, errTransient).op, LongPoll())
+		if elapsed := time.Since(start); elapsed >= time.Second || elapsed < time.Second-time.Millisecond || !errors.Is(err, ErrQuotaExhausted) {
+			t.Fatalf("LongPoll with a 1s deadline: %v after %v, want ErrQuotaExhausted just before the deadline", err, elapsed)
 		}
 	})
 }
@@ -444,6 +445,45 @@ func TestSleep(t *testing.T) {
 		}
 		if err := Sleep(context.Background(), -time.Second); err != nil {
 			t.Fatalf("negative wait: %v", err)
+		}
+	})
+}
+
+// TestDoDoesNotChargeForRetriesItDoesNotMake: a retry granted but given up,
+// because its wait would pass the deadline or the caller cancelled during
+// it, returns its cost to the quota. Otherwise short deadlines alone would
+// drain the quota without one retry reaching the service.
+func TestDoDoesNotChargeForRetriesItDoesNotMake(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		for _, s := range []Strategy{
+			NewStandard(StandardOptions{Backoff: Constant(time.Second)}),
+			&struct{ *Standard }{NewStandard(StandardOptions{Backoff: Constant(time.Second)})}, // through tokens and Releaser
+		} {
+			available := func() int {
+				if w, ok := s.(*struct{ *Standard }); ok {
+					return w.Available("")
+				}
+				return s.(*Standard).Available("")
+			}
+			for range 100 {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+				err := Do(ctx, s, failing(5, errTransient).op)
+				cancel()
+				if !errors.Is(err, ErrDeadline) {
+					t.Fatalf("%T: err = %v, want ErrDeadline", s, err)
+				}
+			}
+			if got := available(); got != 500 {
+				t.Fatalf("%T: quota = %d after 100 retries that were never made, want 500", s, got)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			time.AfterFunc(100*time.Millisecond, cancel)
+			if err := Do(ctx, s, failing(5, errTransient).op); !errors.Is(err, context.Canceled) {
+				t.Fatalf("%T: err = %v", s, err)
+			}
+			if got := available(); got != 500 {
+				t.Fatalf("%T: quota = %d after a retry cancelled during its wait, want 500", s, got)
+			}
 		}
 	})
 }

@@ -103,7 +103,9 @@ func OnAttemptFailed(f func(ctx context.Context, attempt int, err error)) Option
 
 // OnRetry calls f when a retry has been granted and its wait is about to
 // begin, with the number of the attempt that failed, the wait before the next
-// attempt, and the error. It never fires for a retry that will not happen. A
+// attempt, and the error. It does not fire after the last attempt, nor for a
+// retry refused or too late for the deadline; only a cancellation during the
+// wait can still stop the retry it announced, and then OnGiveUp follows. A
 // later OnRetry replaces an earlier one.
 func OnRetry(f func(ctx context.Context, attempt int, delay time.Duration, err error)) Option {
 	return Option{kind: optOnRetry, retrying: f}

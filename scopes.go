@@ -7,7 +7,8 @@ import (
 
 // scopes holds one retry quota per scope, created on first use. The number of
 // scopes is bounded: when a new scope would exceed the bound, the least
-// recently used scope is dropped (a later request in it starts a new, full
+// recently used scope with a full bucket is dropped, or the least recently
+// used of all if none is full (a later request in it starts a new, full
 // bucket). Lookups take no lock; only creating a scope does. The zero value
 // is ready to use.
 type scopes struct {
@@ -71,20 +72,31 @@ func (s *scopes) create(scope string, capacity, limit int) *TokenBucket {
 	return &b.TokenBucket
 }
 
-// evictOldest drops the least recently used scope. Callers hold mu.
+// evictOldest drops the least recently used scope whose bucket is full, or,
+// if every bucket is short, the least recently used scope. Dropping a full
+// bucket loses nothing (a new one starts full); dropping a drained one would
+// hand a failing service a fresh quota. Callers hold mu. It scans every
+// scope, which happens only when a new scope is created beyond the bound.
 func (s *scopes) evictOldest() {
 	var (
-		oldest    any
-		oldestUse uint64
-		found     bool
+		oldest, oldestFull       any
+		oldestUse, oldestFullUse uint64
 	)
 	s.byName.Range(func(k, v any) bool {
-		if use := v.(*scoped).lastUse.Load(); !found || use < oldestUse {
-			oldest, oldestUse, found = k, use, true
+		b := v.(*scoped)
+		use := b.lastUse.Load()
+		if oldest == nil || use < oldestUse {
+			oldest, oldestUse = k, use
+		}
+		if b.Available() >= b.Capacity() && (oldestFull == nil || use < oldestFullUse) {
+			oldestFull, oldestFullUse = k, use
 		}
 		return true
 	})
-	if !found {
+	if oldestFull != nil {
+		oldest = oldestFull
+	}
+	if oldest == nil {
 		s.count = 0
 		return
 	}

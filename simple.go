@@ -41,6 +41,12 @@ func (s *Simple) next(st state, err error) (state, error) {
 
 func (s *Simple) succeed(*TokenBucket, int, int) {}
 
+// ReleaseToken spends a token whose attempt will not be made. It implements
+// Releaser.
+func (s *Simple) ReleaseToken(t Token) error { return s.tokens.releaseToken(s, t) }
+
+func (s *Simple) release(*TokenBucket, int) {}
+
 // No never retries: every request gets exactly one attempt. Its refusals still
 // say why (ErrNotRetryable or ErrMaxAttempts), and its tokens are single-use
 // like every strategy's. The zero value is ready to use; it must not be copied
@@ -68,6 +74,12 @@ func (n *No) next(st state, err error) (state, error) {
 }
 
 func (n *No) succeed(*TokenBucket, int, int) {}
+
+// ReleaseToken spends a token whose attempt will not be made. It implements
+// Releaser.
+func (n *No) ReleaseToken(t Token) error { return n.tokens.releaseToken(n, t) }
+
+func (n *No) release(*TokenBucket, int) {}
 
 // advance is next for a strategy without a quota.
 func advance(p *policy, st state, err error) (state, error) {

@@ -14,6 +14,7 @@ type StandardOptions struct {
 	ThrottleCost     int           // 0 = 5
 	TimeoutCost      int           // 0 = RetryCost
 	SuccessIncrement int           // 0 = 1
+	Capacity         int           // capacity of each scope's bucket when Bucket is nil; 0 = 500
 	MaxScopes        int           // scopes with their own bucket when Bucket is nil; 0 = 1024
 }
 
@@ -87,11 +88,18 @@ func (s *Standard) RefreshToken(t Token, err error) (Token, error) {
 // quota never grows beyond its capacity.
 func (s *Standard) RecordSuccess(t Token) error { return s.tokens.record(s, t) }
 
+// ReleaseToken spends a token whose attempt will not be made and refunds
+// what its retry cost, so that a retry that never happened does not drain the
+// quota. It implements Releaser.
+func (s *Standard) ReleaseToken(t Token) error { return s.tokens.releaseToken(s, t) }
+
+func (s *Standard) release(bucket *TokenBucket, cost int) { bucket.Refund(cost) }
+
 func (s *Standard) quota(scope string) *TokenBucket {
 	if s.opts.Bucket != nil {
 		return s.opts.Bucket
 	}
-	return s.scopes.bucket(scope, DefaultBucketCapacity, orDefault(s.opts.MaxScopes, defaultMaxScopes))
+	return s.scopes.bucket(scope, orDefault(s.opts.Capacity, DefaultBucketCapacity), orDefault(s.opts.MaxScopes, defaultMaxScopes))
 }
 
 func (s *Standard) next(st state, err error) (state, error) {
@@ -126,7 +134,7 @@ func (s *Standard) Available(scope string) int {
 	if b := s.scopes.peek(scope); b != nil {
 		return b.Available()
 	}
-	return DefaultBucketCapacity
+	return orDefault(s.opts.Capacity, DefaultBucketCapacity)
 }
 
 func (s *Standard) policy() policy {

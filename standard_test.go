@@ -603,3 +603,63 @@ func TestNo(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestReleaseTokenRefundsARetryNeverMade(t *testing.T) {
+	b := NewTokenBucket(500)
+	s := NewStandard(StandardOptions{Bucket: b})
+	tok := mustRefresh(t, s, mustAcquire(t, s, ""), errTransient)
+	if b.Available() != 486 {
+		t.Fatalf("bucket = %d after a granted retry", b.Available())
+	}
+	if err := s.ReleaseToken(tok); err != nil {
+		t.Fatal(err)
+	}
+	if b.Available() != 500 {
+		t.Fatalf("bucket = %d after the release, want 500", b.Available())
+	}
+	if err := s.ReleaseToken(tok); !errors.Is(err, ErrInvalidToken) {
+		t.Fatalf("second release: %v, want ErrInvalidToken", err)
+	}
+	if err := s.RecordSuccess(tok); !errors.Is(err, ErrInvalidToken) {
+		t.Fatalf("record after release: %v, want ErrInvalidToken", err)
+	}
+	// An initial token releases for nothing.
+	if err := s.ReleaseToken(mustAcquire(t, s, "")); err != nil || b.Available() != 500 {
+		t.Fatalf("release of an initial token: %v, bucket %d", err, b.Available())
+	}
+	for _, r := range []Releaser{&Simple{}, &No{}} {
+		st := r.(Strategy)
+		if err := r.ReleaseToken(mustAcquire(t, st, "")); err != nil {
+			t.Fatalf("%T: %v", r, err)
+		}
+	}
+}
+
+// TestScopesEvictFullBucketsFirst: when the bound is reached, a drained
+// scope survives a full one even if the full one was used more recently,
+// because dropping a drained bucket would hand a failing service a new quota.
+func TestScopesEvictFullBucketsFirst(t *testing.T) {
+	s := NewStandard(StandardOptions{MaxScopes: 2})
+	mustRefresh(t, s, mustAcquire(t, s, "drained"), errTransient) // oldest, short 14
+	_ = s.RecordSuccess(mustAcquire(t, s, "full"))                 // newer, full
+	_ = s.RecordSuccess(mustAcquire(t, s, "new"))                  // forces an eviction
+	if got := s.Available("drained"); got != 486 {
+		t.Fatalf("drained scope = %d, want 486: it was dropped instead of the full one", got)
+	}
+	if _, ok := s.scopes.byName.Load("full"); ok {
+		t.Fatal("the full scope was kept")
+	}
+}
+
+func TestStandardCapacityOption(t *testing.T) {
+	s := NewStandard(StandardOptions{Capacity: 30})
+	if got := s.Available("x"); got != 30 {
+		t.Fatalf("unused scope = %d, want 30", got)
+	}
+	tok := mustRefresh(t, s, mustAcquire(t, s, "x"), errTransient)
+	tok = mustRefresh(t, s, tok, errTransient)
+	if _, err := s.RefreshToken(mustAcquire(t, s, "x"), errTransient); !errors.Is(err, ErrQuotaExhausted) {
+		t.Fatalf("err = %v after 28 of 30 tokens, want ErrQuotaExhausted", err)
+	}
+	_ = tok
+}

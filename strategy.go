@@ -24,6 +24,18 @@ type Strategy interface {
 	RecordSuccess(t Token) error
 }
 
+// A Releaser is a Strategy that can take back a token its loop will not use:
+// the retry it granted will not be made, because its wait would end past the
+// deadline or the caller gave up during it, so what the retry cost returns to
+// the quota. Do calls ReleaseToken when the strategy has it; so should other
+// loops. Without it, a retry that never happened still drains the quota, and
+// a burst of requests with short deadlines could empty it without a single
+// retry reaching the service. ReleaseToken spends the token like the other
+// methods.
+type Releaser interface {
+	ReleaseToken(t Token) error
+}
+
 // Defaults shared by the strategies of this package.
 const (
 	defaultMaxAttempts   = 3

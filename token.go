@@ -61,6 +61,8 @@ type engine interface {
 	// written field by field stalls the CPU (store forwarding fails) for
 	// longer than the whole success path takes otherwise.
 	succeed(bucket *TokenBucket, retries, cost int)
+	// release takes back a granted retry that will not be made.
+	release(bucket *TokenBucket, cost int)
 }
 
 // issuer hands out single-use tokens without allocating. Each request borrows
@@ -107,6 +109,17 @@ func (is *issuer) record(e engine, t Token) error {
 		return errForeignToken
 	}
 	e.succeed(t.st.bucket, t.st.retries, t.st.cost)
+	is.cells.Put(c)
+	return nil
+}
+
+// releaseToken is ReleaseToken for engine e.
+func (is *issuer) releaseToken(e engine, t Token) error {
+	c, ok := is.spend(t)
+	if !ok {
+		return errForeignToken
+	}
+	e.release(t.st.bucket, t.st.cost)
 	is.cells.Put(c)
 	return nil
 }
