@@ -641,8 +641,8 @@ func TestReleaseTokenRefundsARetryNeverMade(t *testing.T) {
 func TestScopesEvictFullBucketsFirst(t *testing.T) {
 	s := NewStandard(StandardOptions{MaxScopes: 2})
 	mustRefresh(t, s, mustAcquire(t, s, "drained"), errTransient) // oldest, short 14
-	_ = s.RecordSuccess(mustAcquire(t, s, "full"))                 // newer, full
-	_ = s.RecordSuccess(mustAcquire(t, s, "new"))                  // forces an eviction
+	_ = s.RecordSuccess(mustAcquire(t, s, "full"))                // newer, full
+	_ = s.RecordSuccess(mustAcquire(t, s, "new"))                 // forces an eviction
 	if got := s.Available("drained"); got != 486 {
 		t.Fatalf("drained scope = %d, want 486: it was dropped instead of the full one", got)
 	}
