@@ -1,0 +1,161 @@
+package httpretry
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"sync"
+	"sync/atomic"
+)
+
+// drainLimit bounds how much of a failed response's body is read before it is
+// closed. Reading a small error body to its end lets the connection be
+// reused; a larger one is cheaper to abandon with its connection.
+const drainLimit = 16 << 10
+
+// drain reads what is left of a response body, up to drainLimit, and closes it.
+func drain(resp *http.Response) {
+	_, _ = io.CopyN(io.Discard, resp.Body, drainLimit)
+	_ = resp.Body.Close()
+}
+
+// errBodyTooLarge explains a request that was not retried because its body
+// could not be buffered.
+var errBodyTooLarge = errors.New("httpretry: request body larger than BufferBody, so it cannot be replayed")
+
+// errBodyConsumed explains a request that was not retried because its body
+// had been sent and cannot be read again.
+var errBodyConsumed = errors.New("httpretry: request body was sent and has no GetBody, so it cannot be replayed")
+
+// body produces each attempt's request body.
+type body struct {
+	getBody func() (io.ReadCloser, error) // replays the body; nil if it cannot be replayed
+	guard   *guardedBody                  // the unreplayable body, guarded while it is unread
+	tooLong bool                          // the body exceeded BufferBody
+}
+
+// newBody prepares req's body for replay. It may replace req.Body (when it
+// buffers or guards it), so req must be the Transport's own copy.
+func newBody(req *http.Request, bufferLimit int64) (body, error) {
+	switch {
+	case req.Body == nil || req.Body == http.NoBody:
+		return body{getBody: func() (io.ReadCloser, error) { return http.NoBody, nil }}, nil
+	case req.GetBody != nil:
+		return body{getBody: req.GetBody}, nil
+	case bufferLimit > 0:
+		buf, err := io.ReadAll(io.LimitReader(req.Body, bufferLimit+1))
+		if err != nil {
+			_ = req.Body.Close()
+			return body{}, err
+		}
+		if int64(len(buf)) > bufferLimit {
+			// Too large to hold: send what was read and the rest as one stream,
+			// and never replay it.
+			req.Body = struct {
+				io.Reader
+				io.Closer
+			}{io.MultiReader(bytes.NewReader(buf), req.Body), req.Body}
+			return body{tooLong: true}, nil
+		}
+		_ = req.Body.Close()
+		get := func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(buf)), nil }
+		req.Body, _ = get()
+		req.GetBody = get
+		return body{getBody: get}, nil
+	}
+	g := &guardedBody{rc: req.Body}
+	req.Body = g
+	return body{guard: g}, nil
+}
+
+// replayable reports whether the body can be sent again after a failure of
+// the given kind.
+func (b *body) replayable(kind Kind) bool {
+	if b.getBody != nil {
+		return true
+	}
+	// A body nobody read can be sent again after a failure to connect: the
+	// transport never touched it, and the guard kept it open.
+	return b.guard != nil && kind == KindConnect && !b.guard.read.Load()
+}
+
+// why explains a body that cannot be replayed.
+func (b *body) why() error {
+	if b.tooLong {
+		return errBodyTooLarge
+	}
+	return errBodyConsumed
+}
+
+// next returns the body for another attempt; replayable must have said yes.
+func (b *body) next() (io.ReadCloser, error) {
+	if b.getBody != nil {
+		return b.getBody()
+	}
+	return b.guard, nil
+}
+
+// release hands the guarded body back to the transport's normal handling:
+// called once no further attempt will reuse it.
+func (b *body) release() {
+	if b.guard != nil {
+		b.guard.release()
+	}
+}
+
+// guardedBody keeps an unreplayable request body open across a failed
+// attempt. The transport closes request bodies even when it never read them
+// (after a failed dial); the guard defers that close until the request is
+// over, so that an unread body can be sent again.
+type guardedBody struct {
+	rc   io.ReadCloser
+	read atomic.Bool
+
+	mu       sync.Mutex
+	closed   bool // the transport closed it while it was guarded
+	released bool // closes go straight through
+}
+
+func (g *guardedBody) Read(p []byte) (int, error) {
+	g.read.Store(true)
+	return g.rc.Read(p)
+}
+
+func (g *guardedBody) Close() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.released {
+		return g.rc.Close()
+	}
+	g.closed = true
+	return nil
+}
+
+// release stops guarding: a close that already happened is carried out now,
+// and later ones go straight through.
+func (g *guardedBody) release() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.released {
+		return
+	}
+	g.released = true
+	if g.closed {
+		_ = g.rc.Close()
+	}
+}
+
+// cancelBody ends an attempt's context when the caller closes the response
+// body, so that a per-attempt timeout covers reading the body but not beyond.
+type cancelBody struct {
+	io.ReadCloser
+	cancel context.CancelFunc
+}
+
+func (b *cancelBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.cancel()
+	return err
+}

@@ -1,0 +1,72 @@
+// Package httpretry retries HTTP requests: Transport is an http.RoundTripper
+// that sends each request through a retry.Strategy, following HTTP's rules on
+// what may be repeated.
+//
+//	client := &http.Client{Transport: &httpretry.Transport{}}
+//
+// # What is retried
+//
+// A failure is retried only if it is worth retrying and repeating the request
+// is safe:
+//
+//   - Responses with status 429 (a throttling error), 500, 502, 503 or 504
+//     are failures (Transport.Statuses). Other statuses, 4xx above all, are
+//     the caller's business and come back as they are. So does a response of
+//     413, 429 or 503 with a valid Retry-After.
+//   - A transport error is a connect failure (refused, unreachable, DNS,
+//     dial timeout: the request never reached the server) or a read failure
+//     (reset, EOF before a response, timeout: it may have). Errors that
+//     retrying cannot fix (a bad certificate, an unknown host, a malformed
+//     request) and the request's own cancellation are never retried.
+//   - GET, HEAD, OPTIONS, TRACE, PUT and DELETE (Transport.Methods) may be
+//     repeated after any such failure. Other methods, POST and PATCH above
+//     all, are repeated only after a connect failure, or when the request
+//     carries an Idempotency-Key header; Transport.IdempotencyKey adds one,
+//     the same on every attempt.
+//   - Every attempt sends the same body, replayed with Request.GetBody
+//     (http.NewRequest sets it for in-memory bodies). A body that cannot be
+//     replayed is sent again only if no byte of it was read (after a connect
+//     failure); Transport.BufferBody holds small bodies in memory to lift
+//     that limit, and nothing larger is ever buffered.
+//
+// # What comes back
+//
+// A failed response that will be retried is drained (up to 16 KiB) and
+// closed, so that its connection is reused. When retrying stops on a
+// response, that response comes back unread with a nil error, exactly as the
+// base transport returned it: the caller sees the last 503, not an error
+// that hides it. When retrying stops on a transport error, the error is a
+// *retry.Error that wraps the last error and the reason (errors.Is(err,
+// retry.ErrQuotaExhausted), and so on). WithReport and OnAttempt tell how many
+// attempts were made and why they stopped.
+//
+// # Waiting
+//
+// The wait before a retry comes from the strategy's backoff, and is never
+// shorter than the server asked with Retry-After (on 413, 429 and 503) or,
+// without one, the IETF RateLimit fields. A wait the server asks for beyond
+// MaxRetryAfter (5 minutes), or one that could not end before the request's
+// deadline, is not started: the last response comes back at once. Waits end
+// when the request's context does.
+//
+// # Whether, and when: one place for each
+//
+// Three parts decide, and each question has one home:
+//
+//   - The Transport classifies each outcome into a retry.Info (statuses,
+//     methods, bodies, the server's wait): whether a failure may be retried.
+//   - A Limiter (HXEP-0001's RetryLimiter), if set, decides with HTTP
+//     knowledge whether this request will be: MaxErrors, MaxConnectErrors,
+//     MaxReadErrors, MaxErrorResponses (urllib3's total, connect, read and
+//     status) and All to combine them. It may also change the next request.
+//     Transport.Retries is the one dial for the common case.
+//   - The retry.Strategy decides what is shared and how long to wait: the
+//     attempt limit, the retry quota, the backoff. A Schedule
+//     (HXEP-0001's RetrySchedule, an iter.Seq of delays such as WaitFor and
+//     ExponentialBackoff) is a backoff, given to the strategy like any other.
+//
+// A retry happens only when all three agree, and the strategy, which charges
+// the quota, is asked last. Without a Strategy, the Transport owns a
+// retry.Standard with its defaults: 3 attempts, jittered exponential backoff,
+// and a retry quota per host.
+package httpretry

@@ -1,0 +1,154 @@
+package httpretry
+
+import (
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// maxDelaySeconds is the largest delay-seconds value that fits in a
+// time.Duration.
+const maxDelaySeconds = math.MaxInt64 / int64(time.Second)
+
+// ParseRetryAfter reads a Retry-After value (delay-seconds or any RFC 9110 HTTP-date form)
+// relative to now. ok is false for anything invalid.
+//
+// delay-seconds is one or more ASCII digits and nothing else: "-1", "+1",
+// "1.0", "1x" and non-ASCII digits are invalid, and so is a number too large
+// for a time.Duration (about 292 years). An HTTP-date may be an IMF-fixdate
+// ("Sun, 06 Nov 1994 08:49:37 GMT"), the obsolete RFC 850 form ("Sunday,
+// 06-Nov-94 08:49:37 GMT") or asctime ("Sun Nov  6 08:49:37 1994"); a date
+// in the past means no wait (0, true). Spaces and tabs around the value are
+// ignored, as RFC 9110 says of field values.
+func ParseRetryAfter(value string, now time.Time) (d time.Duration, ok bool) {
+	value = strings.Trim(value, " \t")
+	if value == "" {
+		return 0, false
+	}
+	if isDigit(value[0]) {
+		secs, ok := parseSeconds(value)
+		if !ok {
+			return 0, false
+		}
+		return time.Duration(secs) * time.Second, true
+	}
+	t, ok := parseHTTPDate(value, now)
+	if !ok {
+		return 0, false
+	}
+	return max(t.Sub(now), 0), true
+}
+
+// parseHTTPDate parses an HTTP-date (RFC 9110 section 5.6.7) strictly:
+// names are case-sensitive, every field has its exact width, and the zone is
+// GMT. (http.ParseTime accepts other zones, fractional seconds and any case.)
+// The day name is not checked against the date, as the RFC does not ask
+// recipients to. A two-digit RFC 850 year more than 50 years ahead of now is
+// taken as the most recent past year with those digits.
+func parseHTTPDate(s string, now time.Time) (time.Time, bool) {
+	var (
+		day, month, year int
+		clock            string
+	)
+	switch comma := strings.IndexByte(s, ','); {
+	case comma == 3 && len(s) == len("Sun, 06 Nov 1994 08:49:37 GMT"):
+		// IMF-fixdate: day-name "," SP 2DIGIT SP month SP 4DIGIT SP time-of-day SP "GMT"
+		if dayIndex(s[:3], shortDays) < 0 || s[4] != ' ' || s[7] != ' ' || s[11] != ' ' || s[16] != ' ' || s[25:] != " GMT" {
+			return time.Time{}, false
+		}
+		day, month, year, clock = digits(s[5:7]), monthIndex(s[8:11]), digits(s[12:16]), s[17:25]
+	case comma > 3:
+		// rfc850-date: day-name-l "," SP 2DIGIT "-" month "-" 2DIGIT SP time-of-day SP "GMT"
+		rest := s[comma+1:]
+		if dayIndex(s[:comma], longDays) < 0 || len(rest) != len(" 06-Nov-94 08:49:37 GMT") ||
+			rest[0] != ' ' || rest[3] != '-' || rest[7] != '-' || rest[10] != ' ' || rest[19:] != " GMT" {
+			return time.Time{}, false
+		}
+		day, month, clock = digits(rest[1:3]), monthIndex(rest[4:7]), rest[11:19]
+		if yy := digits(rest[8:10]); yy >= 0 {
+			// The year with these digits nearest now: at most 50 years
+			// ahead (RFC 9110 turns only later ones into the past).
+			year = now.Year() - now.Year()%100 + yy
+			switch {
+			case year > now.Year()+50:
+				year -= 100
+			case year <= now.Year()-50:
+				year += 100
+			}
+		} else {
+			year = -1
+		}
+	case comma < 0 && len(s) == len("Sun Nov  6 08:49:37 1994"):
+		// asctime-date: day-name SP month SP ( 2DIGIT / ( SP 1DIGIT )) SP time-of-day SP 4DIGIT
+		if dayIndex(s[:3], shortDays) < 0 || s[3] != ' ' || s[7] != ' ' || s[10] != ' ' || s[19] != ' ' {
+			return time.Time{}, false
+		}
+		month, clock, year = monthIndex(s[4:7]), s[11:19], digits(s[20:24])
+		if s[8] == ' ' {
+			day = digits(s[9:10])
+		} else {
+			day = digits(s[8:10])
+		}
+	default:
+		return time.Time{}, false
+	}
+	if len(clock) != 8 || clock[2] != ':' || clock[5] != ':' {
+		return time.Time{}, false
+	}
+	hour, minute, sec := digits(clock[0:2]), digits(clock[3:5]), digits(clock[6:8])
+	if day < 1 || month < 1 || year < 0 || hour < 0 || hour > 23 || minute < 0 || minute > 59 || sec < 0 || sec > 60 {
+		return time.Time{}, false
+	}
+	// time.Date normalises out-of-range values; a date that does not survive
+	// the round trip (31 Nov) is invalid. A leap second, 60, is the next
+	// minute's first second.
+	t := time.Date(year, time.Month(month), day, hour, minute, 0, 0, time.UTC)
+	if t.Day() != day || int(t.Month()) != month {
+		return time.Time{}, false
+	}
+	return t.Add(time.Duration(sec) * time.Second), true
+}
+
+var (
+	shortDays = []string{"Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"}
+	longDays  = []string{"Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"}
+	months    = []string{"Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"}
+)
+
+func dayIndex(s string, names []string) int { return slices.Index(names, s) }
+
+// monthIndex returns 1 for "Jan" and so on, or -1.
+func monthIndex(s string) int {
+	if i := slices.Index(months, s); i >= 0 {
+		return i + 1
+	}
+	return -1
+}
+
+// digits parses a fixed-width run of ASCII digits, or returns -1.
+func digits(s string) int {
+	n := 0
+	for i := 0; i < len(s); i++ {
+		if !isDigit(s[i]) {
+			return -1
+		}
+		n = n*10 + int(s[i]-'0')
+	}
+	return n
+}
+
+// parseSeconds parses 1*DIGIT, refusing values beyond maxDelaySeconds.
+func parseSeconds(s string) (int64, bool) {
+	if s == "" || !isDigit(s[0]) { // strconv would accept a sign
+		return 0, false
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n > maxDelaySeconds {
+		return 0, false
+	}
+	return n, true
+}
+
+func isDigit(c byte) bool { return '0' <= c && c <= '9' }

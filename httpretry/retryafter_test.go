@@ -1,0 +1,246 @@
+package httpretry
+
+import (
+	"math/big"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Expected values below are derived by hand from RFC 9110 (section 10.2.3,
+// Retry-After; section 5.6.7, HTTP-date), never from the code's output.
+//
+// ptNow is the fixed "now" of most cases: 37 seconds before the RFC's own
+// example date, Sun, 06 Nov 1994 08:49:37 GMT.
+var ptNow = time.Date(1994, time.November, 6, 8, 49, 0, 0, time.UTC)
+
+// ptMaxWholeSeconds is the largest whole number of seconds a time.Duration
+// holds: floor((2^63-1) / 10^9) = floor(9223372036.854775807).
+const ptMaxWholeSeconds = 9223372036
+
+func TestParseRetryAfterDelaySeconds(t *testing.T) {
+	tests := []struct {
+		name  string
+		value string
+		want  time.Duration
+		ok    bool
+	}{
+		{"zero", "0", 0, true},
+		{"double zero", "00", 0, true},
+		{"one", "1", time.Second, true},
+		{"RFC example 120", "120", 2 * time.Minute, true},
+		{"leading zeros", "007", 7 * time.Second, true},
+		{"many leading zeros", "0000000000000000000000001", time.Second, true},
+		{"largest that fits", "9223372036", ptMaxWholeSeconds * time.Second, true},
+		{"surrounding space and tab", " 5\t", 5 * time.Second, true},
+		{"surrounding tabs and spaces", "\t\t5  ", 5 * time.Second, true},
+
+		{"one past the largest", "9223372037", 0, false},
+		{"beyond int64", "99999999999999999999", 0, false},
+		{"huge digit string", strings.Repeat("9", 1000), 0, false},
+		{"empty", "", 0, false},
+		{"only space", " ", 0, false},
+		{"only tab", "\t", 0, false},
+		{"negative", "-1", 0, false},
+		{"negative zero", "-0", 0, false},
+		{"plus sign", "+1", 0, false},
+		{"decimal", "1.0", 0, false},
+		{"exponent", "1e3", 0, false},
+		{"trailing letter", " 1x", 0, false},
+		{"hex", "0x10", 0, false},
+		{"underscore", "1_000", 0, false},
+		{"arabic-indic digit", "١", 0, false},
+		{"fullwidth digit", "５", 0, false},
+		{"two numbers", "1 2", 0, false},
+		{"comma list", "1,2", 0, false},
+		{"infinity", "∞", 0, false},
+		{"leading newline is not OWS", "\n5", 0, false},
+		{"trailing newline is not OWS", "5\n", 0, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d, ok := ParseRetryAfter(tt.value, ptNow)
+			if ok != tt.ok || (ok && d != tt.want) {
+				t.Errorf("ParseRetryAfter(%q) = (%v, %v), want (%v, %v)", tt.value, d, ok, tt.want, tt.ok)
+			}
+		})
+	}
+}
+
+func TestParseRetryAfterHTTPDate(t *testing.T) {
+	newYearsEve := time.Date(1999, time.December, 31, 23, 59, 59, 0, time.UTC)
+	tests := []struct {
+		name  string
+		value string
+		now   time.Time
+		want  time.Duration
+		ok    bool
+	}{
+		// The RFC's example date in its three forms, 37 s after ptNow.
+		{"IMF-fixdate", "Sun, 06 Nov 1994 08:49:37 GMT", ptNow, 37 * time.Second, true},
+		{"RFC 850", "Sunday, 06-Nov-94 08:49:37 GMT", ptNow, 37 * time.Second, true},
+		{"asctime", "Sun Nov  6 08:49:37 1994", ptNow, 37 * time.Second, true},
+		// date3 = month SP ( 2DIGIT / ( SP DIGIT ) )
+		{"asctime two-digit day", "Sun Nov 06 08:49:37 1994", ptNow, 37 * time.Second, true},
+		{"IMF-fixdate with OWS", "  Sun, 06 Nov 1994 08:49:37 GMT\t", ptNow, 37 * time.Second, true},
+		// now in another zone is the same instant: the date is GMT.
+		{"now in another zone", "Sun, 06 Nov 1994 08:49:37 GMT", ptNow.In(time.FixedZone("EST", -5*3600)), 37 * time.Second, true},
+
+		// The next day (Monday 7 November 1994), exactly 24 h after ptNow.
+		{"IMF-fixdate next day", "Mon, 07 Nov 1994 08:49:00 GMT", ptNow, 24 * time.Hour, true},
+		{"RFC 850 next day", "Monday, 07-Nov-94 08:49:00 GMT", ptNow, 24 * time.Hour, true},
+		{"asctime next day", "Mon Nov  7 08:49:00 1994", ptNow, 24 * time.Hour, true},
+		// Thu 1 Dec 1994 00:00: 15h11m left of 6 Nov, then 7..30 Nov = 24 days.
+		{"IMF-fixdate next month", "Thu, 01 Dec 1994 00:00:00 GMT", ptNow, 24*24*time.Hour + 15*time.Hour + 11*time.Minute, true},
+		// Across a year (and century) boundary: 23:59:59 -> 00:00:01 is 2 s.
+		{"IMF-fixdate new year", "Sat, 01 Jan 2000 00:00:01 GMT", newYearsEve, 2 * time.Second, true},
+		{"RFC 850 new year", "Saturday, 01-Jan-00 00:00:01 GMT", newYearsEve, 2 * time.Second, true},
+		{"asctime new year", "Sat Jan  1 00:00:01 2000", newYearsEve, 2 * time.Second, true},
+
+		// Now or in the past: no wait, but valid.
+		{"exactly now", "Sun, 06 Nov 1994 08:49:00 GMT", ptNow, 0, true},
+		{"one second ago", "Sun, 06 Nov 1994 08:48:59 GMT", ptNow, 0, true},
+		{"RFC 850 in the past", "Sunday, 06-Nov-94 08:49:37 GMT", ptNow.Add(time.Hour), 0, true},
+		{"asctime in the past", "Sun Nov  6 08:49:37 1994", ptNow.Add(time.Hour), 0, true},
+		{"epoch", "Thu, 01 Jan 1970 00:00:00 GMT", ptNow, 0, true},
+
+		// Malformed.
+		{"wrong month name", "Sun, 06 Foo 1994 08:49:37 GMT", ptNow, 0, false},
+		{"IMF-fixdate without GMT", "Sun, 06 Nov 1994 08:49:37", ptNow, 0, false},
+		{"IMF-fixdate with UTC", "Sun, 06 Nov 1994 08:49:37 UTC", ptNow, 0, false},
+		{"ISO 8601", "2024-01-01T00:00:00Z", ptNow, 0, false},
+		{"truncated time", "Sun, 06 Nov 1994 08:49", ptNow, 0, false},
+		{"truncated date", "Sun, 06 Nov 1994", ptNow, 0, false},
+		{"day name only", "Sun,", ptNow, 0, false},
+		{"RFC 850 truncated", "Sunday, 06-Nov-94", ptNow, 0, false},
+		{"asctime without year", "Sun Nov  6 08:49:37", ptNow, 0, false},
+		{"asctime with zone", "Sun Nov  6 08:49:37 1994 GMT", ptNow, 0, false},
+		{"IMF-fixdate one-digit day", "Sun, 6 Nov 1994 08:49:37 GMT", ptNow, 0, false},
+		{"IMF-fixdate two-digit year", "Sun, 06 Nov 94 08:49:37 GMT", ptNow, 0, false},
+		{"IMF-fixdate long day name", "Sunday, 06 Nov 1994 08:49:37 GMT", ptNow, 0, false},
+		{"RFC 850 short day name", "Sun, 06-Nov-94 08:49:37 GMT", ptNow, 0, false},
+		{"hour 25", "Sun, 06 Nov 1994 25:49:37 GMT", ptNow, 0, false},
+		{"30 November has no 31st", "Wed, 31 Nov 1994 08:49:37 GMT", ptNow, 0, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d, ok := ParseRetryAfter(tt.value, tt.now)
+			if ok != tt.ok || (ok && d != tt.want) {
+				t.Errorf("ParseRetryAfter(%q, %v) = (%v, %v), want (%v, %v)", tt.value, tt.now, d, ok, tt.want, tt.ok)
+			}
+		})
+	}
+}
+
+// TestParseRetryAfterStrictHTTPDate holds the HTTP-date rules of RFC 9110
+// section 5.6.7 that a lenient date parser misses.
+func TestParseRetryAfterStrictHTTPDate(t *testing.T) {
+	y2k := time.Date(2000, time.January, 1, 0, 0, 0, 0, time.UTC)
+	tests := []struct {
+		name  string
+		value string
+		now   time.Time
+		want  time.Duration
+		ok    bool
+		rule  string
+	}{
+		{
+			"RFC 850 with a zone other than GMT", "Sunday, 06-Nov-94 08:49:37 PST", ptNow, 0, false,
+			`rfc850-date = day-name-l "," SP date2 SP time-of-day SP GMT`,
+		},
+		{
+			"fractional seconds", "Sun, 06 Nov 1994 08:49:37.5 GMT", ptNow, 0, false,
+			`second = 2DIGIT`,
+		},
+		{
+			"upper-case day and month names", "SUN, 06 NOV 1994 08:49:37 GMT", ptNow, 0, false,
+			`day-name = %s"Mon" / ... ; month = %s"Jan" / ... (case-sensitive)`,
+		},
+		{
+			// Read as 2055 the date is 55 years ahead of now (2000), so it
+			// is 1955: in the past.
+			"RFC 850 two-digit year more than 50 years ahead", "Saturday, 01-Jan-55 00:00:00 GMT", y2k, 0, true,
+			"Recipients of a timestamp value in rfc850-date format, which uses a two-digit year, MUST interpret " +
+				"a timestamp that appears to be more than 50 years in the future as representing the most recent " +
+				"year in the past that had the same last two digits.",
+		},
+		{
+			"leap second", "Sat, 31 Dec 2016 23:59:60 GMT", time.Date(2016, time.December, 31, 23, 59, 0, 0, time.UTC), time.Minute, true,
+			`time-of-day = hour ":" minute ":" second ; 00:00:00 - 23:59:60 (leap second)`,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d, ok := ParseRetryAfter(tt.value, tt.now)
+			if ok != tt.ok || (ok && d != tt.want) {
+				t.Errorf("ParseRetryAfter(%q, %v) = (%v, %v), want (%v, %v); RFC 9110 5.6.7: %s",
+					tt.value, tt.now, d, ok, tt.want, tt.ok, tt.rule)
+			}
+		})
+	}
+}
+
+// ptRetryAfterSeeds is the fuzz seed corpus: every value of the tables above.
+var ptRetryAfterSeeds = []string{
+	"0", "00", "1", "120", "007", "0000000000000000000000001", "9223372036", " 5\t", "\t\t5  ",
+	"9223372037", "99999999999999999999", strings.Repeat("9", 1000), "", " ", "\t", "-1", "-0", "+1",
+	"1.0", "1e3", " 1x", "0x10", "1_000", "١", "５", "1 2", "1,2", "∞", "\n5", "5\n",
+	"Sun, 06 Nov 1994 08:49:37 GMT", "Sunday, 06-Nov-94 08:49:37 GMT", "Sun Nov  6 08:49:37 1994",
+	"Sun Nov 06 08:49:37 1994", "  Sun, 06 Nov 1994 08:49:37 GMT\t", "Mon, 07 Nov 1994 08:49:00 GMT",
+	"Monday, 07-Nov-94 08:49:00 GMT", "Mon Nov  7 08:49:00 1994", "Thu, 01 Dec 1994 00:00:00 GMT",
+	"Sat, 01 Jan 2000 00:00:01 GMT", "Saturday, 01-Jan-00 00:00:01 GMT", "Sat Jan  1 00:00:01 2000",
+	"Thu, 01 Jan 1970 00:00:00 GMT", "Sun, 06 Foo 1994 08:49:37 GMT", "Sun, 06 Nov 1994 08:49:37",
+	"Sun, 06 Nov 1994 08:49:37 UTC", "2024-01-01T00:00:00Z", "Sun, 06 Nov 1994 08:49", "Sun, 06 Nov 1994",
+	"Sun,", "Sunday, 06-Nov-94", "Sun Nov  6 08:49:37", "Sun Nov  6 08:49:37 1994 GMT",
+	"Sun, 6 Nov 1994 08:49:37 GMT", "Sun, 06 Nov 94 08:49:37 GMT", "Sunday, 06 Nov 1994 08:49:37 GMT",
+	"Sun, 06-Nov-94 08:49:37 GMT", "Sun, 06 Nov 1994 25:49:37 GMT", "Wed, 31 Nov 1994 08:49:37 GMT",
+	"Sunday, 06-Nov-94 08:49:37 PST", "Sun, 06 Nov 1994 08:49:37.5 GMT", "SUN, 06 NOV 1994 08:49:37 GMT",
+	"Saturday, 01-Jan-55 00:00:00 GMT", "Sat, 31 Dec 2016 23:59:60 GMT",
+}
+
+func FuzzParseRetryAfter(f *testing.F) {
+	for _, s := range ptRetryAfterSeeds {
+		f.Add(s, ptNow.Unix())
+	}
+	f.Add("Sun, 06 Nov 1994 08:49:37 GMT", int64(-1<<63))
+	f.Add("Sun, 06 Nov 1994 08:49:37 GMT", int64(1<<63-1))
+	f.Add("1", int64(0))
+	maxSecs := big.NewInt(ptMaxWholeSeconds)
+	f.Fuzz(func(t *testing.T, value string, nowUnix int64) {
+		d, ok := ParseRetryAfter(value, time.Unix(nowUnix, 0))
+		if ok && d < 0 {
+			t.Fatalf("ParseRetryAfter(%q) = (%v, true): negative", value, d)
+		}
+		trimmed := strings.Trim(value, " \t")
+		if trimmed == "" {
+			if ok {
+				t.Fatalf("ParseRetryAfter(%q) = (%v, true) for a blank value", value, d)
+			}
+			return
+		}
+		if !ptAllDigits(trimmed) {
+			if ok && '0' <= trimmed[0] && trimmed[0] <= '9' {
+				t.Fatalf("ParseRetryAfter(%q) = (%v, true): starts with a digit but is not 1*DIGIT", value, d)
+			}
+			return
+		}
+		// delay-seconds: valid exactly when the number fits, and then exact.
+		n, _ := new(big.Int).SetString(trimmed, 10)
+		fits := n.Cmp(maxSecs) <= 0
+		if ok != fits {
+			t.Fatalf("ParseRetryAfter(%q) ok = %v, want %v", value, ok, fits)
+		}
+		if ok && (d%time.Second != 0 || int64(d/time.Second) != n.Int64()) {
+			t.Fatalf("ParseRetryAfter(%q) = %v, want %v seconds", value, d, n)
+		}
+	})
+}
+
+func ptAllDigits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return s != ""
+}
