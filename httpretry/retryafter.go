@@ -51,6 +51,7 @@ func parseHTTPDate(s string, now time.Time) (time.Time, bool) {
 	var (
 		day, month, year int
 		clock            string
+		twoDigit         bool // an RFC 850 year, in now's century for a start
 	)
 	switch comma := strings.IndexByte(s, ','); {
 	case comma == 3 && len(s) == len("Sun, 06 Nov 1994 08:49:37 GMT"):
@@ -67,18 +68,9 @@ func parseHTTPDate(s string, now time.Time) (time.Time, bool) {
 			return time.Time{}, false
 		}
 		day, month, clock = digits(rest[1:3]), monthIndex(rest[4:7]), rest[11:19]
-		if yy := digits(rest[8:10]); yy >= 0 {
-			// The year with these digits nearest now: at most 50 years
-			// ahead (RFC 9110 turns only later ones into the past).
-			year = now.Year() - now.Year()%100 + yy
-			switch {
-			case year > now.Year()+50:
-				year -= 100
-			case year <= now.Year()-50:
-				year += 100
-			}
-		} else {
-			year = -1
+		if year = digits(rest[8:10]); year >= 0 {
+			year += now.Year() - now.Year()%100
+			twoDigit = true
 		}
 	case comma < 0 && len(s) == len("Sun Nov  6 08:49:37 1994"):
 		// asctime-date: day-name SP month SP ( 2DIGIT / ( SP 1DIGIT )) SP time-of-day SP 4DIGIT
@@ -104,11 +96,23 @@ func parseHTTPDate(s string, now time.Time) (time.Time, bool) {
 	// time.Date normalises out-of-range values; a date that does not survive
 	// the round trip (31 Nov) is invalid. A leap second, 60, is the next
 	// minute's first second.
-	t := time.Date(year, time.Month(month), day, hour, minute, 0, 0, time.UTC)
-	if t.Day() != day || int(t.Month()) != month {
-		return time.Time{}, false
+	date := func(year int) (time.Time, bool) {
+		t := time.Date(year, time.Month(month), day, hour, minute, 0, 0, time.UTC)
+		return t.Add(time.Duration(sec) * time.Second), t.Day() == day && int(t.Month()) == month
 	}
-	return t.Add(time.Duration(sec) * time.Second), true
+	t, ok := date(year)
+	if twoDigit {
+		// RFC 9110: a two-digit year that puts the date more than 50 years
+		// ahead means the most recent past year with those digits; otherwise
+		// the date nearest now is meant.
+		limit := now.AddDate(50, 0, 0)
+		if t.After(limit) {
+			t, ok = date(year - 100)
+		} else if later, lok := date(year + 100); !later.After(limit) {
+			t, ok = later, lok
+		}
+	}
+	return t, ok
 }
 
 var (

@@ -418,32 +418,66 @@ func (l *loop) nextRequest(kind Kind) (*http.Request, error) {
 
 // info classifies a transport failure of the given kind.
 func (l *loop) info(kind Kind, timeout bool) retry.Info {
+	return errorInfo(timeout, l.body.replayable(kind) && l.t.idempotentOrConnect(l.first, kind))
+}
+
+// statusInfo classifies a failed response.
+func (l *loop) statusInfo(resp *http.Response) retry.Info {
+	return l.t.statusInfo(resp, l.body.replayable(KindStatus) && l.t.idempotent(l.first))
+}
+
+// errorInfo classifies a transport failure; safe says whether the request
+// may be repeated after it.
+func errorInfo(timeout, safe bool) retry.Info {
 	info := retry.Info{Timeout: timeout, Fault: retry.FaultServer, Safety: retry.Unsafe}
-	if l.body.replayable(kind) && l.t.idempotentOrConnect(l.first, kind) {
+	if safe {
 		info.Safety = retry.Safe
 	}
 	return info
 }
 
-// statusInfo classifies a failed response.
-func (l *loop) statusInfo(resp *http.Response) retry.Info {
+// statusInfo classifies a failed response; safe says whether the request may
+// be repeated after it reached the server.
+func (t *Transport) statusInfo(resp *http.Response, safe bool) retry.Info {
 	info := retry.Info{Safety: retry.Unsafe, Fault: retry.FaultServer}
 	if resp.StatusCode < 500 {
 		info.Fault = retry.FaultClient
 	}
 	info.Throttle = resp.StatusCode == http.StatusTooManyRequests
 	info.Timeout = resp.StatusCode == http.StatusGatewayTimeout || resp.StatusCode == http.StatusRequestTimeout
-	if l.t.obeysRetryAfter(resp.StatusCode) {
+	if t.obeysRetryAfter(resp.StatusCode) {
 		if d, ok := ParseRetryAfter(resp.Header.Get("Retry-After"), time.Now()); ok {
 			info.RetryAfter = d
 		} else if d, ok := rateLimitWait(resp.Header); ok {
 			info.RetryAfter = d
 		}
 	}
-	if l.body.replayable(KindStatus) && l.t.idempotent(l.first) {
+	if safe {
 		info.Safety = retry.Safe
 	}
 	return info
+}
+
+// Classify reports how t judges one outcome of a request, for callers that
+// run a retry loop of their own over HTTP (package forrst does): failed says
+// whether it is a failure at all (a transport error, or a status in
+// Statuses, or one with a Retry-After t obeys), and info how a strategy
+// should treat it. idempotent says whether the request may be repeated after
+// it reached the server; its body is taken to be replayable. A transport
+// error retrying cannot fix (a bad certificate, an unknown host) is a failure
+// that is not retryable.
+func (t *Transport) Classify(resp *http.Response, err error, idempotent bool) (info retry.Info, failed bool) {
+	if err != nil {
+		kind, timeout, known := transportKind(err)
+		if !known {
+			return retry.Info{Safety: retry.Unsafe, Fault: retry.FaultClient}, true
+		}
+		return errorInfo(timeout, kind == KindConnect || idempotent), true
+	}
+	if resp == nil || !t.isFailure(resp) {
+		return retry.Info{}, false
+	}
+	return t.statusInfo(resp, idempotent), true
 }
 
 // idempotentOrConnect reports whether a failure of this kind leaves req safe
