@@ -51,6 +51,7 @@ var ptRateLimitValid = []struct {
 	{"key characters", `"x";*=1;a-b_c.d*9=2;t=3`, []RateLimit{ptRL("x", -1, 3*time.Second)}},
 	{"large t that fits", `"x";t=999999999`, []RateLimit{ptRL("x", -1, 999999999*time.Second)}},
 	{"largest integer r", `"x";r=999999999999999`, []RateLimit{ptRL("x", 999999999999999, -1)}},
+	{"15 digits with leading zeros", `"x";t=000000000000001`, []RateLimit{ptRL("x", -1, time.Second)}},
 	{"largest negative integer", `"x";r=-999999999999999`, []RateLimit{ptRL("x", -1, -1)}},
 	{"three items", `a;t=1, b;t=2, c;r=3`, []RateLimit{ptRL("a", -1, time.Second), ptRL("b", -1, 2*time.Second), ptRL("c", 3, -1)}},
 }
@@ -76,6 +77,8 @@ var ptRateLimitInvalid = []struct {
 	{"key starting with a digit", `"x";1=3`},
 	{"inner list", `("a" "b")`},
 	{"integer with 16 digits", `"x";t=1234567890123456`},
+	{"16 digits, leading zeros included", `"x";t=0000000000000001`},
+	{"negative integer with 16 digits", `"x";r=-0000000000000001`},
 	{"decimal with 4 fractional digits", `"x";d=1.2345`},
 	{"decimal with 13 integer digits", `"x";d=1234567890123.5`},
 	{"decimal without fraction", `"x";d=1.`},

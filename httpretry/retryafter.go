@@ -100,19 +100,20 @@ func parseHTTPDate(s string, now time.Time) (time.Time, bool) {
 		t := time.Date(year, time.Month(month), day, hour, minute, 0, 0, time.UTC)
 		return t.Add(time.Duration(sec) * time.Second), t.Day() == day && int(t.Month()) == month
 	}
-	t, ok := date(year)
-	if twoDigit {
-		// RFC 9110: a two-digit year that puts the date more than 50 years
-		// ahead means the most recent past year with those digits; otherwise
-		// the date nearest now is meant.
-		limit := now.AddDate(50, 0, 0)
-		if t.After(limit) {
-			t, ok = date(year - 100)
-		} else if later, lok := date(year + 100); !later.After(limit) {
-			t, ok = later, lok
+	if !twoDigit {
+		return date(year)
+	}
+	// RFC 9110: a two-digit year that puts the date more than 50 years
+	// ahead means the most recent past year with those digits. Of the
+	// readings in the centuries around now, take the latest real date that
+	// is not more than 50 years ahead (29 Feb is real in some centuries only).
+	limit := now.AddDate(50, 0, 0)
+	for _, y := range []int{year + 100, year, year - 100} {
+		if t, ok := date(y); ok && !t.After(limit) {
+			return t, true
 		}
 	}
-	return t, ok
+	return time.Time{}, false
 }
 
 var (

@@ -121,12 +121,66 @@ func TestParseRetryAfterHTTPDate(t *testing.T) {
 		{"RFC 850 short day name", "Sun, 06-Nov-94 08:49:37 GMT", ptNow, 0, false},
 		{"hour 25", "Sun, 06 Nov 1994 25:49:37 GMT", ptNow, 0, false},
 		{"30 November has no 31st", "Wed, 31 Nov 1994 08:49:37 GMT", ptNow, 0, false},
+		{"2100 is not a leap year", "Mon, 29 Feb 2100 00:00:00 GMT", time.Date(2100, time.February, 28, 0, 0, 0, 0, time.UTC), 0, false},
+		{"no 30 February", "Wed, 30 Feb 2000 00:00:00 GMT", ptNow, 0, false},
+		{"day 00", "Sun, 00 Nov 1994 08:49:37 GMT", ptNow, 0, false},
+		{"minute 60", "Sun, 06 Nov 1994 08:60:37 GMT", ptNow, 0, false},
+		{"second 61", "Sun, 06 Nov 1994 08:49:61 GMT", ptNow, 0, false},
+		{"asctime one-digit day not space-padded", "Sun Nov 6 08:49:37 1994", ptNow, 0, false},
+		{"asctime day padded on the right", "Sun Nov 6  08:49:37 1994", ptNow, 0, false},
+		{"IMF-fixdate double space", "Sun,  06 Nov 1994 08:49:37 GMT", ptNow, 0, false},
+		{"RFC 850 four-digit year", "Sunday, 06-Nov-1994 08:49:37 GMT", ptNow, 0, false},
+		{"RFC 850 without GMT", "Sunday, 06-Nov-94 08:49:37", ptNow, 0, false},
+		{"signed day", "Sun, +6 Nov 1994 08:49:37 GMT", ptNow, 0, false},
+		{"unknown day name", "Sux, 06 Nov 1994 08:49:37 GMT", ptNow, 0, false},
+		{"unknown long day name", "Sundae, 06-Nov-94 08:49:37 GMT", ptNow, 0, false},
+
+		// Leap days: 1996 and 2000 (divisible by 400) are leap years.
+		{"29 February 1996", "Thu, 29 Feb 1996 00:00:00 GMT", time.Date(1996, time.February, 28, 0, 0, 0, 0, time.UTC), 24 * time.Hour, true},
+		{"29 February 2000", "Tue, 29 Feb 2000 00:00:00 GMT", time.Date(2000, time.February, 28, 0, 0, 0, 0, time.UTC), 24 * time.Hour, true},
+		{"1 March 2100 after 28 February", "Mon, 01 Mar 2100 00:00:00 GMT", time.Date(2100, time.February, 28, 0, 0, 0, 0, time.UTC), 24 * time.Hour, true},
+		// RFC 850 two-digit year less than 50 years ahead stays ahead:
+		// 2000-06-01 to 2050-01-01 is 50*365 + 12 leap days - 151 = 18111 days.
+		{"RFC 850 year 49.6 years ahead", "Saturday, 01-Jan-50 00:00:00 GMT", time.Date(2000, time.June, 1, 0, 0, 0, 0, time.UTC), 18111 * 24 * time.Hour, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			d, ok := ParseRetryAfter(tt.value, tt.now)
 			if ok != tt.ok || (ok && d != tt.want) {
 				t.Errorf("ParseRetryAfter(%q, %v) = (%v, %v), want (%v, %v)", tt.value, tt.now, d, ok, tt.want, tt.ok)
+			}
+		})
+	}
+}
+
+// TestParseRetryAfterFormatRoundTrip formats many instants, with the time
+// package, in the three HTTP-date forms (RFC 9110 section 5.6.7) and checks
+// that each one reads back as exactly the time from now to it (0 if past).
+func TestParseRetryAfterFormatRoundTrip(t *testing.T) {
+	forms := []struct {
+		name, layout string
+	}{
+		{"IMF-fixdate", "Mon, 02 Jan 2006 15:04:05 GMT"},
+		{"RFC 850", "Monday, 02-Jan-06 15:04:05 GMT"},
+		{"asctime", "Mon Jan _2 15:04:05 2006"},
+	}
+	now := time.Date(2024, time.February, 28, 12, 34, 56, 0, time.UTC)
+	var offsets []time.Duration
+	for k := -400; k <= 400; k++ { // about 400 days either way, in steps of 1 day 13 s
+		offsets = append(offsets, time.Duration(k)*86413*time.Second)
+	}
+	for k := -40; k <= 40; k++ { // about 40 years either way
+		offsets = append(offsets, time.Duration(k)*31536011*time.Second)
+	}
+	for _, form := range forms {
+		t.Run(form.name, func(t *testing.T) {
+			for _, off := range offsets {
+				at := now.Add(off)
+				value := at.Format(form.layout)
+				want := max(off, 0)
+				if d, ok := ParseRetryAfter(value, now); !ok || d != want {
+					t.Errorf("ParseRetryAfter(%q, %v) = (%v, %v), want (%v, true)", value, now, d, ok, want)
+				}
 			}
 		})
 	}
@@ -165,6 +219,20 @@ func TestParseRetryAfterStrictHTTPDate(t *testing.T) {
 				"year in the past that had the same last two digits.",
 		},
 		{
+			// Read as 2050 the date is 50 years and 6 months ahead: more than
+			// 50 years, so it is 1950, in the past.
+			"RFC 850 two-digit year 50.5 years ahead", "Friday, 01-Dec-50 00:00:00 GMT", time.Date(2000, time.June, 1, 0, 0, 0, 0, time.UTC), 0, true,
+			"Recipients of a timestamp value in rfc850-date format, which uses a two-digit year, MUST interpret " +
+				"a timestamp that appears to be more than 50 years in the future as representing the most recent " +
+				"year in the past that had the same last two digits.",
+		},
+		{
+			// 2000-02-29 exists; 2100-02-29 does not (2100 is not a leap
+			// year). Read from 2090 the only real date is in the past.
+			"RFC 850 29 February of a two-digit year", "Tuesday, 29-Feb-00 00:00:00 GMT", time.Date(2090, time.January, 1, 0, 0, 0, 0, time.UTC), 0, true,
+			"A recipient that parses a timestamp value in an HTTP field MUST accept all three HTTP-date formats.",
+		},
+		{
 			"leap second", "Sat, 31 Dec 2016 23:59:60 GMT", time.Date(2016, time.December, 31, 23, 59, 0, 0, time.UTC), time.Minute, true,
 			`time-of-day = hour ":" minute ":" second ; 00:00:00 - 23:59:60 (leap second)`,
 		},
@@ -195,7 +263,13 @@ var ptRetryAfterSeeds = []string{
 	"Sun, 6 Nov 1994 08:49:37 GMT", "Sun, 06 Nov 94 08:49:37 GMT", "Sunday, 06 Nov 1994 08:49:37 GMT",
 	"Sun, 06-Nov-94 08:49:37 GMT", "Sun, 06 Nov 1994 25:49:37 GMT", "Wed, 31 Nov 1994 08:49:37 GMT",
 	"Sunday, 06-Nov-94 08:49:37 PST", "Sun, 06 Nov 1994 08:49:37.5 GMT", "SUN, 06 NOV 1994 08:49:37 GMT",
-	"Saturday, 01-Jan-55 00:00:00 GMT", "Sat, 31 Dec 2016 23:59:60 GMT",
+	"Saturday, 01-Jan-55 00:00:00 GMT", "Sat, 31 Dec 2016 23:59:60 GMT", "Mon, 29 Feb 2100 00:00:00 GMT",
+	"Wed, 30 Feb 2000 00:00:00 GMT", "Sun, 00 Nov 1994 08:49:37 GMT", "Sun, 06 Nov 1994 08:60:37 GMT",
+	"Sun, 06 Nov 1994 08:49:61 GMT", "Sun Nov 6 08:49:37 1994", "Sun Nov 6  08:49:37 1994",
+	"Sun,  06 Nov 1994 08:49:37 GMT", "Sunday, 06-Nov-1994 08:49:37 GMT", "Sunday, 06-Nov-94 08:49:37",
+	"Sun, +6 Nov 1994 08:49:37 GMT", "Sux, 06 Nov 1994 08:49:37 GMT", "Sundae, 06-Nov-94 08:49:37 GMT",
+	"Thu, 29 Feb 1996 00:00:00 GMT", "Tue, 29 Feb 2000 00:00:00 GMT", "Mon, 01 Mar 2100 00:00:00 GMT",
+	"Saturday, 01-Jan-50 00:00:00 GMT", "Friday, 01-Dec-50 00:00:00 GMT", "Tuesday, 29-Feb-00 00:00:00 GMT",
 }
 
 func FuzzParseRetryAfter(f *testing.F) {
