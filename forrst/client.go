@@ -1,0 +1,280 @@
+package forrst
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/httpretry"
+)
+
+// Client calls the functions of a Forrst server and retries failed calls
+// through a retry.Strategy, following the server's retry guidance within the
+// client's own limits:
+//
+//   - guidance with "allowed": false stops at once;
+//   - immediate, fixed and exponential (after × 2^(n-1) before retry n) set
+//     the least wait before the next attempt, and the rate-limit extension's
+//     resets_in and the Retry-After header can only lengthen it;
+//   - max_attempts, a number of retries, can only lower the attempt limit.
+//
+// The strategy's limits always win: a server can make the client wait longer
+// or stop sooner, never retry more often, sooner, or past the strategy's
+// MaxRetryAfter. Without guidance, a failed call is judged by the extension's
+// default table for its code, and a failure that is not a Forrst response at
+// all (a refused connection, a proxy's 502) by the HTTP transport's rules.
+//
+// Every call carries an idempotency key, the same on every attempt, unless
+// NoIdempotencyKey is set: a retry then never runs a side effect twice on a
+// server that honours the key. Without a key, a failure after which the
+// function may have run (INTERNAL_ERROR, DEPENDENCY_ERROR, DEADLINE_EXCEEDED,
+// a service's own codes) is not retried, whatever the guidance says.
+//
+// The zero value is not usable: URL must be set. A Client is safe for
+// concurrent use and must not be copied after first use.
+type Client struct {
+	URL              string         // the server's endpoint
+	HTTPClient       *http.Client   // nil = http.DefaultClient; its transport should not retry too
+	Strategy         retry.Strategy // nil = a retry.Standard owned by the client
+	NoIdempotencyKey bool           // do not add idempotency keys to calls
+	MaxDocumentSize  int64          // bound on response documents; 0 = 1 MiB
+	Options          []retry.Option // options for every call's retry.Do (hooks, logging)
+
+	once   sync.Once
+	guided guided
+	http   httpretry.Transport // only its classification of HTTP failures is used
+}
+
+// CallOption changes one call.
+type CallOption func(*callConfig)
+
+type callConfig struct {
+	key     string
+	version string
+}
+
+// IdempotencyKey sets the call's idempotency key instead of a generated one,
+// for example to make a call that may be repeated later, by another process,
+// run once.
+func IdempotencyKey(key string) CallOption { return func(c *callConfig) { c.key = key } }
+
+// Version calls the given version of the function instead of the latest.
+func Version(v string) CallOption { return func(c *callConfig) { c.version = v } }
+
+// Call calls function with args (encoded as a JSON object; nil for none) and
+// decodes its result into result (unless result is nil). A call that fails
+// for good returns a *retry.Error wrapping the last failure, a *CallError when
+// the server answered: errors.As(err, &callErr) gives its code, message and
+// guidance, and errors.As(err, &forrstErr) the *Error itself.
+func (c *Client) Call(ctx context.Context, function string, args, result any, opts ...CallOption) error {
+	c.once.Do(func() {
+		s := c.Strategy
+		if s == nil {
+			s = retry.NewStandard(retry.StandardOptions{})
+		}
+		c.guided = guided{s}
+	})
+	var cfg callConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if cfg.key == "" && !c.NoIdempotencyKey {
+		cfg.key = "call_" + rand.Text()
+	}
+	var rawArgs json.RawMessage
+	if args != nil {
+		var err error
+		if rawArgs, err = json.Marshal(args); err != nil {
+			return fmt.Errorf("forrst: encoding the arguments of %s: %w", function, err)
+		}
+		if !isObjectOrNull(rawArgs) {
+			return fmt.Errorf("forrst: the arguments of %s must encode as a JSON object", function)
+		}
+	}
+	var ext []Extension
+	if cfg.key != "" {
+		if err := validKey(cfg.key); err != nil {
+			return err
+		}
+		options, _ := json.Marshal(IdempotencyOptions{Key: cfg.key})
+		ext = []Extension{{URN: URNIdempotency, Options: options}}
+	}
+	attempt := 0
+	op := func(ctx context.Context) error {
+		attempt++
+		req := Request{
+			Protocol:   current(),
+			ID:         "req_" + rand.Text(),
+			Call:       Call{Function: function, Version: cfg.version, Arguments: rawArgs},
+			Extensions: ext,
+		}
+		return c.attempt(ctx, &req, attempt, cfg.key != "", result)
+	}
+	ropts := append([]retry.Option{retry.Scope(c.URL)}, c.Options...)
+	return retry.Do(ctx, &c.guided, op, ropts...)
+}
+
+// attempt sends one request and judges the answer.
+func (c *Client) attempt(ctx context.Context, req *Request, attempt int, keyed bool, result any) error {
+	body, err := json.Marshal(req)
+	if err != nil {
+		return retry.Permanent(err)
+	}
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, c.URL, bytes.NewReader(body))
+	if err != nil {
+		return retry.Permanent(err)
+	}
+	hreq.Header.Set("Content-Type", "application/json")
+	hc := c.HTTPClient
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	resp, err := hc.Do(hreq)
+	if err != nil {
+		info, _ := c.http.Classify(nil, err, keyed)
+		return retry.WithInfo(err, info)
+	}
+	defer resp.Body.Close()
+	doc, derr := DecodeResponse(resp.Body, c.MaxDocumentSize)
+	if derr != nil {
+		// Not a Forrst answer: judge it as HTTP.
+		herr := &HTTPError{StatusCode: resp.StatusCode, Status: resp.Status, Err: derr}
+		if info, failed := c.http.Classify(resp, nil, keyed); failed {
+			return retry.WithInfo(herr, info)
+		}
+		return retry.Permanent(herr)
+	}
+	if len(doc.Errors) == 0 {
+		if result == nil || isNull(doc.Result) {
+			return nil
+		}
+		if err := json.Unmarshal(doc.Result, result); err != nil {
+			return retry.Permanent(fmt.Errorf("forrst: decoding the result of %s: %w", req.Call.Function, err))
+		}
+		return nil
+	}
+	return newCallError(req.Call.Function, doc, resp, attempt, keyed)
+}
+
+// HTTPError is an answer that is not a Forrst response document.
+type HTTPError struct {
+	StatusCode int
+	Status     string
+	Err        error // why it could not be read as a Forrst document
+}
+
+func (e *HTTPError) Error() string { return "forrst: HTTP " + e.Status + ": " + e.Err.Error() }
+func (e *HTTPError) Unwrap() error { return e.Err }
+
+// CallError is a call the server answered with errors. It classifies itself
+// (RetryInfo) from the server's retry guidance, so any retry.Strategy can
+// consume it.
+type CallError struct {
+	Function   string
+	StatusCode int       // the HTTP status
+	Err        Error     // the first error
+	Response   *Response // the whole answer
+	Guidance   RetryData // the server's guidance, or the default table's for the code
+	FromServer bool      // whether Guidance came from the server's retry extension
+
+	info retry.Info
+}
+
+func (e *CallError) Error() string {
+	return "forrst: " + e.Function + " failed: " + e.Err.Error()
+}
+
+// Unwrap returns the first *Error of the answer.
+func (e *CallError) Unwrap() error { return &e.Err }
+
+// RetryInfo reports the failure's classification from the guidance.
+func (e *CallError) RetryInfo() retry.Info { return e.info }
+
+// newCallError judges a failed answer to attempt number attempt.
+func newCallError(function string, doc *Response, resp *http.Response, attempt int, keyed bool) *CallError {
+	ce := &CallError{Function: function, StatusCode: resp.StatusCode, Err: doc.Errors[0], Response: doc}
+	code := ce.Err.Code
+	ce.Guidance = DefaultGuidance(code)
+	if ext, ok := doc.Extension(URNRetry); ok {
+		// Broken guidance counts as none: the table is the safe reading.
+		if g, err := ext.Retry(); err == nil {
+			ce.Guidance, ce.FromServer = g, true
+		}
+	}
+	info := retry.Info{Safety: retry.Unsafe, Fault: retry.FaultClient, Throttle: code == CodeRateLimited, Timeout: code == CodeDeadlineExceeded}
+	if resp.StatusCode >= 500 {
+		info.Fault = retry.FaultServer
+	}
+	if ce.Guidance.Allowed && (keyed || !code.mayHaveRun()) {
+		info.Safety = retry.Safe
+		info.RetryAfter = max(ce.Guidance.Wait(attempt), serverWait(doc, resp))
+	}
+	ce.info = info
+	return ce
+}
+
+// serverWait is the longest wait the answer asks for besides the retry
+// guidance: the rate-limit window's reset, the error's retry_after, and the
+// Retry-After header. Invalid values are ignored.
+func serverWait(doc *Response, resp *http.Response) time.Duration {
+	var wait time.Duration
+	if ext, ok := doc.Extension(URNRateLimit); ok {
+		if rl, err := ext.RateLimit(); err == nil && rl.Remaining == 0 {
+			if d, err := rl.ResetsIn.Duration(); err == nil {
+				wait = max(wait, d)
+			}
+		}
+	}
+	var details struct {
+		RetryAfter *Duration `json:"retry_after"`
+	}
+	if !isNull(doc.Errors[0].Details) && json.Unmarshal(doc.Errors[0].Details, &details) == nil && details.RetryAfter != nil {
+		if d, err := details.RetryAfter.Duration(); err == nil {
+			wait = max(wait, d)
+		}
+	}
+	if d, ok := httpretry.ParseRetryAfter(resp.Header.Get("Retry-After"), time.Now()); ok {
+		wait = max(wait, d)
+	}
+	return wait
+}
+
+// ErrServerLimit is the reason retrying stopped when the server's
+// max_attempts allowed no more retries. It wraps retry.ErrMaxAttempts.
+var ErrServerLimit = fmt.Errorf("%w: the server's max_attempts allows no more retries", retry.ErrMaxAttempts)
+
+// guided applies the server's max_attempts on top of a strategy: the
+// server may lower the attempt limit, never raise it.
+type guided struct{ retry.Strategy }
+
+// RefreshToken refuses a retry beyond the server's max_attempts, and
+// otherwise asks the strategy.
+func (g *guided) RefreshToken(t retry.Token, err error) (retry.Token, error) {
+	var ce *CallError
+	if errors.As(err, &ce) && ce.Guidance.Allowed && ce.Guidance.MaxAttempts > 0 && t.RetryCount() >= ce.Guidance.MaxAttempts {
+		// Spend the token without charging the strategy's quota.
+		if r, ok := g.Strategy.(retry.Releaser); ok {
+			_ = r.ReleaseToken(t)
+		} else {
+			_, _ = g.Strategy.RefreshToken(t, retry.Permanent(err))
+		}
+		return retry.Token{}, fmt.Errorf("%w (%s)", ErrServerLimit, strconv.Itoa(ce.Guidance.MaxAttempts)+" retries")
+	}
+	return g.Strategy.RefreshToken(t, err)
+}
+
+// ReleaseToken passes a release on to the strategy, if it can take one.
+func (g *guided) ReleaseToken(t retry.Token) error {
+	if r, ok := g.Strategy.(retry.Releaser); ok {
+		return r.ReleaseToken(t)
+	}
+	return nil
+}

@@ -1,0 +1,97 @@
+package forrst
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// DefaultMaxDocumentSize bounds the documents this package reads: 1 MiB, the
+// Forrst HTTP transport's default.
+const DefaultMaxDocumentSize = 1 << 20
+
+// Errors of decoding. The errors returned wrap one of them.
+var (
+	// ErrTooLarge: the document is larger than the size limit.
+	ErrTooLarge = errors.New("forrst: document too large")
+	// ErrMalformed: the document is not valid JSON, or not a single object.
+	ErrMalformed = errors.New("forrst: malformed document")
+	// ErrInvalid: the document is JSON but breaks the protocol.
+	ErrInvalid = errors.New("forrst: invalid document")
+)
+
+// DecodeRequest reads one request document of at most limit bytes (0 means
+// DefaultMaxDocumentSize) and checks it: the protocol name, an id, a
+// function, objects where objects belong. Members it does not know are
+// ignored, as the protocol asks of receivers.
+func DecodeRequest(r io.Reader, limit int64) (*Request, error) {
+	var req Request
+	if err := decode(r, limit, &req); err != nil {
+		return nil, err
+	}
+	if err := req.validate(); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	return &req, nil
+}
+
+// DecodeResponse reads one response document of at most limit bytes (0
+// means DefaultMaxDocumentSize) and checks it.
+func DecodeResponse(r io.Reader, limit int64) (*Response, error) {
+	var resp Response
+	if err := decode(r, limit, &resp); err != nil {
+		return nil, err
+	}
+	if err := resp.validate(); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	return &resp, nil
+}
+
+// decode reads a single JSON object into v.
+func decode(r io.Reader, limit int64, v any) error {
+	if limit <= 0 {
+		limit = DefaultMaxDocumentSize
+	}
+	data, err := io.ReadAll(io.LimitReader(r, limit+1))
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrMalformed, err)
+	}
+	if int64(len(data)) > limit {
+		return fmt.Errorf("%w: more than %d bytes", ErrTooLarge, limit)
+	}
+	if t := bytes.TrimSpace(data); len(t) == 0 || t[0] != '{' {
+		return fmt.Errorf("%w: not a JSON object", ErrMalformed)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(v); err != nil {
+		var ute *json.UnmarshalTypeError
+		if errors.As(err, &ute) {
+			return fmt.Errorf("%w: %s has the wrong type (%s)", ErrInvalid, ute.Field, ute.Value)
+		}
+		return fmt.Errorf("%w: %v", ErrMalformed, err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return fmt.Errorf("%w: data after the document", ErrMalformed)
+	}
+	return nil
+}
+
+// decodeData decodes an extension's data or options strictly: wrong types
+// and unknown members are errors.
+func decodeData(raw json.RawMessage, v any) error {
+	if isNull(raw) {
+		return fmt.Errorf("%w: no data", ErrInvalid)
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return fmt.Errorf("%w: data after the object", ErrInvalid)
+	}
+	return nil
+}

@@ -1,0 +1,47 @@
+// Package forrst implements the parts of the Forrst RPC protocol that its
+// retry extension needs: the request and response documents, the retry,
+// rate-limit and idempotency extensions, a Server that attaches retry
+// guidance to failures, and a Client that obeys it through package retry.
+//
+// # Documents
+//
+// A Request calls one function with JSON arguments; a Response carries a
+// result or errors, and extensions ({urn, options} in requests, {urn, data}
+// in responses). DecodeRequest and DecodeResponse read documents strictly and
+// safely: a size limit, one JSON object and nothing after it, the right
+// types; the extension decoders (Extension.Retry, RateLimit,
+// IdempotencyOptions, Idempotency) refuse unknown members, strategies and
+// units, and negative or unrepresentable numbers. Nothing a peer sends makes
+// them panic.
+//
+// # The retry extension
+//
+// A failed response carries urn:forrst:ext:retry with the server's guidance:
+// whether to retry, how to space retries (immediate, fixed, or exponential:
+// after × 2^(n-1) before retry n), and max_attempts. This package reads
+// max_attempts as a number of retries, not of attempts: the extension's own
+// table gives DEADLINE_EXCEEDED "immediate, 1", and its "Immediate Retry
+// Allowed" example shows that as one retry allowed, whereas counting the
+// first attempt would allow none. DefaultGuidance holds the extension's
+// default table; codes outside it get {"allowed": false}.
+//
+// # Server and client
+//
+// Server is an http.Handler serving registered Functions. It attaches the
+// table's guidance to every failure, or guidance set per function
+// (WithGuidance) or per error (GuidanceFor); it reports each caller's window
+// with the rate-limit extension when it has a RateLimiter, answering calls
+// beyond the limit with RATE_LIMITED and guidance that waits for the window
+// to reset; and it honours idempotency keys: a call repeated with the same
+// key and arguments gets the stored result without running the function
+// again, one still running gets IDEMPOTENCY_PROCESSING, and one with other
+// arguments IDEMPOTENCY_CONFLICT. HTTP statuses follow the Forrst transport
+// (429 with Retry-After for RATE_LIMITED, 503 for UNAVAILABLE, and so on).
+//
+// Client calls functions through retry.Do. Each failed answer becomes a
+// *CallError that classifies itself from the guidance, so the client's
+// strategy decides within its own limits: the server can make it wait longer
+// or stop sooner, never retry more often, sooner, or longer than the
+// strategy allows. Calls carry an idempotency key kept across retries, so a
+// retry cannot run a side effect twice.
+package forrst
