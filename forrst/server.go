@@ -38,8 +38,13 @@ type FunctionOption func(*function)
 
 // WithGuidance replaces the retry guidance the function's failures with this
 // code carry (the seed's "Server Customization"). It beats the default table
-// but not guidance attached to one error with GuidanceFor.
+// but not guidance attached to one error with GuidanceFor. It panics if
+// d is not valid guidance (see RetryData.Validate), as it is a mistake in the
+// program, not in its input.
 func WithGuidance(code Code, d RetryData) FunctionOption {
+	if err := d.Validate(); err != nil {
+		panic(fmt.Sprintf("forrst: WithGuidance(%s): %v", code, err))
+	}
 	return func(f *function) {
 		if f.guidance == nil {
 			f.guidance = make(map[Code]RetryData)
@@ -49,7 +54,7 @@ func WithGuidance(code Code, d RetryData) FunctionOption {
 }
 
 // GuidanceFor attaches retry guidance to one error: the response that carries
-// it gets exactly this guidance.
+// it gets exactly this guidance, or the default table's if d is not valid.
 func GuidanceFor(err *Error, d RetryData) *Error {
 	return &Error{Code: err.Code, Message: err.Message, Source: err.Source, Details: err.Details, guidance: &d}
 }
@@ -303,7 +308,7 @@ func (s *Server) fail(req *Request, f *function, err error, now time.Time, extra
 // guidance is the retry guidance a failure with e carries: e's own, else the
 // function's for its code, else the default table's.
 func (s *Server) guidance(f *function, e *Error) RetryData {
-	if e.guidance != nil {
+	if e.guidance != nil && e.guidance.Validate() == nil {
 		return *e.guidance
 	}
 	if f != nil {
