@@ -38,3 +38,30 @@ func BenchmarkRoundTrip(b *testing.B) {
 		run(b, &Transport{Base: base})
 	})
 }
+
+// canned answers every request at once with the same small response: with
+// no network in the way, BenchmarkOverhead measures the Transport's own work.
+type canned struct{}
+
+func (canned) RoundTrip(req *http.Request) (*http.Response, error) {
+	return &http.Response{StatusCode: 200, Status: "200 OK", Header: http.Header{}, Body: http.NoBody, Request: req}, nil
+}
+
+func BenchmarkOverhead(b *testing.B) {
+	req, _ := http.NewRequest("GET", "http://example.invalid/", nil)
+	for _, tc := range []struct {
+		name string
+		rt   http.RoundTripper
+	}{{"base", canned{}}, {"httpretry", &Transport{Base: canned{}}}} {
+		b.Run(tc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				resp, err := tc.rt.RoundTrip(req)
+				if err != nil {
+					b.Fatal(err)
+				}
+				resp.Body.Close()
+			}
+		})
+	}
+}
