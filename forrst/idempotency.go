@@ -1,6 +1,7 @@
 package forrst
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -91,10 +92,12 @@ func (d IdempotencyData) extension() Extension {
 }
 
 // argumentsHash identifies a call's arguments: the same arguments, however
-// spaced, hash the same.
+// spaced or ordered, hash the same, and numbers keep every digit.
 func argumentsHash(raw json.RawMessage) string {
 	var v any
-	if err := json.Unmarshal(raw, &v); err != nil || v == nil {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if err := dec.Decode(&v); err != nil || v == nil {
 		v = map[string]any{}
 	}
 	canonical, _ := json.Marshal(v) // maps marshal with sorted keys
@@ -113,12 +116,17 @@ type store struct {
 type entry struct {
 	hash      string // of the arguments
 	requestID string // of the call that ran the function
+	ttl       time.Duration
 	done      bool
 	status    int      // HTTP status of the stored response
 	resp      Response // result or errors, to replay
 	cachedAt  time.Time
-	expires   time.Time
+	expires   time.Time // once done: when the stored response is forgotten
 }
+
+// live reports whether e still holds its key: a call that is still running
+// always does, a finished one until it expires.
+func (e *entry) live(now time.Time) bool { return !e.done || now.Before(e.expires) }
 
 // claim outcomes.
 const (
@@ -133,7 +141,7 @@ const (
 func (s *store) claim(key, hash, requestID string, now time.Time, ttl time.Duration, limit int) (int, entry) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if e, ok := s.entries[key]; ok && now.Before(e.expires) {
+	if e, ok := s.entries[key]; ok && e.live(now) {
 		switch {
 		case e.hash != hash:
 			return conflict, *e
@@ -149,7 +157,7 @@ func (s *store) claim(key, hash, requestID string, now time.Time, ttl time.Durat
 	if len(s.entries) >= limit && !s.makeRoom(now, limit) {
 		return full, entry{}
 	}
-	e := &entry{hash: hash, requestID: requestID, expires: now.Add(ttl)}
+	e := &entry{hash: hash, requestID: requestID, ttl: ttl, expires: now.Add(ttl)}
 	s.entries[key] = e
 	return claimed, *e
 }
@@ -160,7 +168,7 @@ func (s *store) finish(key string, status int, resp Response, now time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if e, ok := s.entries[key]; ok {
-		e.done, e.status, e.resp, e.cachedAt = true, status, resp, now
+		e.done, e.status, e.resp, e.cachedAt, e.expires = true, status, resp, now, now.Add(e.ttl)
 	}
 }
 
@@ -178,7 +186,7 @@ func (s *store) makeRoom(now time.Time, limit int) bool {
 	var oldest string
 	var oldestAt time.Time
 	for k, e := range s.entries {
-		if !now.Before(e.expires) {
+		if !e.live(now) {
 			delete(s.entries, k)
 			continue
 		}

@@ -106,9 +106,10 @@ func (s *Server) Register(name string, fn Function, opts ...FunctionOption) {
 
 // answer is a response on its way out.
 type answer struct {
-	status int
-	header http.Header
-	doc    Response
+	status    int
+	header    http.Header
+	doc       Response
+	retryable bool // a failure whose guidance allows a retry
 }
 
 // ServeHTTP handles one Forrst request.
@@ -119,7 +120,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h[k] = v
 	}
 	h.Set("Content-Type", "application/json")
-	body, err := json.Marshal(a.doc)
+	body, err := encode(a.doc)
 	if err != nil { // a result that cannot be encoded
 		a = s.fail(nil, nil, Fail(CodeInternalError, "the result could not be encoded"), time.Now())
 		body, _ = json.Marshal(a.doc)
@@ -188,11 +189,15 @@ func (s *Server) serve(r *http.Request) answer {
 
 // run calls the function and builds the answer.
 func (s *Server) run(ctx context.Context, req *Request, f *function, now time.Time, extra []Extension) answer {
-	result, err := call(ctx, f.fn, req.Call.Arguments)
+	args := req.Call.Arguments
+	if isNull(args) {
+		args = nil
+	}
+	result, err := call(ctx, f.fn, args)
 	if err != nil {
 		return s.fail(req, f, err, now, extra...)
 	}
-	raw, merr := json.Marshal(result)
+	raw, merr := encode(result)
 	if merr != nil {
 		return s.fail(req, f, Fail(CodeInternalError, "the result could not be encoded"), now, extra...)
 	}
@@ -237,12 +242,21 @@ func (s *Server) runOnce(ctx context.Context, req *Request, f *function, opts Id
 	case full:
 		return s.fail(req, f, Fail(CodeUnavailable, "too many idempotency keys in use"), now, extra...)
 	}
+	finished := false
+	defer func() {
+		if !finished { // a panic on the way: never leave the key claimed
+			s.keys.abandon(id)
+		}
+	}()
 	a := s.run(ctx, req, f, now, nil)
-	if len(a.doc.Errors) > 0 && s.guidance(f, &a.doc.Errors[0]).Allowed {
-		s.keys.abandon(id) // a retry must run the function again
+	// A failure worth retrying, or one caused by the caller going away, is
+	// not the call's outcome: a retry must run the function again.
+	if a.retryable || ctx.Err() != nil || (len(a.doc.Errors) > 0 && a.doc.Errors[0].Code == CodeCancelled) {
+		s.keys.abandon(id)
 	} else {
 		s.keys.finish(id, a.status, a.doc, time.Now())
 	}
+	finished = true
 	data.Status = StatusProcessed
 	a.doc.Extensions = append(append(a.doc.Extensions, extra...), data.extension())
 	return a
@@ -256,6 +270,17 @@ func withoutIdempotency(exts []Extension) []Extension {
 		}
 	}
 	return out
+}
+
+// encode marshals a function's result, turning a panic (a MarshalJSON
+// method that panics) into an error.
+func encode(v any) (raw json.RawMessage, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			raw, err = nil, fmt.Errorf("encoding panicked: %v", p)
+		}
+	}()
+	return json.Marshal(v)
 }
 
 // call runs fn, turning a panic into INTERNAL_ERROR.
@@ -285,7 +310,7 @@ func (s *Server) rateLimited(req *Request, f *function, window RateLimitData, ex
 // fail builds the answer for a failed call.
 func (s *Server) fail(req *Request, f *function, err error, now time.Time, extra ...Extension) answer {
 	var e *Error
-	if !errors.As(err, &e) {
+	if !errors.As(err, &e) || e == nil || e.Code == "" {
 		switch {
 		case errors.Is(err, context.DeadlineExceeded):
 			e = Fail(CodeDeadlineExceeded, "deadline exceeded")
@@ -300,9 +325,10 @@ func (s *Server) fail(req *Request, f *function, err error, now time.Time, extra
 		doc.ID = req.ID
 	}
 	doc.Errors[0].guidance = nil
-	doc.Extensions = append([]Extension{s.guidance(f, e).extension()}, extra...)
+	g := s.guidance(f, e)
+	doc.Extensions = append([]Extension{g.extension()}, extra...)
 	status := e.Code.HTTPStatus()
-	return answer{status: status, header: retryAfterHeader(status, doc), doc: doc}
+	return answer{status: status, header: retryAfterHeader(status, doc), doc: doc, retryable: g.Allowed}
 }
 
 // guidance is the retry guidance a failure with e carries: e's own, else the
