@@ -1,0 +1,460 @@
+package main
+
+import (
+	"bytes"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// seen is a request as a test server received it.
+type seen struct {
+	method string
+	header http.Header
+	body   []byte
+}
+
+// server is a loopback test server that answers the statuses in script, one
+// per request (the last one for every request after), and records requests.
+type server struct {
+	*httptest.Server
+	script []int
+	body   string // the body of a 2xx response
+
+	mu     sync.Mutex
+	reqs   []seen
+	header http.Header // added to every failed response
+}
+
+func newServer(t *testing.T, body string, script ...int) *server {
+	t.Helper()
+	s := &server{script: script, body: body, header: http.Header{}}
+	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
+	t.Cleanup(s.Close)
+	return s
+}
+
+func (s *server) serve(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	s.mu.Lock()
+	s.reqs = append(s.reqs, seen{r.Method, r.Header.Clone(), body})
+	status := s.script[min(len(s.reqs), len(s.script))-1]
+	if status >= 300 {
+		for k, v := range s.header {
+			w.Header()[k] = v
+		}
+	}
+	s.mu.Unlock()
+	if status >= 300 {
+		w.WriteHeader(status)
+		io.WriteString(w, http.StatusText(status)+"\n")
+		return
+	}
+	w.WriteHeader(status)
+	io.WriteString(w, s.body)
+}
+
+// setHeader adds a header to the failed responses to come.
+func (s *server) setHeader(name, value string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.header.Set(name, value)
+}
+
+// requests returns the requests received so far.
+func (s *server) requests() []seen {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]seen(nil), s.reqs...)
+}
+
+func TestHTTPRetriesUntilSuccess(t *testing.T) {
+	t.Parallel()
+	body := "hello, world\n\x00\xff\r\nno newline at the end"
+	s := newServer(t, body, 503, 503, 200)
+	out, errOut, code := runRetry(t, "", "http", s.URL+"/x")
+	if code != 0 {
+		t.Fatalf("exit status %d, want 0; stderr:\n%s", code, errOut)
+	}
+	if out != body {
+		t.Errorf("stdout %q, want the body %q exactly", out, body)
+	}
+	if n := len(s.requests()); n != 3 {
+		t.Errorf("the server saw %d requests, want 3", n)
+	}
+	if errOut != "" {
+		t.Errorf("stderr %q, want nothing without -v", errOut)
+	}
+}
+
+func TestHTTPStreamsALargeBody(t *testing.T) {
+	t.Parallel()
+	body := strings.Repeat("0123456789abcdef", 1<<16) // 1 MiB
+	s := newServer(t, body, 200)
+	out, _, code := runRetry(t, "", "http", s.URL)
+	if code != 0 || out != body {
+		t.Errorf("exit status %d, %d bytes on stdout; want 0 and the %d bytes of the body", code, len(out), len(body))
+	}
+}
+
+func TestHTTPGivesUpAfterAttempts(t *testing.T) {
+	t.Parallel()
+	s := newServer(t, "", 503)
+	out, errOut, code := runRetry(t, "", "http", "--attempts", "2", s.URL)
+	if code != 1 {
+		t.Errorf("exit status %d, want 1", code)
+	}
+	if n := len(s.requests()); n != 2 {
+		t.Errorf("the server saw %d requests, want 2", n)
+	}
+	if out != "Service Unavailable\n" {
+		t.Errorf("stdout %q, want the last response's body", out)
+	}
+	if want := "retry: server answered 503 Service Unavailable after 2 attempts (attempts exhausted)\n"; errOut != want {
+		t.Errorf("stderr %q, want %q", errOut, want)
+	}
+}
+
+func TestHTTPDoesNotRetry404(t *testing.T) {
+	t.Parallel()
+	s := newServer(t, "", 404)
+	out, errOut, code := runRetry(t, "", "http", s.URL)
+	if code != 1 {
+		t.Errorf("exit status %d, want 1", code)
+	}
+	if n := len(s.requests()); n != 1 {
+		t.Errorf("the server saw %d requests, want 1", n)
+	}
+	if out != "Not Found\n" {
+		t.Errorf("stdout %q, want the response's body", out)
+	}
+	for _, want := range []string{"404 Not Found", "after 1 attempt", "not retried"} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("stderr %q does not contain %q", errOut, want)
+		}
+	}
+}
+
+func TestHTTPRedirectIsFollowed(t *testing.T) {
+	t.Parallel()
+	s := newServer(t, "moved here\n", 200)
+	redirect := httptest.NewServer(http.RedirectHandler(s.URL+"/new", http.StatusFound))
+	t.Cleanup(redirect.Close)
+	out, errOut, code := runRetry(t, "", "http", "-v", redirect.URL)
+	if code != 0 || out != "moved here\n" {
+		t.Errorf("exit status %d, stdout %q; stderr:\n%s", code, out, errOut)
+	}
+	if !strings.Contains(errOut, "GET "+s.URL+"/new: 200 OK") {
+		t.Errorf("stderr %q does not name the new URL", errOut)
+	}
+}
+
+func TestHTTPPostIsNotRepeatedWithoutAKey(t *testing.T) {
+	t.Parallel()
+	s := newServer(t, "created\n", 503, 200)
+	_, errOut, code := runRetry(t, "", "http", "-d", "a=1", s.URL)
+	if code != 1 {
+		t.Errorf("exit status %d, want 1", code)
+	}
+	reqs := s.requests()
+	if len(reqs) != 1 {
+		t.Fatalf("the server saw %d requests, want 1", len(reqs))
+	}
+	if reqs[0].method != http.MethodPost || string(reqs[0].body) != "a=1" {
+		t.Errorf("the server saw %s %q, want POST \"a=1\"", reqs[0].method, reqs[0].body)
+	}
+	if ct := reqs[0].header.Get("Content-Type"); ct != "application/x-www-form-urlencoded" {
+		t.Errorf("Content-Type %q, want curl's default for -d", ct)
+	}
+	if !strings.Contains(errOut, "--idempotency-key") {
+		t.Errorf("stderr %q does not point to --idempotency-key", errOut)
+	}
+}
+
+func TestHTTPPostWithIdempotencyKeyIsRetried(t *testing.T) {
+	t.Parallel()
+	s := newServer(t, "created\n", 503, 503, 201)
+	out, errOut, code := runRetry(t, "", "http", "--idempotency-key", "-d", "a=1", s.URL)
+	if code != 0 || out != "created\n" {
+		t.Fatalf("exit status %d, stdout %q; stderr:\n%s", code, out, errOut)
+	}
+	reqs := s.requests()
+	if len(reqs) != 3 {
+		t.Fatalf("the server saw %d requests, want 3", len(reqs))
+	}
+	key := reqs[0].header.Get("Idempotency-Key")
+	if key == "" {
+		t.Fatal("no Idempotency-Key header")
+	}
+	for i, r := range reqs {
+		if got := r.header.Get("Idempotency-Key"); got != key {
+			t.Errorf("attempt %d: Idempotency-Key %q, want %q as on the first", i+1, got, key)
+		}
+		if r.method != http.MethodPost || string(r.body) != "a=1" {
+			t.Errorf("attempt %d: %s %q, want POST \"a=1\"", i+1, r.method, r.body)
+		}
+	}
+}
+
+func TestHTTPHeaders(t *testing.T) {
+	t.Parallel()
+	s := newServer(t, "", 200)
+	_, errOut, code := runRetry(t, "", "http", "-H", "X-One: 1", "-H", "X-Two:  two words ",
+		"-H", "X-One: again", "-H", "Content-Type: application/json", "-d", `{"a":1}`, "-X", "PUT", s.URL)
+	if code != 0 {
+		t.Fatalf("exit status %d; stderr:\n%s", code, errOut)
+	}
+	r := s.requests()[0]
+	if got := r.header.Values("X-One"); len(got) != 2 || got[0] != "1" || got[1] != "again" {
+		t.Errorf("X-One: %q, want [1 again]", got)
+	}
+	if got := r.header.Get("X-Two"); got != "two words" {
+		t.Errorf("X-Two: %q, want %q", got, "two words")
+	}
+	if got := r.header.Values("Content-Type"); len(got) != 1 || got[0] != "application/json" {
+		t.Errorf("Content-Type: %q, want only the one -H gave", got)
+	}
+	if r.method != http.MethodPut {
+		t.Errorf("method %s, want PUT (-X)", r.method)
+	}
+}
+
+func TestHTTPDataFromFileOnEveryAttempt(t *testing.T) {
+	t.Parallel()
+	data := make([]byte, 200<<10)
+	rnd := rand.NewChaCha8([32]byte{1})
+	_, _ = rnd.Read(data)
+	copy(data, "line one\r\nline two\n\x00")
+	file := filepath.Join(t.TempDir(), "body.bin")
+	if err := os.WriteFile(file, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := newServer(t, "stored\n", 503, 500, 200)
+	_, errOut, code := runRetry(t, "", "http", "-X", "PUT", "-d", "@"+file, s.URL)
+	if code != 0 {
+		t.Fatalf("exit status %d; stderr:\n%s", code, errOut)
+	}
+	reqs := s.requests()
+	if len(reqs) != 3 {
+		t.Fatalf("the server saw %d requests, want 3", len(reqs))
+	}
+	for i, r := range reqs {
+		if !bytes.Equal(r.body, data) {
+			t.Errorf("attempt %d: a body of %d bytes differs from the file's %d", i+1, len(r.body), len(data))
+		}
+	}
+}
+
+func TestHTTPDataFromStdin(t *testing.T) {
+	t.Parallel()
+	s := newServer(t, "", 503, 200)
+	_, errOut, code := runRetry(t, "line 1\nline 2\n", "http", "--idempotency-key", "-d", "@-", s.URL)
+	if code != 0 {
+		t.Fatalf("exit status %d; stderr:\n%s", code, errOut)
+	}
+	for i, r := range s.requests() {
+		if string(r.body) != "line 1\nline 2\n" || r.method != http.MethodPost {
+			t.Errorf("attempt %d: %s %q, want POST of the standard input", i+1, r.method, r.body)
+		}
+	}
+}
+
+func TestHTTPTimeoutShorterThanRetryAfter(t *testing.T) {
+	t.Parallel()
+	s := newServer(t, "", 503)
+	s.setHeader("Retry-After", "30")
+	start := time.Now()
+	_, errOut, code := runRetry(t, "", "http", "--timeout", "500ms", s.URL)
+	if elapsed := time.Since(start); elapsed > 5*time.Second {
+		t.Errorf("took %s: it waited for the Retry-After", elapsed)
+	}
+	if code == 0 {
+		t.Error("exit status 0, want a failure")
+	}
+	if n := len(s.requests()); n != 1 {
+		t.Errorf("the server saw %d requests, want 1", n)
+	}
+	for _, want := range []string{"Retry-After: 30", "--timeout 500ms"} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("stderr %q does not contain %q", errOut, want)
+		}
+	}
+}
+
+func TestHTTPTimeoutOfAHangingServer(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	hang := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+		case <-release:
+		}
+	}))
+	t.Cleanup(hang.Close)
+	t.Cleanup(func() { close(release) })
+	start := time.Now()
+	_, errOut, code := runRetry(t, "", "http", "--timeout", "300ms", hang.URL)
+	if elapsed := time.Since(start); elapsed > 5*time.Second {
+		t.Errorf("took %s", elapsed)
+	}
+	if code != 3 {
+		t.Errorf("exit status %d, want 3", code)
+	}
+	if !strings.Contains(errOut, "retry: no response: --timeout 300ms expired (1 attempt made)") {
+		t.Errorf("stderr %q does not blame the timeout", errOut)
+	}
+}
+
+func TestHTTPConnectionRefused(t *testing.T) {
+	t.Parallel()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close() // nothing listens there now
+	_, errOut, code := runRetry(t, "", "http", "-v", "http://"+addr+"/")
+	if code != 3 {
+		t.Errorf("exit status %d, want 3", code)
+	}
+	for _, want := range []string{"retry: attempt 1: ", "retrying in", "retry: no response after 3 attempts (attempts exhausted)"} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("stderr %q does not contain %q", errOut, want)
+		}
+	}
+}
+
+func TestHTTPVerbose(t *testing.T) {
+	t.Parallel()
+	s := newServer(t, "ok\n", 503, 200)
+	_, errOut, code := runRetry(t, "", "http", "-v", s.URL)
+	if code != 0 {
+		t.Fatalf("exit status %d; stderr:\n%s", code, errOut)
+	}
+	got := strings.Split(strings.TrimSuffix(errOut, "\n"), "\n")
+	if len(got) != 2 || !strings.HasPrefix(got[0], "retry: attempt 1: 503 Service Unavailable, retrying in ") ||
+		got[1] != "retry: attempt 2: 200 OK" {
+		t.Errorf("stderr:\n%s\nwant a line per attempt", errOut)
+	}
+}
+
+func TestHTTPFlagsAfterTheURL(t *testing.T) {
+	t.Parallel()
+	s := newServer(t, "ok\n", 503, 503, 200)
+	out, errOut, code := runRetry(t, "", "http", s.URL, "-v", "--attempts", "2", "-H", "X-After: yes")
+	if code != 1 || out != "Service Unavailable\n" {
+		t.Errorf("exit status %d, stdout %q: --attempts 2 after the URL was ignored", code, out)
+	}
+	if !strings.Contains(errOut, "retry: attempt 1: 503") {
+		t.Errorf("stderr %q: -v after the URL was ignored", errOut)
+	}
+	reqs := s.requests()
+	if len(reqs) != 2 || reqs[0].header.Get("X-After") != "yes" {
+		t.Errorf("the server saw %d requests, X-After %q", len(reqs), reqs[0].header.Get("X-After"))
+	}
+}
+
+func TestHTTPUsageErrors(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"http"}, "no URL"},
+		{[]string{"http", "http://a/", "http://b/"}, "one URL at a time"},
+		{[]string{"http", "example.com/x"}, "did you mean http://example.com/x"},
+		{[]string{"http", "ftp://example.com/"}, "only http and https"},
+		{[]string{"http", "--attempts", "0", "http://a/"}, "--attempts must be at least 1"},
+		{[]string{"http", "--timeout", "-1s", "http://a/"}, "--timeout must not be negative"},
+		{[]string{"http", "-H", "no colon", "http://a/"}, "want a header as 'Name: value'"},
+		{[]string{"http", "-d", "a", "-d", "b", "http://a/"}, "give the body once"},
+		{[]string{"http", "-d", "@/no/such/file", "http://a/"}, "no such file"},
+		{[]string{"http", "-X", "BAD METHOD", "http://a/"}, "invalid method"},
+		{[]string{"http", "--bogus", "http://a/"}, "flag provided but not defined: -bogus"},
+	} {
+		out, errOut, code := runRetry(t, "", tc.args...)
+		if code != 2 {
+			t.Errorf("%q: exit status %d, want 2", tc.args, code)
+		}
+		if !strings.Contains(errOut, "retry http: ") || !strings.Contains(errOut, tc.want) || !strings.Contains(errOut, `"retry http -h"`) {
+			t.Errorf("%q: stderr %q, want the message %q and a pointer to -h", tc.args, errOut, tc.want)
+		}
+		if out != "" {
+			t.Errorf("%q: stdout %q, want nothing", tc.args, out)
+		}
+	}
+}
+
+func TestHTTPHelp(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{{"http", "-h"}, {"http", "http://a/", "--help"}} {
+		out, _, code := runRetry(t, "", args...)
+		if code != 0 {
+			t.Errorf("%q: exit status %d, want 0", args, code)
+		}
+		for _, want := range []string{"usage: retry http", "--idempotency-key", "Exit status", "Examples:"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("%q: the usage does not mention %q", args, want)
+			}
+		}
+	}
+}
+
+func TestHTTPStreamsTheBodyUntilTheTimeout(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "first part\n")
+		w.(http.Flusher).Flush()
+		select {
+		case <-r.Context().Done():
+		case <-release:
+		}
+	}))
+	t.Cleanup(slow.Close)
+	t.Cleanup(func() { close(release) })
+	out, errOut, code := runRetry(t, "", "http", "--timeout", "500ms", slow.URL)
+	if code != 3 {
+		t.Errorf("exit status %d, want 3", code)
+	}
+	if out != "first part\n" {
+		t.Errorf("stdout %q, want the part of the body that came", out)
+	}
+	if !strings.Contains(errOut, "retry: response body incomplete: --timeout 500ms expired") {
+		t.Errorf("stderr %q does not say the body was cut short", errOut)
+	}
+}
+
+func TestHTTPSignalStopsTheWait(t *testing.T) {
+	t.Parallel()
+	s := newServer(t, "", 503)
+	s.setHeader("Retry-After", "30")
+	cmd, errOut := startRetry(t, "http", s.URL)
+	waitFor(t, "the first request", func() bool { return len(s.requests()) > 0 })
+	time.Sleep(50 * time.Millisecond) // let the wait begin
+	start := time.Now()
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	code := waitExit(t, cmd)
+	if elapsed := time.Since(start); elapsed > 10*time.Second {
+		t.Errorf("took %s to stop", elapsed)
+	}
+	if code != 130 {
+		t.Errorf("exit status %d, want 130 (SIGINT)", code)
+	}
+	if !strings.Contains(errOut.String(), "retry: stopped by SIGINT") {
+		t.Errorf("stderr %q does not say it was stopped by SIGINT", errOut)
+	}
+	if n := len(s.requests()); n != 1 {
+		t.Errorf("the server saw %d requests, want 1", n)
+	}
+}

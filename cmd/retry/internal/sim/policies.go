@@ -1,0 +1,121 @@
+package sim
+
+import (
+	"time"
+
+	"github.com/retrykit/retry"
+)
+
+// Policies returns the policies the simulator compares, in table order. Each
+// drives the library's real strategies; the last three are the documented
+// defaults of popular Go retry libraries, written with retrykit's parts and
+// labelled by their parameters.
+func Policies() []Policy {
+	exp := func(base, limit time.Duration, j retry.Jitter, rnd func() float64) retry.Backoff {
+		return retry.Exponential{Base: base, Max: limit, Jitter: j, Rand: rnd}
+	}
+	perClient := func(mk func(rnd func() float64) retry.Strategy) func(func() float64) func(int) retry.Strategy {
+		return func(rnd func() float64) func(int) retry.Strategy {
+			byClient := map[int]retry.Strategy{}
+			return func(c int) retry.Strategy {
+				s, ok := byClient[c]
+				if !ok {
+					s = mk(rnd)
+					byClient[c] = s
+				}
+				return s
+			}
+		}
+	}
+	shared := func(mk func(rnd func() float64) retry.Strategy) func(func() float64) func(int) retry.Strategy {
+		return func(rnd func() float64) func(int) retry.Strategy {
+			s := mk(rnd)
+			return func(int) retry.Strategy { return s }
+		}
+	}
+	// standard is retry.NewStandard with its default numbers, its jitter
+	// drawn from the run's seeded randomness.
+	standard := func(rnd func() float64) retry.Strategy {
+		return retry.NewStandard(retry.StandardOptions{
+			Backoff:         exp(50*time.Millisecond, 20*time.Second, retry.FullJitter, rnd),
+			ThrottleBackoff: exp(time.Second, 20*time.Second, retry.FullJitter, rnd),
+		})
+	}
+	return []Policy{
+		{Name: "no retries", New: shared(func(func() float64) retry.Strategy { return &retry.No{} })},
+		{Name: "immediate, 3 attempts", New: shared(func(func() float64) retry.Strategy {
+			return &retry.Simple{MaxAttempts: 3, Backoff: retry.Constant(0)}
+		})},
+		{Name: "exp 100ms-10s no jitter, 3 att.", New: shared(func(rnd func() float64) retry.Strategy {
+			return &retry.Simple{MaxAttempts: 3, Backoff: exp(100*time.Millisecond, 10*time.Second, retry.NoJitter, rnd)}
+		})},
+		{Name: "exp 100ms-10s full jitter, 3 att.", New: shared(func(rnd func() float64) retry.Strategy {
+			return &retry.Simple{MaxAttempts: 3, Backoff: exp(100*time.Millisecond, 10*time.Second, retry.FullJitter, rnd)}
+		})},
+		{Name: "Standard, quota per client", New: perClient(standard)},
+		{Name: "Standard, one shared quota", New: shared(standard)},
+		{Name: "10 att., 100ms·2^n + ≤100ms jitter", New: shared(func(rnd func() float64) retry.Strategy {
+			// avast/retry-go's defaults: 10 attempts, BackOffDelay from
+			// 100 ms combined with a random delay of up to 100 ms.
+			return &retry.Simple{MaxAttempts: 10, Backoff: plusJitter{exp(100*time.Millisecond, 0, retry.NoJitter, rnd), 100 * time.Millisecond, rnd}}
+		})},
+		{Name: "5 att., exp 1s-30s no jitter", New: shared(func(rnd func() float64) retry.Strategy {
+			// hashicorp/go-retryablehttp's defaults: 4 retries, 1 s to 30 s.
+			return &retry.Simple{MaxAttempts: 5, Backoff: exp(time.Second, 30*time.Second, retry.NoJitter, rnd)}
+		})},
+		{Name: "500ms·1.5^n ±50% for 15 min", MaxElapsed: 15 * time.Minute, New: shared(func(rnd func() float64) retry.Strategy {
+			// cenkalti/backoff's defaults: 500 ms growing 1.5× up to 60 s,
+			// randomised ±50 %, for up to 15 minutes.
+			return &retry.Simple{MaxAttempts: 1 << 20, Backoff: geometric{500 * time.Millisecond, 1.5, 60 * time.Second, 0.5, rnd}}
+		})},
+	}
+}
+
+// plusJitter adds a uniform random delay of up to extra to a backoff.
+type plusJitter struct {
+	retry.Backoff
+	extra time.Duration
+	rnd   func() float64
+}
+
+func (p plusJitter) Delay(n int, prev time.Duration) time.Duration {
+	return p.Backoff.Delay(n, prev) + time.Duration(p.rnd()*float64(p.extra))
+}
+
+// geometric grows by factor per retry up to limit, randomised by ±spread.
+type geometric struct {
+	base   time.Duration
+	factor float64
+	limit  time.Duration
+	spread float64
+	rnd    func() float64
+}
+
+func (g geometric) Delay(n int, _ time.Duration) time.Duration {
+	d := float64(g.base)
+	for i := 1; i < n && d < float64(g.limit); i++ {
+		d *= g.factor
+	}
+	d = min(d, float64(g.limit))
+	return time.Duration(d * (1 - g.spread + 2*g.spread*g.rnd()))
+}
+
+// OCCPolicies returns the backoffs compared in the OCC scenario, after AWS's
+// "Exponential Backoff And Jitter" experiment: one per jitter.
+func OCCPolicies(base, limit time.Duration) []Policy {
+	var out []Policy
+	for _, j := range []retry.Jitter{retry.NoJitter, retry.FullJitter, retry.EqualJitter, retry.DecorrelatedJitter} {
+		out = append(out, Policy{Name: "exponential, " + jitterName(j), New: func(rnd func() float64) func(int) retry.Strategy {
+			s := &retry.Simple{MaxAttempts: 1 << 20, Backoff: retry.Exponential{Base: base, Max: limit, Jitter: j, Rand: rnd}}
+			return func(int) retry.Strategy { return s }
+		}})
+	}
+	return out
+}
+
+func jitterName(j retry.Jitter) string {
+	if j == retry.NoJitter {
+		return "no jitter"
+	}
+	return j.String() + " jitter"
+}

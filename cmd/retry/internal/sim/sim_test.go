@@ -1,0 +1,197 @@
+package sim
+
+import (
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/retrykit/retry"
+)
+
+func policy(name string, mk func() retry.Strategy) Policy {
+	return Policy{Name: name, New: func(func() float64) func(int) retry.Strategy {
+		s := mk()
+		return func(int) retry.Strategy { return s }
+	}}
+}
+
+func byName(t *testing.T, name string) Policy {
+	t.Helper()
+	for _, p := range Policies() {
+		if p.Name == name {
+			return p
+		}
+	}
+	t.Fatalf("no policy %q", name)
+	return Policy{}
+}
+
+func mustDefaults(t *testing.T, k Kind) Scenario {
+	t.Helper()
+	s, err := Defaults(k, 50, 500, 30*time.Second, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// totalOutage fails every attempt of the whole run, on a server fast enough
+// that no attempt ever times out.
+func totalOutage() Scenario {
+	return Scenario{Kind: Outage, Clients: 20, Rate: 200, Duration: 20 * time.Second, Capacity: 1e7,
+		Timeout: time.Second, Start: 0, End: time.Hour, Seed: 3}
+}
+
+func TestNoRetriesMeansAmplificationOne(t *testing.T) {
+	for _, k := range []Kind{Outage, Brownout, Overload, Throttle} {
+		r := Run(mustDefaults(t, k), byName(t, "no retries"))
+		if r.Requests == 0 || r.Attempts != r.Requests || r.IncidentAttempts != r.IncidentRequests {
+			t.Errorf("%s: %d attempts for %d requests (%d for %d in the incident), want equal",
+				k, r.Attempts, r.Requests, r.IncidentAttempts, r.IncidentRequests)
+		}
+	}
+}
+
+func TestImmediateRetriesInATotalOutageMultiplyByTheAttempts(t *testing.T) {
+	for _, n := range []int{2, 3, 5} {
+		p := policy("immediate", func() retry.Strategy { return &retry.Simple{MaxAttempts: n, Backoff: retry.Constant(0)} })
+		r := Run(totalOutage(), p)
+		if r.Succeeded != 0 || r.Attempts != n*r.Requests {
+			t.Fatalf("%d attempts: %d attempts for %d requests (%d succeeded), want exactly %d×", n, r.Attempts, r.Requests, r.Succeeded, n)
+		}
+		if got := r.Amplification(); got != float64(n) {
+			t.Fatalf("amplification %v, want %d", got, n)
+		}
+	}
+}
+
+func TestSharedQuotaBoundsAmplificationInALongOutage(t *testing.T) {
+	r := Run(totalOutage(), byName(t, "Standard, one shared quota"))
+	// 500 tokens pay for 35 retries of 14; nothing succeeds, so nothing
+	// refills the bucket.
+	if extra := r.Attempts - r.Requests; extra != 500/14 {
+		t.Fatalf("%d retries in a total outage with one shared quota of 500, want %d", extra, 500/14)
+	}
+	perClient := Run(totalOutage(), byName(t, "Standard, quota per client"))
+	if extra := perClient.Attempts - perClient.Requests; extra > 20*(500/14) {
+		t.Fatalf("%d retries with 20 clients' quotas, want at most %d", extra, 20*(500/14))
+	}
+	if r.Amplification() > 1.02 {
+		t.Fatalf("amplification %.3f with a shared quota, want about 1", r.Amplification())
+	}
+}
+
+func TestRunsAreDeterministic(t *testing.T) {
+	for _, k := range []Kind{Outage, Brownout, Overload, Throttle} {
+		s := mustDefaults(t, k)
+		p := byName(t, "exp 100ms-10s full jitter, 3 att.")
+		a, b := Run(s, p), Run(s, p)
+		if !reflect.DeepEqual(a, b) {
+			t.Fatalf("%s: two runs with seed %d differ", k, s.Seed)
+		}
+		s.Seed++
+		if c := Run(s, p); reflect.DeepEqual(a, c) {
+			t.Fatalf("%s: seeds %d and %d give identical runs", k, s.Seed-1, s.Seed)
+		}
+	}
+}
+
+func TestRetryStormKeepsAnOverloadedServerDown(t *testing.T) {
+	s := mustDefaults(t, Overload)
+	none := Run(s, byName(t, "no retries"))
+	if !none.Recovered {
+		t.Fatal("without retries the server should recover once its capacity returns")
+	}
+	storm := Run(s, byName(t, "immediate, 3 attempts"))
+	if storm.Recovered || storm.SuccessRate() >= none.SuccessRate() {
+		t.Fatalf("immediate retries: recovered %v, success %.3f (no retries: %.3f); want a storm that keeps the server down",
+			storm.Recovered, storm.SuccessRate(), none.SuccessRate())
+	}
+	quota := Run(s, byName(t, "Standard, one shared quota"))
+	if !quota.Recovered {
+		t.Fatal("with a shared retry quota the server should recover")
+	}
+}
+
+func TestBrownoutRetriesRaiseSuccess(t *testing.T) {
+	s := mustDefaults(t, Brownout)
+	none := Run(s, byName(t, "no retries"))
+	jitter := Run(s, byName(t, "exp 100ms-10s full jitter, 3 att."))
+	// 30 % of attempts fail during a third of the run: about 10 % of
+	// requests fail without retries, about 0.3³ of those with three attempts.
+	if none.SuccessRate() > 0.93 || none.SuccessRate() < 0.87 {
+		t.Fatalf("no retries: success %.3f, want about 0.90", none.SuccessRate())
+	}
+	if jitter.SuccessRate() < 0.98 {
+		t.Fatalf("three attempts: success %.3f, want above 0.98", jitter.SuccessRate())
+	}
+}
+
+func TestThrottleHonoursRetryAfter(t *testing.T) {
+	s := mustDefaults(t, Throttle)
+	r := Run(s, byName(t, "immediate, 3 attempts"))
+	// Every retry after a 429 waits the Retry-After of 1 s, so none of the
+	// requests that needed one finishes in under a second.
+	if r.P99 < time.Second {
+		t.Fatalf("p99 %v: retries after 429 did not wait the 1 s Retry-After", r.P99)
+	}
+}
+
+func TestSeriesAddUp(t *testing.T) {
+	r := Run(mustDefaults(t, Outage), byName(t, "Standard, quota per client"))
+	var offered, goodput float64
+	for i := range r.Offered {
+		offered += r.Offered[i]
+		goodput += r.Goodput[i]
+	}
+	if int(offered) > r.Attempts || int(goodput) > r.Succeeded || offered < 0.9*float64(r.Attempts) {
+		t.Fatalf("series: %v attempts, %v successes; totals %d, %d", offered, goodput, r.Attempts, r.Succeeded)
+	}
+	if len(r.Offered) != 30 || r.Step != 1 {
+		t.Fatalf("%d points of %vs, want 30 of 1s", len(r.Offered), r.Step)
+	}
+}
+
+func TestOCCJitterCutsCalls(t *testing.T) {
+	s := OCCScenario{Clients: 50, Work: 10 * time.Millisecond, Seed: 5}
+	results := map[string]OCCResult{}
+	for _, p := range OCCPolicies(10*time.Millisecond, 10*time.Second) {
+		r := RunOCC(s, p)
+		if r.GaveUp != 0 || r.Calls < s.Clients {
+			t.Fatalf("%s: %d calls, %d gave up", p.Name, r.Calls, r.GaveUp)
+		}
+		results[p.Name] = r
+	}
+	none, full := results["exponential, no jitter"], results["exponential, full jitter"]
+	if full.Calls*2 > none.Calls || full.Completion >= none.Completion {
+		t.Fatalf("full jitter %d calls in %v, no jitter %d in %v: jitter should more than halve the calls",
+			full.Calls, full.Completion, none.Calls, none.Completion)
+	}
+}
+
+func TestCheckRejectsBadScenarios(t *testing.T) {
+	good := mustDefaults(t, Outage)
+	bad := []func(*Scenario){
+		func(s *Scenario) { s.Clients = 0 },
+		func(s *Scenario) { s.Rate = 0 },
+		func(s *Scenario) { s.Duration = 0 },
+		func(s *Scenario) { s.Capacity = -1 },
+		func(s *Scenario) { s.Timeout = 0 },
+		func(s *Scenario) { s.End = s.Start - 1 },
+		func(s *Scenario) { s.Rate = 1e9 },
+		func(s *Scenario) { s.Kind = "flood" },
+		func(s *Scenario) { s.Kind, s.FailRate = Brownout, 1.5 },
+		func(s *Scenario) { s.Kind, s.DegradedCapacity = Overload, 0 },
+		func(s *Scenario) { s.Kind, s.ThrottleRate = Throttle, 0 },
+	}
+	for i, f := range bad {
+		s := good
+		f(&s)
+		if s.Check() == nil {
+			t.Errorf("case %d: %+v passed Check", i, s)
+		}
+	}
+	if _, err := Defaults("flood", 1, 1, time.Second, 1); err == nil {
+		t.Error("Defaults accepted an unknown kind")
+	}
+}

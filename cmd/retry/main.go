@@ -1,0 +1,75 @@
+// Command retry retries commands and HTTP requests with retrykit's
+// strategies, and simulates what retries do to a struggling server.
+//
+//	retry run [flags] -- COMMAND [ARGS...]   run a command until it succeeds
+//	retry http [flags] URL                   an HTTP request, retried safely
+//	retry sim [flags]                        a retry-storm simulator
+//
+// Run "retry COMMAND -h" for the flags of each.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// command is one subcommand: it parses args and returns the exit status.
+type command struct {
+	summary string
+	run     func(ctx context.Context, args []string, stdio stdio) int
+}
+
+// stdio is where a command reads and writes, so that tests can capture it.
+type stdio struct {
+	in       io.Reader
+	out, err io.Writer
+}
+
+func commands() map[string]command {
+	return map[string]command{
+		"run":  {"run a command until it succeeds", runCommand},
+		"http": {"send an HTTP request, retried safely", httpCommand},
+		"sim":  {"simulate what retries do to a struggling server", simCommand},
+	}
+}
+
+func main() {
+	os.Exit(dispatch(os.Args[1:], stdio{os.Stdin, os.Stdout, os.Stderr}))
+}
+
+func dispatch(args []string, io stdio) int {
+	cmds := commands()
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		usage(io.err, cmds)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	cmd, ok := cmds[args[0]]
+	if !ok {
+		fmt.Fprintf(io.err, "retry: unknown command %q\n\n", args[0])
+		usage(io.err, cmds)
+		return 2
+	}
+	// The first SIGINT or SIGTERM cancels the context; commands decide what
+	// that means (run forwards it to the child).
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return cmd.run(ctx, args[1:], io)
+}
+
+func usage(w io.Writer, cmds map[string]command) {
+	fmt.Fprintln(w, "usage: retry COMMAND [flags] [args]")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "commands:")
+	for _, name := range []string{"run", "http", "sim"} {
+		fmt.Fprintf(w, "  %-5s %s\n", name, cmds[name].summary)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, `Run "retry COMMAND -h" for a command's flags.`)
+}

@@ -1,0 +1,489 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"math"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/retrykit/retry"
+)
+
+const runUsage = `usage: retry run [flags] -- COMMAND [ARGS...]
+
+Runs COMMAND until it succeeds (exits 0), at most --attempts times. Between
+attempts it waits with exponential backoff: about --delay before the first
+retry, doubling for each further one up to --max-delay, spread by --jitter so
+that many machines retrying together do not retry in step.
+
+Flags (-flag and --flag are the same):
+  --attempts N      attempts in all, the first included (default 3)
+  --delay D         base wait before the first retry (default 100ms)
+  --max-delay D     longest wait between attempts; 0 = no cap (default 10s)
+  --jitter J        none, full, equal or decorrelated (default full)
+  --on-exit CODES   exit statuses that are retried, comma-separated, e.g. 1,75;
+                    others end the run at once (default: every non-zero status)
+  --timeout D       stop an attempt that runs longer than D: SIGTERM, then
+                    SIGKILL after --kill-after. A timed-out attempt is always
+                    retried (default: no limit)
+  --kill-after D    grace between SIGTERM and SIGKILL; 0 = SIGKILL at once
+                    (default 5s)
+  -v, --verbose     a line on stderr for every failed attempt and its wait
+  -q, --quiet       no line on stderr from retry itself (usage errors excepted)
+
+D is a duration such as 250ms, 1.5s or 2m, or a number of seconds.
+
+COMMAND's standard input, output and error are retry's own. Standard input is
+shared, not replayed: a later attempt reads what earlier ones left unread, so
+data piped into retry reaches the first attempt that reads it.
+
+SIGINT or SIGTERM sent to retry stops the current attempt (the same signal is
+forwarded to COMMAND, then SIGKILL after --kill-after) and ends the run without
+further attempts. Signals and --timeout reach COMMAND itself, not processes it
+starts: a shell script should exec its last command or trap and pass them on.
+
+Exit status: that of the last attempt, 128+N if it was killed by signal N;
+127 if COMMAND cannot be started; 2 for a usage error.
+
+Examples:
+  retry run -- curl -fsS https://example.com/health
+  retry run --attempts 5 --delay 1s -- ./flaky-test.sh
+  retry run --on-exit 75 --timeout 30s -- rsync -a src/ host:dst/
+  retry run -v --jitter none --delay 2s --max-delay 1m -- make deploy
+`
+
+// runConfig is what "retry run" was asked to do.
+type runConfig struct {
+	attempts  int
+	delay     time.Duration
+	maxDelay  time.Duration
+	jitter    retry.Jitter
+	onExit    exitCodes // nil = every non-zero status
+	timeout   time.Duration
+	killAfter time.Duration
+	verbose   bool
+	quiet     bool
+	argv      []string
+}
+
+// runCommand implements "retry run".
+func runCommand(ctx context.Context, args []string, std stdio) int {
+	c, status, ok := parseRunFlags(args, std)
+	if !ok {
+		return status
+	}
+	r := &runner{c: c, std: std}
+	err := retry.Do(ctx, r.strategy(), func(actx context.Context) error {
+		return r.attempt(ctx, actx)
+	}, retry.AttemptTimeout(c.timeout), retry.OnRetry(r.retrying))
+	return r.finish(ctx, err)
+}
+
+// parseRunFlags reads the flags and the command. It returns ok false with the
+// exit status when there is nothing to run: 0 after -h, 2 after a usage error.
+func parseRunFlags(args []string, std stdio) (runConfig, int, bool) {
+	c := runConfig{attempts: 3, delay: 100 * time.Millisecond, maxDelay: 10 * time.Second,
+		jitter: retry.FullJitter, killAfter: 5 * time.Second}
+	fs := flag.NewFlagSet("retry run", flag.ContinueOnError)
+	fs.SetOutput(io.Discard) // -h prints the usage to stdout, errors a hint
+	fs.IntVar(&c.attempts, "attempts", c.attempts, "")
+	fs.Var(durationValue{&c.delay}, "delay", "")
+	fs.Var(durationValue{&c.maxDelay}, "max-delay", "")
+	fs.Var(jitterValue{&c.jitter}, "jitter", "")
+	fs.Var(&c.onExit, "on-exit", "")
+	fs.Var(durationValue{&c.timeout}, "timeout", "")
+	fs.Var(durationValue{&c.killAfter}, "kill-after", "")
+	for _, name := range []string{"v", "verbose"} {
+		fs.BoolVar(&c.verbose, name, false, "")
+	}
+	for _, name := range []string{"q", "quiet"} {
+		fs.BoolVar(&c.quiet, name, false, "")
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(std.out, runUsage)
+			return c, 0, false
+		}
+		return c, usageError(std.err, "run", err.Error()), false
+	}
+	c.argv = fs.Args()
+	if msg := c.check(); msg != "" {
+		return c, usageError(std.err, "run", msg), false
+	}
+	return c, 0, true
+}
+
+// check returns what is wrong with c, or "".
+func (c *runConfig) check() string {
+	switch {
+	case len(c.argv) == 0:
+		return "no command to run: retry run [flags] -- COMMAND [ARGS...]"
+	case c.attempts < 1:
+		return "--attempts must be at least 1"
+	case c.delay < 0:
+		return "--delay must not be negative"
+	case c.maxDelay < 0:
+		return "--max-delay must not be negative (0 means no cap)"
+	case c.timeout < 0:
+		return "--timeout must not be negative (0 means no limit)"
+	case c.killAfter < 0:
+		return "--kill-after must not be negative (0 means SIGKILL at once)"
+	case c.verbose && c.quiet:
+		return "--verbose and --quiet cannot be used together"
+	}
+	return ""
+}
+
+// usageError prints msg and a pointer to the command's help, and
+// returns the exit status of a usage error.
+func usageError(w io.Writer, cmd, msg string) int {
+	fmt.Fprintf(w, "retry %s: %s\n", cmd, msg)
+	fmt.Fprintf(w, "Run \"retry %s -h\" for usage.\n", cmd)
+	return 2
+}
+
+// runner runs the attempts of one "retry run".
+type runner struct {
+	c        runConfig
+	std      stdio
+	attempts int // attempts started
+}
+
+func (r *runner) strategy() retry.Strategy {
+	return &retry.Simple{
+		MaxAttempts: r.c.attempts,
+		Backoff:     retry.Exponential{Base: r.c.delay, Max: r.c.maxDelay, Jitter: r.c.jitter},
+	}
+}
+
+// attempt runs the command once. ctx is the whole run's context, cancelled
+// by SIGINT or SIGTERM; actx is the attempt's, which --timeout also bounds.
+// A failure comes back marked Transient when it may be retried and Permanent
+// when it may not.
+func (r *runner) attempt(ctx, actx context.Context) error {
+	r.attempts++
+	cmd := exec.CommandContext(actx, r.c.argv[0], r.c.argv[1:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = r.std.in, r.std.out, r.std.err
+	cmd.Cancel = func() error { return stop(cmd.Process, stopSignal(ctx), r.c.killAfter) }
+	cmd.WaitDelay = r.c.killAfter
+	if err := cmd.Start(); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err() // stopped before this attempt could begin
+		}
+		return retry.Permanent(&startError{name: r.c.argv[0], err: err})
+	}
+	err := cmd.Wait()
+	if err == nil || errors.Is(err, exec.ErrWaitDelay) && cmd.ProcessState.Success() {
+		return nil // ErrWaitDelay: it exited 0 but left its output open
+	}
+	f := newAttemptFailure(cmd.ProcessState, err, stopSignal(ctx))
+	switch {
+	case ctx.Err() != nil:
+		f.stopped = true
+		return f // the run is over: Do will not retry
+	case actx.Err() == context.DeadlineExceeded:
+		f.timeout = r.c.timeout
+		return retry.Transient(f)
+	case r.c.onExit.retries(f.status):
+		return retry.Transient(f)
+	}
+	return retry.Permanent(f)
+}
+
+// stop asks p to end with sig; if sig cannot be sent (as on Windows), or
+// grace is zero, it kills p at once. exec.Cmd's WaitDelay kills p if it
+// ignores sig for longer than grace.
+func stop(p *os.Process, sig syscall.Signal, grace time.Duration) error {
+	if grace > 0 {
+		err := p.Signal(sig)
+		if err == nil || errors.Is(err, os.ErrProcessDone) {
+			return err
+		}
+	}
+	return p.Kill()
+}
+
+// stopSignal is the signal that ended ctx, SIGINT or SIGTERM, to be passed on
+// to the command; SIGTERM if ctx is still running (an attempt timed out).
+func stopSignal(ctx context.Context) syscall.Signal {
+	if s, ok := interruptedBy(ctx); ok {
+		return s
+	}
+	return syscall.SIGTERM
+}
+
+// interruptedBy reports the signal that cancelled ctx, the context of
+// signal.NotifyContext, whose cause names the signal.
+func interruptedBy(ctx context.Context) (syscall.Signal, bool) {
+	if ctx.Err() == nil {
+		return 0, false
+	}
+	cause := context.Cause(ctx).Error()
+	for _, s := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
+		if cause == s.String()+" signal received" {
+			return s, true
+		}
+	}
+	return syscall.SIGTERM, true // cancelled some other way: say SIGTERM
+}
+
+// newAttemptFailure describes a command that ended as ps says, with the
+// error err from Wait; sent is the signal it was sent if it was stopped.
+func newAttemptFailure(ps *os.ProcessState, err error, sent syscall.Signal) *attemptFailure {
+	f := &attemptFailure{status: 1, err: err}
+	if ps == nil {
+		return f
+	}
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		f.status, f.signal = 128+int(ws.Signal()), ws.Signal()
+		return f
+	}
+	f.status = ps.ExitCode()
+	if f.status <= 0 {
+		// It exited 0, but only after it was told to stop: it did not
+		// finish, and its status is the signal's, as if it had not caught it.
+		f.caught = sent
+		f.status = 128 + int(sent)
+	}
+	return f
+}
+
+// retrying prints, with --verbose, the attempt that failed and the wait.
+func (r *runner) retrying(_ context.Context, attempt int, delay time.Duration, err error) {
+	if r.c.verbose {
+		fmt.Fprintf(r.std.err, "retry: attempt %d: %v; retrying in %s\n", attempt, err, roundDelay(delay))
+	}
+}
+
+// finish says why the run ended, unless --quiet, and returns the exit status.
+func (r *runner) finish(ctx context.Context, err error) int {
+	if err == nil {
+		if r.c.verbose {
+			fmt.Fprintf(r.std.err, "retry: attempt %d: succeeded\n", r.attempts)
+		}
+		return 0
+	}
+	msg, status := r.explain(ctx, err)
+	if !r.c.quiet {
+		fmt.Fprintln(r.std.err, msg)
+	}
+	return status
+}
+
+// explain returns the line that says why the run ended with err, and the
+// exit status.
+func (r *runner) explain(ctx context.Context, err error) (string, int) {
+	var (
+		se *startError
+		f  *attemptFailure
+	)
+	switch {
+	case errors.As(err, &se):
+		return "retry: " + se.Error(), 127
+	case ctx.Err() != nil:
+		return r.interrupted(ctx, err)
+	case !errors.As(err, &f):
+		return "retry: " + strings.TrimPrefix(err.Error(), "retry: "), 1
+	case errors.Is(err, retry.ErrNotRetryable):
+		return fmt.Sprintf("retry: %s is not retried (--on-exit %s)", f, r.c.onExit.String()), f.status
+	case errors.Is(err, retry.ErrMaxAttempts):
+		return fmt.Sprintf("retry: giving up after %s: %s", plural(r.attempts, "attempt"), f), f.status
+	}
+	var re *retry.Error
+	if errors.As(err, &re) && re.Reason != nil {
+		return fmt.Sprintf("retry: giving up after %s (%s): %s", plural(r.attempts, "attempt"),
+			strings.TrimPrefix(re.Reason.Error(), "retry: "), f), f.status
+	}
+	return fmt.Sprintf("retry: giving up after %s: %s", plural(r.attempts, "attempt"), f), f.status
+}
+
+// interrupted explains a run that SIGINT or SIGTERM ended with err, and
+// returns the exit status: the attempt's if the signal stopped one, 128+N
+// for signal N if it came between attempts.
+func (r *runner) interrupted(ctx context.Context, err error) (string, int) {
+	sig, _ := interruptedBy(ctx)
+	var f *attemptFailure
+	switch {
+	case !errors.As(err, &f):
+		return "retry: stopped by " + signalName(sig), 128 + int(sig)
+	case f.stopped:
+		return fmt.Sprintf("retry: stopped by %s during attempt %d: %s", signalName(sig), r.attempts, f), f.status
+	}
+	return fmt.Sprintf("retry: stopped by %s while waiting to retry (attempt %d: %s)", signalName(sig), r.attempts, f), 128 + int(sig)
+}
+
+// startError is a command that could not be started.
+type startError struct {
+	name string
+	err  error
+}
+
+func (e *startError) Error() string {
+	var (
+		ee *exec.Error
+		pe *fs.PathError
+	)
+	switch {
+	case errors.Is(e.err, exec.ErrNotFound):
+		return fmt.Sprintf("cannot run %q: command not found (is it installed and in $PATH?)", e.name)
+	case errors.As(e.err, &ee):
+		return fmt.Sprintf("cannot run %q: %v", e.name, ee.Err)
+	case errors.As(e.err, &pe):
+		return fmt.Sprintf("cannot run %q: %v", e.name, pe.Err)
+	}
+	return fmt.Sprintf("cannot run %q: %v", e.name, e.err)
+}
+
+func (e *startError) Unwrap() error { return e.err }
+
+// attemptFailure is an attempt that ended without success.
+type attemptFailure struct {
+	status  int            // exit status, 128+N for signal N
+	signal  syscall.Signal // the signal that killed the command, or 0
+	caught  syscall.Signal // the signal after which it exited 0, or 0
+	timeout time.Duration  // the --timeout it ran into, or 0
+	stopped bool           // SIGINT or SIGTERM stopped it
+	err     error          // what exec.Cmd.Wait said
+}
+
+// Error reads, for example, "exit status 3", "killed by SIGKILL (status
+// 137)" or "timed out after 2s, killed by SIGTERM (status 143)".
+func (f *attemptFailure) Error() string {
+	var s string
+	switch {
+	case f.signal != 0:
+		s = fmt.Sprintf("killed by %s (status %d)", signalName(f.signal), f.status)
+	case f.caught != 0:
+		s = fmt.Sprintf("exited 0 after %s (status %d)", signalName(f.caught), f.status)
+	default:
+		s = fmt.Sprintf("exit status %d", f.status)
+	}
+	if f.timeout > 0 {
+		s = fmt.Sprintf("timed out after %s, %s", f.timeout, s)
+	}
+	return s
+}
+
+func (f *attemptFailure) Unwrap() error { return f.err }
+
+// signalName returns "SIGTERM" and the like.
+func signalName(s syscall.Signal) string {
+	names := map[syscall.Signal]string{
+		syscall.SIGHUP: "SIGHUP", syscall.SIGINT: "SIGINT", syscall.SIGQUIT: "SIGQUIT",
+		syscall.SIGILL: "SIGILL", syscall.SIGTRAP: "SIGTRAP", syscall.SIGABRT: "SIGABRT",
+		syscall.SIGBUS: "SIGBUS", syscall.SIGFPE: "SIGFPE", syscall.SIGKILL: "SIGKILL",
+		syscall.SIGSEGV: "SIGSEGV", syscall.SIGPIPE: "SIGPIPE", syscall.SIGALRM: "SIGALRM",
+		syscall.SIGTERM: "SIGTERM",
+	}
+	if name, ok := names[s]; ok {
+		return name
+	}
+	return "signal " + strconv.Itoa(int(s))
+}
+
+// plural returns "1 attempt" or "3 attempts".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return strconv.Itoa(n) + " " + noun + "s"
+}
+
+// roundDelay rounds a wait for people to read: 57ms, 1.2s.
+func roundDelay(d time.Duration) time.Duration {
+	switch {
+	case d >= time.Second:
+		return d.Round(100 * time.Millisecond)
+	case d >= time.Millisecond:
+		return d.Round(time.Millisecond)
+	}
+	return d.Round(time.Microsecond)
+}
+
+// exitCodes is the --on-exit list: the exit statuses that are retried.
+type exitCodes []int
+
+// retries reports whether status is retried: any non-zero status if the list
+// was not given.
+func (c exitCodes) retries(status int) bool {
+	if c == nil {
+		return status != 0
+	}
+	return slices.Contains(c, status)
+}
+
+func (c *exitCodes) String() string {
+	if c == nil || *c == nil {
+		return "any non-zero status"
+	}
+	s := make([]string, len(*c))
+	for i, code := range *c {
+		s[i] = strconv.Itoa(code)
+	}
+	return strings.Join(s, ",")
+}
+
+// Set adds comma-separated statuses, each from 1 to 255.
+func (c *exitCodes) Set(v string) error {
+	for field := range strings.SplitSeq(v, ",") {
+		code, err := strconv.Atoi(strings.TrimSpace(field))
+		if err != nil || code < 1 || code > 255 {
+			return fmt.Errorf("want exit statuses from 1 to 255 separated by commas, such as 1,75; %q is not one", field)
+		}
+		*c = append(*c, code)
+	}
+	return nil
+}
+
+// durationValue is a duration flag that also takes a number of seconds.
+type durationValue struct{ d *time.Duration }
+
+func (v durationValue) String() string {
+	if v.d == nil {
+		return ""
+	}
+	return v.d.String()
+}
+
+func (v durationValue) Set(s string) error {
+	if d, err := time.ParseDuration(s); err == nil {
+		*v.d = d
+		return nil
+	}
+	secs, err := strconv.ParseFloat(s, 64)
+	if err != nil || math.IsNaN(secs) || math.Abs(secs) > math.MaxInt64/float64(time.Second) {
+		return errors.New("want a duration such as 250ms, 1.5s or 2m, or a number of seconds")
+	}
+	*v.d = time.Duration(secs * float64(time.Second))
+	return nil
+}
+
+// jitterValue is the --jitter flag.
+type jitterValue struct{ j *retry.Jitter }
+
+func (v jitterValue) String() string {
+	if v.j == nil {
+		return ""
+	}
+	return v.j.String()
+}
+
+func (v jitterValue) Set(s string) error {
+	for _, j := range []retry.Jitter{retry.NoJitter, retry.FullJitter, retry.EqualJitter, retry.DecorrelatedJitter} {
+		if s == j.String() {
+			*v.j = j
+			return nil
+		}
+	}
+	return errors.New("want none, full, equal or decorrelated")
+}

@@ -1,0 +1,419 @@
+//go:build unix
+
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// fast keeps the waits between attempts tiny.
+var fast = []string{"--delay", "1ms", "--max-delay", "5ms"}
+
+// runArgs is "run", the fast flags, extra flags, "--" and the command.
+func runArgs(flags []string, command ...string) []string {
+	args := append([]string{"run"}, fast...)
+	args = append(args, flags...)
+	return append(append(args, "--"), command...)
+}
+
+// counter returns a shell script that counts its runs in a file in dir,
+// prints "attempt N" on stdout and "warning N" on stderr, and exits with
+// the status status(N) says, as shell arithmetic on $n. It also returns
+// a function that reads the count.
+func counter(t *testing.T, status string) (script string, count func() int) {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "count")
+	script = fmt.Sprintf(`n=$(cat '%[1]s' 2>/dev/null || echo 0); n=$((n+1)); echo $n > '%[1]s'; `+
+		`echo "attempt $n"; echo "warning $n" >&2; exit $((%[2]s))`, file, status)
+	count = func() int {
+		data, err := os.ReadFile(file)
+		if errors.Is(err, os.ErrNotExist) {
+			return 0
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(bytes.TrimSpace(data)) == 0 {
+			return 0 // being written
+		}
+		n, err := strconv.Atoi(strings.TrimSpace(string(data)))
+		if err != nil {
+			t.Fatalf("count file: %v", err)
+		}
+		return n
+	}
+	return script, count
+}
+
+// lines returns the lines of the file at path, none if it does not exist.
+func lines(t *testing.T, path string) []string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Fields(string(data))
+}
+
+func TestRunSucceedsAfterFailures(t *testing.T) {
+	t.Parallel()
+	script, count := counter(t, "n < 3 ? 1 : 0") // fails twice, then succeeds
+	out, errOut, code := runRetry(t, "", runArgs(nil, "sh", "-c", script)...)
+	if code != 0 {
+		t.Fatalf("exit status %d, want 0; stderr:\n%s", code, errOut)
+	}
+	if n := count(); n != 3 {
+		t.Fatalf("%d attempts, want 3", n)
+	}
+	if want := "attempt 1\nattempt 2\nattempt 3\n"; out != want {
+		t.Errorf("stdout %q, want %q", out, want)
+	}
+	if want := "warning 1\nwarning 2\nwarning 3\n"; errOut != want {
+		t.Errorf("stderr %q, want the command's own %q", errOut, want)
+	}
+}
+
+func TestRunExitStatusIsTheLastAttempts(t *testing.T) {
+	t.Parallel()
+	script, count := counter(t, "n + 10") // 11, 12, 13
+	_, errOut, code := runRetry(t, "", runArgs(nil, "sh", "-c", script)...)
+	if code != 13 {
+		t.Errorf("exit status %d, want 13, the last attempt's", code)
+	}
+	if n := count(); n != 3 {
+		t.Errorf("%d attempts, want the default 3", n)
+	}
+	if want := "retry: giving up after 3 attempts: exit status 13\n"; !strings.HasSuffix(errOut, want) {
+		t.Errorf("stderr %q, want it to end with %q", errOut, want)
+	}
+}
+
+func TestRunAttempts(t *testing.T) {
+	t.Parallel()
+	for _, attempts := range []int{1, 2, 5} {
+		t.Run(strconv.Itoa(attempts), func(t *testing.T) {
+			t.Parallel()
+			script, count := counter(t, "1")
+			_, errOut, code := runRetry(t, "", runArgs([]string{"--attempts", strconv.Itoa(attempts)}, "sh", "-c", script)...)
+			if code != 1 {
+				t.Errorf("exit status %d, want 1", code)
+			}
+			if n := count(); n != attempts {
+				t.Errorf("%d attempts, want %d", n, attempts)
+			}
+			want := fmt.Sprintf("retry: giving up after %d attempts: exit status 1\n", attempts)
+			if attempts == 1 {
+				want = "retry: giving up after 1 attempt: exit status 1\n"
+			}
+			if !strings.HasSuffix(errOut, want) {
+				t.Errorf("stderr %q, want it to end with %q", errOut, want)
+			}
+		})
+	}
+}
+
+func TestRunOnExit(t *testing.T) {
+	t.Parallel()
+	t.Run("retried", func(t *testing.T) {
+		t.Parallel()
+		script, count := counter(t, "3")
+		_, errOut, code := runRetry(t, "", runArgs([]string{"--on-exit", "3"}, "sh", "-c", script)...)
+		if code != 3 || count() != 3 {
+			t.Errorf("exit status %d after %d attempts, want 3 after 3; stderr:\n%s", code, count(), errOut)
+		}
+	})
+	t.Run("not retried", func(t *testing.T) {
+		t.Parallel()
+		script, count := counter(t, "4")
+		_, errOut, code := runRetry(t, "", runArgs([]string{"--on-exit", "3", "--on-exit", "5,6"}, "sh", "-c", script)...)
+		if code != 4 || count() != 1 {
+			t.Errorf("exit status %d after %d attempts, want 4 after 1", code, count())
+		}
+		if want := "retry: exit status 4 is not retried (--on-exit 3,5,6)\n"; !strings.HasSuffix(errOut, want) {
+			t.Errorf("stderr %q, want it to end with %q", errOut, want)
+		}
+	})
+	t.Run("success after a retried status", func(t *testing.T) {
+		t.Parallel()
+		script, count := counter(t, "n == 1 ? 75 : 0")
+		_, errOut, code := runRetry(t, "", runArgs([]string{"--on-exit", "75"}, "sh", "-c", script)...)
+		if code != 0 || count() != 2 {
+			t.Errorf("exit status %d after %d attempts, want 0 after 2; stderr:\n%s", code, count(), errOut)
+		}
+	})
+}
+
+func TestRunCommandNotFound(t *testing.T) {
+	t.Parallel()
+	for _, name := range []string{"retry-no-such-command", "./retry-no-such-command"} {
+		_, errOut, code := runRetry(t, "", runArgs(nil, name, "arg")...)
+		if code != 127 {
+			t.Errorf("%s: exit status %d, want 127", name, code)
+		}
+		if !strings.Contains(errOut, `cannot run "`+name+`"`) {
+			t.Errorf("%s: stderr %q does not say the command cannot be run", name, errOut)
+		}
+	}
+}
+
+// gone reports whether no process has the given pid.
+func gone(pid int) bool {
+	return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH)
+}
+
+func TestRunTimeoutStopsAndRetriesAHangingAttempt(t *testing.T) {
+	t.Parallel()
+	pids := filepath.Join(t.TempDir(), "pids")
+	start := time.Now()
+	_, errOut, code := runRetry(t, "", runArgs([]string{"--attempts", "2", "--timeout", "500ms"},
+		"sh", "-c", fmt.Sprintf("echo $$ >> '%s'; exec sleep 30", pids))...)
+	if elapsed := time.Since(start); elapsed > 10*time.Second {
+		t.Errorf("took %s: the hanging attempts were not stopped", elapsed)
+	}
+	if code != 128+int(syscall.SIGTERM) {
+		t.Errorf("exit status %d, want %d (SIGTERM)", code, 128+int(syscall.SIGTERM))
+	}
+	got := lines(t, pids)
+	if len(got) != 2 {
+		t.Fatalf("%d attempts, want 2", len(got))
+	}
+	for _, p := range got {
+		pid, _ := strconv.Atoi(p)
+		if !gone(pid) {
+			t.Errorf("process %d of a timed-out attempt is still running", pid)
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+	if want := "retry: giving up after 2 attempts: timed out after 500ms, killed by SIGTERM (status 143)\n"; !strings.HasSuffix(errOut, want) {
+		t.Errorf("stderr %q, want it to end with %q", errOut, want)
+	}
+}
+
+func TestRunTimeoutKillsACommandThatIgnoresSIGTERM(t *testing.T) {
+	t.Parallel()
+	pids := filepath.Join(t.TempDir(), "pids")
+	start := time.Now()
+	_, errOut, code := runRetry(t, "", runArgs([]string{"--attempts", "1", "--timeout", "500ms", "--kill-after", "300ms"},
+		"sh", "-c", fmt.Sprintf(`trap "" TERM; echo $$ >> '%s'; exec sleep 30`, pids))...)
+	elapsed := time.Since(start)
+	if elapsed < 800*time.Millisecond || elapsed > 10*time.Second {
+		t.Errorf("took %s, want the timeout and the grace, 800ms, and not much more", elapsed)
+	}
+	if code != 128+int(syscall.SIGKILL) {
+		t.Errorf("exit status %d, want %d (SIGKILL)", code, 128+int(syscall.SIGKILL))
+	}
+	for _, p := range lines(t, pids) {
+		if pid, _ := strconv.Atoi(p); !gone(pid) {
+			t.Errorf("process %d is still running", pid)
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+	if !strings.Contains(errOut, "killed by SIGKILL") {
+		t.Errorf("stderr %q does not say the command was killed by SIGKILL", errOut)
+	}
+}
+
+func TestRunForwardsSignals(t *testing.T) {
+	t.Parallel()
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
+		name := signalName(sig)
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			started, got := filepath.Join(dir, "started"), filepath.Join(dir, "got")
+			trapped := strings.TrimPrefix(name, "SIG")
+			script := fmt.Sprintf(`trap "echo got %[1]s > '%[2]s'; exit %[3]d" %[1]s; echo x >> '%[4]s'; while :; do sleep 0.05; done`,
+				trapped, got, 128+int(sig), started)
+			cmd, errOut := startRetry(t, runArgs([]string{"--attempts", "5"}, "sh", "-c", script)...)
+			waitFor(t, "the command to start", func() bool { return len(lines(t, started)) > 0 })
+			if err := cmd.Process.Signal(sig); err != nil {
+				t.Fatal(err)
+			}
+			code := waitExit(t, cmd)
+			if code != 128+int(sig) {
+				t.Errorf("exit status %d, want %d; stderr:\n%s", code, 128+int(sig), errOut)
+			}
+			if data, _ := os.ReadFile(got); string(data) != "got "+trapped+"\n" {
+				t.Errorf("the command recorded %q, want it to have caught %s", data, name)
+			}
+			if n := len(lines(t, started)); n != 1 {
+				t.Errorf("%d attempts, want 1: a signal ends the run", n)
+			}
+			if want := "retry: stopped by " + name; !strings.Contains(errOut.String(), want) {
+				t.Errorf("stderr %q does not say %q", errOut, want)
+			}
+		})
+	}
+}
+
+func TestRunSignalKillsACommandThatIgnoresIt(t *testing.T) {
+	t.Parallel()
+	pids := filepath.Join(t.TempDir(), "pids")
+	cmd, errOut := startRetry(t, runArgs([]string{"--kill-after", "200ms"},
+		"sh", "-c", fmt.Sprintf(`trap "" TERM; echo $$ >> '%s'; exec sleep 30`, pids))...)
+	waitFor(t, "the command to start", func() bool { return len(lines(t, pids)) > 0 })
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := waitExit(t, cmd); code != 128+int(syscall.SIGKILL) {
+		t.Errorf("exit status %d, want %d; stderr:\n%s", code, 128+int(syscall.SIGKILL), errOut)
+	}
+	got := lines(t, pids)
+	if len(got) != 1 {
+		t.Errorf("%d attempts, want 1", len(got))
+	}
+	for _, p := range got {
+		if pid, _ := strconv.Atoi(p); !gone(pid) {
+			t.Errorf("process %d is still running", pid)
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+}
+
+func TestRunSignalDuringTheWaitEndsTheRun(t *testing.T) {
+	t.Parallel()
+	script, count := counter(t, "1")
+	cmd, errOut := startRetry(t, "run", "--delay", "30s", "--jitter", "none", "--", "sh", "-c", script)
+	waitFor(t, "the first attempt", func() bool { return count() > 0 })
+	time.Sleep(50 * time.Millisecond) // let the attempt end and the wait begin
+	start := time.Now()
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	code := waitExit(t, cmd)
+	if elapsed := time.Since(start); elapsed > 10*time.Second {
+		t.Errorf("took %s to stop", elapsed)
+	}
+	if code != 128+int(syscall.SIGINT) {
+		t.Errorf("exit status %d, want %d; stderr:\n%s", code, 128+int(syscall.SIGINT), errOut)
+	}
+	if n := count(); n != 1 {
+		t.Errorf("%d attempts, want 1", n)
+	}
+	if !strings.Contains(errOut.String(), "retry: stopped by SIGINT") {
+		t.Errorf("stderr %q does not say it was stopped by SIGINT", errOut)
+	}
+}
+
+func TestRunPassesStdinThrough(t *testing.T) {
+	t.Parallel()
+	out, errOut, code := runRetry(t, "hello\n", "run", "--", "cat")
+	if code != 0 || out != "hello\n" {
+		t.Errorf("echo hello | retry run -- cat: exit status %d, stdout %q; stderr:\n%s", code, out, errOut)
+	}
+}
+
+func TestRunSharesStdinBetweenAttempts(t *testing.T) {
+	t.Parallel()
+	// Each attempt reads one line; the second finds the line the first left.
+	script := `read line; echo "got $line"; [ "$line" = two ]`
+	out, errOut, code := runRetry(t, "one\ntwo\nthree\n", runArgs(nil, "sh", "-c", script)...)
+	if code != 0 || out != "got one\ngot two\n" {
+		t.Errorf("exit status %d, stdout %q, want 0 and two attempts; stderr:\n%s", code, out, errOut)
+	}
+}
+
+func TestRunVerboseAndQuiet(t *testing.T) {
+	t.Parallel()
+	t.Run("verbose", func(t *testing.T) {
+		t.Parallel()
+		script, _ := counter(t, "n < 2 ? 1 : 0")
+		_, errOut, code := runRetry(t, "", runArgs([]string{"-v"}, "sh", "-c", script)...)
+		if code != 0 {
+			t.Fatalf("exit status %d", code)
+		}
+		for _, want := range []string{"retry: attempt 1: exit status 1; retrying in ", "retry: attempt 2: succeeded"} {
+			if !strings.Contains(errOut, want) {
+				t.Errorf("stderr %q does not contain %q", errOut, want)
+			}
+		}
+	})
+	t.Run("quiet", func(t *testing.T) {
+		t.Parallel()
+		_, errOut, code := runRetry(t, "", runArgs([]string{"--quiet"}, "sh", "-c", "exit 7")...)
+		if code != 7 || errOut != "" {
+			t.Errorf("exit status %d, stderr %q; want 7 and nothing", code, errOut)
+		}
+	})
+}
+
+func TestRunJitter(t *testing.T) {
+	t.Parallel()
+	for _, j := range []string{"none", "full", "equal", "decorrelated"} {
+		script, count := counter(t, "n < 3 ? 1 : 0")
+		_, errOut, code := runRetry(t, "", runArgs([]string{"--jitter", j}, "sh", "-c", script)...)
+		if code != 0 || count() != 3 {
+			t.Errorf("--jitter %s: exit status %d after %d attempts; stderr:\n%s", j, code, count(), errOut)
+		}
+	}
+}
+
+func TestRunUsageErrors(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run"}, "no command to run"},
+		{[]string{"run", "--"}, "no command to run"},
+		{[]string{"run", "--attempts", "0", "--", "true"}, "--attempts must be at least 1"},
+		{[]string{"run", "--attempts", "many", "--", "true"}, `invalid value "many" for flag -attempts`},
+		{[]string{"run", "--delay", "-1s", "--", "true"}, "--delay must not be negative"},
+		{[]string{"run", "--delay", "soon", "--", "true"}, "want a duration such as 250ms"},
+		{[]string{"run", "--max-delay", "-1", "--", "true"}, "--max-delay must not be negative"},
+		{[]string{"run", "--timeout", "-5s", "--", "true"}, "--timeout must not be negative"},
+		{[]string{"run", "--kill-after", "-5s", "--", "true"}, "--kill-after must not be negative"},
+		{[]string{"run", "--jitter", "lots", "--", "true"}, "want none, full, equal or decorrelated"},
+		{[]string{"run", "--on-exit", "0", "--", "true"}, "want exit statuses from 1 to 255"},
+		{[]string{"run", "--on-exit", "1,x", "--", "true"}, "want exit statuses from 1 to 255"},
+		{[]string{"run", "-v", "-q", "--", "true"}, "cannot be used together"},
+		{[]string{"run", "--bogus", "--", "true"}, "flag provided but not defined: -bogus"},
+	} {
+		out, errOut, code := runRetry(t, "", tc.args...)
+		if code != 2 {
+			t.Errorf("%q: exit status %d, want 2", tc.args, code)
+		}
+		if !strings.Contains(errOut, "retry run: ") || !strings.Contains(errOut, tc.want) || !strings.Contains(errOut, `"retry run -h"`) {
+			t.Errorf("%q: stderr %q, want the message %q and a pointer to -h", tc.args, errOut, tc.want)
+		}
+		if out != "" {
+			t.Errorf("%q: stdout %q, want nothing", tc.args, out)
+		}
+	}
+}
+
+func TestRunHelp(t *testing.T) {
+	t.Parallel()
+	for _, flag := range []string{"-h", "--help"} {
+		out, _, code := runRetry(t, "", "run", flag)
+		if code != 0 {
+			t.Errorf("retry run %s: exit status %d, want 0", flag, code)
+		}
+		for _, want := range []string{"usage: retry run", "--attempts", "--on-exit", "--kill-after", "shared", "Examples:"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("retry run %s: the usage does not mention %q", flag, want)
+			}
+		}
+	}
+}
+
+func TestRunSecondsAsDurations(t *testing.T) {
+	t.Parallel()
+	script, count := counter(t, "n < 2 ? 1 : 0")
+	_, errOut, code := runRetry(t, "", "run", "--delay", "0.001", "--max-delay", "1", "--", "sh", "-c", script)
+	if code != 0 || count() != 2 {
+		t.Errorf("exit status %d after %d attempts; stderr:\n%s", code, count(), errOut)
+	}
+}

@@ -1,0 +1,301 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/retrykit/retry/cmd/retry/internal/chart"
+	"github.com/retrykit/retry/cmd/retry/internal/sim"
+)
+
+const simUsage = `usage: retry sim [flags]
+
+Simulates, in virtual time, a fleet of clients calling a server through
+retrykit's strategies, and prints what each retry policy did to the server.
+It never sleeps: a minute of traffic runs in a second or two.
+
+The server is one queue that serves a fixed number of attempts per second.
+Every attempt costs it the same work, whether it succeeds, fails, or is
+answered after its client stopped waiting (1 s): that is how retries can keep
+a server down after the incident that hurt it is over.
+
+Scenarios:
+  outage    the server fails every attempt for a while, then recovers
+  brownout  30% of attempts fail at random for a while
+  overload  the server's capacity drops below the offered load for a while
+  throttle  beyond half the offered load, 429 with Retry-After: 1
+  occ       AWS's "Exponential Backoff And Jitter" experiment: clients
+            contending on one optimistic-concurrency resource
+
+Columns:
+  amplification  attempts sent per request issued, over the run and during
+                 the incident
+  success        share of requests that succeeded before the run ended
+  p50, p99       latency of requests, from issue to final answer
+  recovery       how long after the incident the server was healthy again
+                 (90% of attempts succeeding, to the end of the run); never
+                 if retries kept it down
+
+Examples:
+  retry sim
+  retry sim --scenario overload --svg overload.svg
+  retry sim --scenario occ --clients 200
+  retry sim --clients 1000 --rate 5000 --json results.json
+
+Flags:
+`
+
+// simCommand implements "retry sim".
+func simCommand(ctx context.Context, args []string, io stdio) int {
+	fs := flag.NewFlagSet("retry sim", flag.ContinueOnError)
+	fs.SetOutput(io.err)
+	fs.Usage = func() {
+		fmt.Fprint(io.err, simUsage)
+		fs.PrintDefaults()
+	}
+	var (
+		scenario = fs.String("scenario", "outage", "outage, brownout, overload, throttle or occ")
+		clients  = fs.Int("clients", 100, "number of clients")
+		rate     = fs.Float64("rate", 1000, "requests per second, all clients together")
+		duration = fs.Duration("duration", time.Minute, "how long clients send requests")
+		seed     = fs.Uint64("seed", 1, "seed of the randomness: the same seed gives the same results")
+		svgPath  = fs.String("svg", "", "write a chart of offered load and successes over time to `FILE`")
+		jsonPath = fs.String("json", "", "write the raw results to `FILE`")
+		capacity = fs.Float64("capacity", 0, "attempts per second the server serves (default: per scenario)")
+		timeout  = fs.Duration("timeout", 0, "how long clients wait for an attempt's answer (default 1s)")
+		start    = fs.Duration("incident-start", -1, "when the incident starts (default: a sixth into the run)")
+		end      = fs.Duration("incident-end", -1, "when the incident ends (default: half way, a third for overload)")
+		quiet    = fs.Bool("quiet", false, "no progress line")
+	)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(io.err, "retry sim: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	progress := newProgress(io.err, *quiet)
+	if *scenario == "occ" {
+		return simOCC(io, progress, *clients, *seed, *jsonPath)
+	}
+	s, err := sim.Defaults(sim.Kind(*scenario), *clients, *rate, *duration, *seed)
+	if err == nil {
+		if *capacity > 0 {
+			s.Capacity = *capacity
+		}
+		if *timeout > 0 {
+			s.Timeout = *timeout
+		}
+		if *start >= 0 {
+			s.Start = *start
+		}
+		if *end >= 0 {
+			s.End = *end
+		}
+		err = s.Check()
+	}
+	if err != nil {
+		fmt.Fprintln(io.err, "retry sim:", err)
+		return 2
+	}
+
+	policies := sim.Policies()
+	results := make([]sim.Result, 0, len(policies))
+	for i, p := range policies {
+		if ctx.Err() != nil {
+			fmt.Fprintln(io.err, "retry sim: interrupted")
+			return 130
+		}
+		progress.show(fmt.Sprintf("simulating %d/%d: %s", i+1, len(policies), p.Name))
+		results = append(results, sim.Run(s, p))
+	}
+	progress.done()
+
+	fmt.Fprintln(io.out, s.Describe())
+	fmt.Fprintln(io.out)
+	printResults(io.out, s, results)
+	if err := writeOutputs(io, s, results, *jsonPath, *svgPath); err != nil {
+		fmt.Fprintln(io.err, "retry sim:", err)
+		return 1
+	}
+	return 0
+}
+
+// printResults prints the table of a run: names to the left, numbers to the
+// right.
+func printResults(w io.Writer, s sim.Scenario, results []sim.Result) {
+	rows := [][]string{{"policy", "amplification", "during incident", "success", "p50", "p99", "recovery"}}
+	for _, r := range results {
+		recovery := "never"
+		if r.Recovered {
+			recovery = formatDuration(r.Recovery)
+		}
+		rows = append(rows, []string{r.Policy, fmt.Sprintf("%.2fx", r.Amplification()), fmt.Sprintf("%.2fx", r.IncidentAmplification()),
+			fmt.Sprintf("%.1f%%", 100*r.SuccessRate()), formatDuration(r.P50), formatDuration(r.P99), recovery})
+	}
+	printTable(w, rows)
+}
+
+// printTable aligns rows: the first column to the left, the others to the
+// right.
+func printTable(w io.Writer, rows [][]string) {
+	widths := make([]int, len(rows[0]))
+	for _, row := range rows {
+		for i, cell := range row {
+			widths[i] = max(widths[i], utf8.RuneCountInString(cell))
+		}
+	}
+	for _, row := range rows {
+		var b strings.Builder
+		for i, cell := range row {
+			pad := strings.Repeat(" ", widths[i]-utf8.RuneCountInString(cell))
+			if i == 0 {
+				b.WriteString(cell + pad)
+			} else {
+				b.WriteString("  " + pad + cell)
+			}
+		}
+		fmt.Fprintln(w, b.String())
+	}
+}
+
+// formatDuration rounds d for a table: milliseconds below a second, tenths
+// of a second below a minute.
+func formatDuration(d time.Duration) string {
+	switch {
+	case d < time.Millisecond:
+		return d.Round(time.Microsecond).String()
+	case d < time.Second:
+		return d.Round(time.Millisecond).String()
+	case d < time.Minute:
+		return d.Round(100 * time.Millisecond).String()
+	}
+	return d.Round(time.Second).String()
+}
+
+// simJSON is the file --json writes.
+type simJSON struct {
+	Scenario sim.Scenario `json:"scenario"`
+	Results  []resultJSON `json:"results"`
+}
+
+type resultJSON struct {
+	sim.Result
+	Amplification         float64 `json:"amplification"`
+	IncidentAmplification float64 `json:"incident_amplification"`
+	SuccessRate           float64 `json:"success_rate"`
+}
+
+func writeOutputs(io stdio, s sim.Scenario, results []sim.Result, jsonPath, svgPath string) error {
+	if jsonPath != "" {
+		doc := simJSON{Scenario: s}
+		for _, r := range results {
+			doc.Results = append(doc.Results, resultJSON{r, r.Amplification(), r.IncidentAmplification(), r.SuccessRate()})
+		}
+		if err := writeJSON(jsonPath, doc); err != nil {
+			return err
+		}
+	}
+	if svgPath != "" {
+		c := chart.Chart{
+			Title:    fmt.Sprintf("%s: %d clients, %.0f req/s, capacity %.0f/s", s.Kind, s.Clients, s.Rate, s.Capacity),
+			Step:     1,
+			Incident: [2]float64{s.Start.Seconds(), s.End.Seconds()},
+			Capacity: s.Capacity,
+		}
+		for _, r := range results {
+			c.Step = r.Step
+			c.Series = append(c.Series, chart.Series{Name: r.Policy, Offered: r.Offered, Goodput: r.Goodput})
+		}
+		var buf bytes.Buffer
+		if err := chart.WriteSVG(&buf, c); err != nil {
+			return fmt.Errorf("drawing the chart: %w", err)
+		}
+		if err := os.WriteFile(svgPath, buf.Bytes(), 0o644); err != nil {
+			return err
+		}
+		fmt.Fprintln(io.err, "retry sim: chart written to", svgPath)
+	}
+	return nil
+}
+
+func writeJSON(path string, v any) error {
+	data, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(data, '\n'), 0o644)
+}
+
+// simOCC runs the OCC scenario.
+func simOCC(io stdio, progress *progress, clients int, seed uint64, jsonPath string) int {
+	if clients < 1 || clients > 100000 {
+		fmt.Fprintln(io.err, "retry sim: occ needs between 1 and 100000 clients")
+		return 2
+	}
+	const work, base, limit = 10 * time.Millisecond, 10 * time.Millisecond, 10 * time.Second
+	s := sim.OCCScenario{Clients: clients, Work: work, Seed: seed}
+	var results []sim.OCCResult
+	policies := sim.OCCPolicies(base, limit)
+	for i, p := range policies {
+		progress.show(fmt.Sprintf("simulating %d/%d: %s", i+1, len(policies), p.Name))
+		results = append(results, sim.RunOCC(s, p))
+	}
+	progress.done()
+	fmt.Fprintf(io.out, "occ: %d clients each write once to one resource under optimistic concurrency; a write takes %v\n", clients, work)
+	fmt.Fprintf(io.out, "and fails if another committed meanwhile; retries back off from %v, capped at %v\n\n", base, limit)
+	rows := [][]string{{"backoff", "calls", "calls per client", "completion"}}
+	for _, r := range results {
+		rows = append(rows, []string{r.Policy, fmt.Sprint(r.Calls), fmt.Sprintf("%.1f", float64(r.Calls)/float64(clients)), formatDuration(r.Completion)})
+	}
+	printTable(io.out, rows)
+	if jsonPath != "" {
+		if err := writeJSON(jsonPath, map[string]any{"scenario": s, "results": results}); err != nil {
+			fmt.Fprintln(io.err, "retry sim:", err)
+			return 1
+		}
+	}
+	return 0
+}
+
+// progress shows a one-line progress indicator on a terminal.
+type progress struct {
+	w      io.Writer
+	active bool
+	width  int
+}
+
+func newProgress(w io.Writer, quiet bool) *progress {
+	f, ok := w.(*os.File)
+	if quiet || !ok {
+		return &progress{}
+	}
+	fi, err := f.Stat()
+	return &progress{w: w, active: err == nil && fi.Mode()&os.ModeCharDevice != 0}
+}
+
+func (p *progress) show(line string) {
+	if !p.active {
+		return
+	}
+	fmt.Fprintf(p.w, "\r%s%s", line, strings.Repeat(" ", max(p.width-len(line), 0)))
+	p.width = len(line)
+}
+
+func (p *progress) done() {
+	if p.active && p.width > 0 {
+		fmt.Fprintf(p.w, "\r%s\r", strings.Repeat(" ", p.width))
+	}
+}

@@ -1,0 +1,161 @@
+package main
+
+import (
+	"encoding/json"
+	"encoding/xml"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// small keeps the end-to-end runs quick.
+var small = []string{"--clients", "20", "--rate", "200", "--duration", "20s"}
+
+func simArgs(extra ...string) []string { return append(append([]string{"sim"}, small...), extra...) }
+
+func TestSimIsDeterministicForASeed(t *testing.T) {
+	dir := t.TempDir()
+	run := func(seed, name string) (string, []byte) {
+		path := filepath.Join(dir, name)
+		out, errOut, code := runRetry(t, "", simArgs("--seed", seed, "--json", path)...)
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, errOut)
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out, data
+	}
+	out1, json1 := run("7", "a.json")
+	out2, json2 := run("7", "b.json")
+	if out1 != out2 || string(json1) != string(json2) {
+		t.Fatal("two runs with the same seed differ")
+	}
+	_, json3 := run("8", "c.json")
+	if string(json1) == string(json3) {
+		t.Fatal("seeds 7 and 8 gave identical results")
+	}
+}
+
+func TestSimTableMatchesJSON(t *testing.T) {
+	for _, scenario := range []string{"outage", "brownout", "overload", "throttle"} {
+		t.Run(scenario, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "r.json")
+			out, errOut, code := runRetry(t, "", simArgs("--scenario", scenario, "--json", path)...)
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, errOut)
+			}
+			data, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var doc struct {
+				Results []struct {
+					Policy                string  `json:"policy"`
+					Requests              int     `json:"requests"`
+					Attempts              int     `json:"attempts"`
+					Succeeded             int     `json:"succeeded"`
+					Amplification         float64 `json:"amplification"`
+					IncidentAmplification float64 `json:"incident_amplification"`
+					SuccessRate           float64 `json:"success_rate"`
+					Recovered             bool    `json:"recovered"`
+					Offered               []float64
+				} `json:"results"`
+			}
+			if err := json.Unmarshal(data, &doc); err != nil {
+				t.Fatal(err)
+			}
+			if len(doc.Results) < 8 {
+				t.Fatalf("%d policies in the JSON, want the whole table", len(doc.Results))
+			}
+			lines := strings.Split(strings.TrimSpace(out), "\n")
+			for _, r := range doc.Results {
+				if r.Requests == 0 || float64(r.Attempts)/float64(r.Requests) != r.Amplification {
+					t.Fatalf("%s: amplification %v is not attempts/requests = %d/%d", r.Policy, r.Amplification, r.Attempts, r.Requests)
+				}
+				var row string
+				for _, l := range lines {
+					if strings.HasPrefix(l, r.Policy+" ") {
+						row = l
+					}
+				}
+				if row == "" {
+					t.Fatalf("no table row for %q in:\n%s", r.Policy, out)
+				}
+				want := []string{
+					fmt.Sprintf("%.2fx", r.Amplification),
+					fmt.Sprintf("%.2fx", r.IncidentAmplification),
+					fmt.Sprintf("%.1f%%", 100*r.SuccessRate),
+				}
+				fields := strings.Fields(strings.TrimPrefix(row, r.Policy))
+				if len(fields) != 6 || fields[0] != want[0] || fields[1] != want[1] || fields[2] != want[2] {
+					t.Fatalf("row %q does not match the JSON %v", row, want)
+				}
+				if (fields[5] == "never") == r.Recovered {
+					t.Fatalf("row %q says recovery %q, JSON says recovered=%v", row, fields[5], r.Recovered)
+				}
+			}
+		})
+	}
+}
+
+func TestSimOCC(t *testing.T) {
+	out, errOut, code := runRetry(t, "", "sim", "--scenario", "occ", "--clients", "50")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{"no jitter", "full jitter", "equal jitter", "decorrelated jitter", "calls per client"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestSimSVG(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "chart.svg")
+	if _, errOut, code := runRetry(t, "", simArgs("--svg", path)...); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := xml.NewDecoder(strings.NewReader(string(data)))
+	for {
+		_, err := dec.Token()
+		if err != nil {
+			if err.Error() == "EOF" {
+				break
+			}
+			t.Fatalf("the SVG is not well-formed XML: %v", err)
+		}
+	}
+	for _, want := range []string{"<svg", "Standard, one shared quota", "no retries"} {
+		if !strings.Contains(string(data), want) {
+			t.Fatalf("the SVG lacks %q", want)
+		}
+	}
+}
+
+func TestSimUsageErrors(t *testing.T) {
+	for _, args := range [][]string{
+		{"sim", "--scenario", "flood"},
+		{"sim", "--clients", "0"},
+		{"sim", "--rate", "-5"},
+		{"sim", "extra"},
+		{"sim", "--no-such-flag"},
+		{"sim", "--incident-start", "40s", "--incident-end", "20s"},
+	} {
+		_, errOut, code := runRetry(t, "", args...)
+		if code != 2 || errOut == "" {
+			t.Errorf("%v: exit %d, stderr %q; want 2 and a message", args, code, errOut)
+		}
+	}
+	_, errOut, code := runRetry(t, "", "sim", "-h")
+	if code != 0 || !strings.Contains(errOut, "--scenario") || !strings.Contains(errOut, "amplification") {
+		t.Fatalf("-h: exit %d, %q", code, errOut)
+	}
+}
