@@ -28,9 +28,22 @@ var errNilStrategy = &refusal{ErrMaxAttempts, "no strategy (nil), so one attempt
 // attempt without retries. Errors that op returns are classified with Classify:
 // an error nobody marked as retryable (see Transient) is not retried.
 func Do(ctx context.Context, s Strategy, op func(context.Context) error, opts ...Option) error {
-	_, err := DoValue(ctx, s, func(ctx context.Context) (struct{}, error) {
-		return struct{}{}, op(ctx)
-	}, opts...)
+	wrapped := func(ctx context.Context) (struct{}, error) { return struct{}{}, op(ctx) }
+	if len(opts) == 0 {
+		// As in DoValue, without the wrapper on the first attempt.
+		if e := builtin(s); e != nil && ctx.Err() == nil {
+			st := state{bucket: e.quota("")}
+			err := op(ctx)
+			if err == nil {
+				e.succeed(st.bucket, 0, 0)
+				return nil
+			}
+			var c config
+			_, err = resume(ctx, s, wrapped, &c, &first[struct{}]{st: st, err: err})
+			return err
+		}
+	}
+	_, err := DoValue(ctx, s, wrapped, opts...)
 	return err
 }
 
@@ -38,6 +51,20 @@ func Do(ctx context.Context, s Strategy, op func(context.Context) error, opts ..
 // the value of the successful attempt; on failure, the value the last attempt
 // returned (often the zero value) with an *Error.
 func DoValue[T any](ctx context.Context, s Strategy, op func(context.Context) (T, error), opts ...Option) (T, error) {
+	if len(opts) == 0 {
+		// The common case, a built-in strategy without options, gets a path
+		// of its own for the first attempt; a failure joins the loop.
+		if e := builtin(s); e != nil && ctx.Err() == nil {
+			st := state{bucket: e.quota("")}
+			v, err := op(ctx)
+			if err == nil {
+				e.succeed(st.bucket, 0, 0)
+				return v, nil
+			}
+			var c config
+			return resume(ctx, s, op, &c, &first[T]{st, v, err})
+		}
+	}
 	var c config
 	c.apply(opts)
 	if c.maxElapsed > 0 {
@@ -45,31 +72,51 @@ func DoValue[T any](ctx context.Context, s Strategy, op func(context.Context) (T
 		ctx, cancel = context.WithTimeout(ctx, c.maxElapsed)
 		defer cancel()
 	}
-	v, timer, err := run(ctx, s, op, &c)
+	return resume(ctx, s, op, &c, nil)
+}
+
+// resume runs the loop, after pre if a first attempt was made before it, and
+// stops the timer its waits used.
+func resume[T any](ctx context.Context, s Strategy, op func(context.Context) (T, error), c *config, pre *first[T]) (T, error) {
+	v, timer, err := run(ctx, s, op, c, pre)
 	if timer != nil {
 		timer.Stop()
 	}
 	return v, err
 }
 
-// run is the loop itself. It has no defers, which keeps its many returns
-// cheap; it returns the timer its waits used, for the caller to stop.
-func run[T any](ctx context.Context, s Strategy, op func(context.Context) (T, error), c *config) (v T, _ *time.Timer, _ error) {
-	d := driver{s: s}
-	// Only the exact types: a caller's type that embeds one of them has
-	// the engine's methods too, but may override the Strategy methods.
+// first is a first attempt made before the loop started: the loop takes it
+// as its own first attempt.
+type first[T any] struct {
+	st  state
+	v   T
+	err error
+}
+
+// builtin returns s as an engine if it is exactly one of this package's
+// strategies: a caller's type that embeds one of them has the engine's
+// methods too, but may override the Strategy methods.
+func builtin(s Strategy) engine {
 	switch e := s.(type) {
 	case *Standard:
-		d.e = e
+		return e
 	case *Simple:
-		d.e = e
+		return e
 	case *No:
-		d.e = e
+		return e
 	}
-	if err := ctx.Err(); err != nil {
+	return nil
+}
+
+// run is the loop itself. It has no defers, which keeps its many returns
+// cheap; it returns the timer its waits used, for the caller to stop.
+func run[T any](ctx context.Context, s Strategy, op func(context.Context) (T, error), c *config, pre *first[T]) (v T, _ *time.Timer, _ error) {
+	d := driver{s: s, e: builtin(s)}
+	if pre != nil {
+		d.st = pre.st
+	} else if err := ctx.Err(); err != nil {
 		return v, nil, c.giveUp(ctx, 0, nil, err)
-	}
-	if err := d.begin(c.scope); err != nil {
+	} else if err := d.begin(c.scope); err != nil {
 		v, opErr, _ := call(ctx, c.attemptTimeout, op)
 		if opErr == nil {
 			return v, d.timer, nil
@@ -90,7 +137,11 @@ func run[T any](ctx context.Context, s Strategy, op func(context.Context) (T, er
 			opErr    error
 			timedOut bool
 		)
-		v, opErr, timedOut = call(ctx, c.attemptTimeout, op)
+		if attempt == 1 && pre != nil {
+			v, opErr = pre.v, pre.err
+		} else {
+			v, opErr, timedOut = call(ctx, c.attemptTimeout, op)
+		}
 		if opErr == nil {
 			d.success()
 			return v, d.timer, nil

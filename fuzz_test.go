@@ -15,6 +15,8 @@ import (
 // the quota stays within its bounds.
 func FuzzDo(f *testing.F) {
 	f.Add(int8(3), uint8(2), int64(0), int64(0), int64(0), int64(time.Second), int64(0), false, false, int16(500))
+	f.Add(int8(3), uint8(0), int64(0), int64(0), int64(0), int64(0), int64(0), false, false, int16(500))
+	f.Add(int8(4), uint8(1), int64(0), int64(0), int64(2*time.Second), int64(time.Second), int64(0), false, false, int16(0))
 	f.Add(int8(5), uint8(9), int64(time.Second), int64(0), int64(0), int64(0), int64(0), true, false, int16(500))
 	f.Add(int8(0), uint8(1), int64(0), int64(5*time.Second), int64(0), int64(2*time.Second), int64(time.Hour), false, true, int16(14))
 	f.Add(int8(-1), uint8(255), int64(-1), int64(-1), int64(-1), int64(-1), int64(-1), true, true, int16(-1))
@@ -37,7 +39,11 @@ func FuzzDo(f *testing.F) {
 				ctx, cancel = context.WithTimeout(ctx, time.Duration(ctxTimeout))
 				defer cancel()
 			}
-			opts := []Option{AttemptTimeout(time.Duration(attemptTimeout)), MaxElapsed(time.Duration(maxElapsed))}
+			// Without options, Do takes its fast path for the first attempt.
+			var opts []Option
+			if attemptTimeout != 0 || maxElapsed != 0 {
+				opts = append(opts, AttemptTimeout(time.Duration(attemptTimeout)), MaxElapsed(time.Duration(maxElapsed)))
+			}
 			if longPoll {
 				opts = append(opts, LongPoll())
 			}

@@ -99,6 +99,9 @@ func (s *Standard) quota(scope string) *TokenBucket {
 	if s.opts.Bucket != nil {
 		return s.opts.Bucket
 	}
+	if b := s.scopes.unscoped.Load(); b != nil && scope == "" {
+		return &b.TokenBucket
+	}
 	return s.scopes.bucket(scope, orDefault(s.opts.Capacity, DefaultBucketCapacity), orDefault(s.opts.MaxScopes, defaultMaxScopes))
 }
 
