@@ -171,7 +171,9 @@ type HTTPError struct {
 	Err        error // why it could not be read as a Forrst document
 }
 
+// Error says the status and why the answer was not a Forrst document.
 func (e *HTTPError) Error() string { return "forrst: HTTP " + e.Status + ": " + e.Err.Error() }
+// Unwrap returns why the answer was not a Forrst document.
 func (e *HTTPError) Unwrap() error { return e.Err }
 
 // CallError is a call the server answered with errors. It classifies itself
@@ -188,6 +190,7 @@ type CallError struct {
 	info retry.Info
 }
 
+// Error names the function, the code and the message.
 func (e *CallError) Error() string {
 	return "forrst: " + e.Function + " failed: " + e.Err.Error()
 }

@@ -52,6 +52,7 @@ type StatusError struct {
 	info       retry.Info
 }
 
+// Error reads "httpretry: server answered 503 Service Unavailable".
 func (e *StatusError) Error() string { return "httpretry: server answered " + e.Status }
 
 // RetryInfo reports the classification the Transport gave the response.
