@@ -173,6 +173,7 @@ type HTTPError struct {
 
 // Error says the status and why the answer was not a Forrst document.
 func (e *HTTPError) Error() string { return "forrst: HTTP " + e.Status + ": " + e.Err.Error() }
+
 // Unwrap returns why the answer was not a Forrst document.
 func (e *HTTPError) Unwrap() error { return e.Err }
 
