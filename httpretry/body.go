@@ -8,17 +8,43 @@ import (
 	"net/http"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
-// drainLimit bounds how much of a failed response's body is read before it is
-// closed. Reading a small error body to its end lets the connection be
-// reused; a larger one is cheaper to abandon with its connection.
-const drainLimit = 16 << 10
+// Bounds on draining a failed response's body before it is closed. Reading a
+// small error body to its end lets the connection be reused; a larger or
+// slower one is cheaper to abandon with its connection.
+const (
+	drainLimit = 16 << 10
+	drainTime  = time.Second
+)
 
-// drain reads what is left of a response body, up to drainLimit, and closes it.
-func drain(resp *http.Response) {
+// drain reads what is left of a response body, up to drainLimit bytes and for
+// at most drainTime (or within, if it is positive and shorter), and closes it.
+// A body known to be longer is not read at all.
+func drain(resp *http.Response, within time.Duration) {
+	if resp.ContentLength > drainLimit {
+		_ = resp.Body.Close()
+		return
+	}
+	limit := drainTime
+	if within >= 0 {
+		limit = min(limit, within)
+	}
+	// A server that stalls mid-body must not hold the retry: closing the
+	// body ends the read.
+	stop := time.AfterFunc(limit, func() { _ = resp.Body.Close() })
 	_, _ = io.CopyN(io.Discard, resp.Body, drainLimit)
+	stop.Stop()
 	_ = resp.Body.Close()
+}
+
+// closeBody closes the body of a request that will not be sent, unless it is
+// the guarded body, which the loop closes when it ends.
+func closeBody(req *http.Request, guard *guardedBody) {
+	if req.Body != nil && req.Body != io.ReadCloser(guard) {
+		_ = req.Body.Close()
+	}
 }
 
 // errBodyTooLarge explains a request that was not retried because its body

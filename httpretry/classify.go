@@ -93,6 +93,8 @@ func transportKind(err error) (kind Kind, timeout, known bool) {
 		return KindConnect, dns.IsTimeout, true
 	case errors.As(err, &oe) && (oe.Op == "dial" || oe.Op == "proxyconnect"):
 		return KindConnect, oe.Timeout(), true
+	case errors.As(err, &oe) && (oe.Op == "remote error" || oe.Op == "local error"):
+		return 0, false, false // a TLS alert over TCP: the handshake failed for good
 	}
 	var ne net.Error
 	switch {

@@ -86,28 +86,20 @@ func ParseRateLimit(value string) (limits []RateLimit, ok bool) {
 }
 
 // rateLimitWait reads the wait a response's RateLimit fields ask for: the
-// longest reset among exhausted policies (r=0), or, if none is exhausted, the
-// longest reset of any policy. Without a valid RateLimit field it falls back
-// to the older draft's RateLimit-Reset (delay-seconds).
+// longest reset among exhausted policies (r=0). A policy with quota left asks
+// for no wait, however long its window. Without a valid RateLimit field it
+// falls back to the older draft's RateLimit-Reset (delay-seconds).
 func rateLimitWait(h http.Header) (time.Duration, bool) {
 	if values := h.Values("RateLimit"); len(values) > 0 {
-		limits, ok := ParseRateLimit(strings.Join(values, ","))
-		if ok {
-			var exhausted, longest time.Duration = -1, -1
+		if limits, ok := ParseRateLimit(strings.Join(values, ",")); ok {
+			wait, found := time.Duration(0), false
 			for _, l := range limits {
-				if l.Reset < 0 {
-					continue
-				}
-				longest = max(longest, l.Reset)
-				if l.Remaining == 0 {
-					exhausted = max(exhausted, l.Reset)
+				if l.Remaining == 0 && l.Reset >= 0 {
+					wait, found = max(wait, l.Reset), true
 				}
 			}
-			switch {
-			case exhausted >= 0:
-				return exhausted, true
-			case longest >= 0:
-				return longest, true
+			if found {
+				return wait, true
 			}
 		}
 	}

@@ -191,11 +191,14 @@ func TestRateLimitWait(t *testing.T) {
 		want    time.Duration
 		ok      bool
 	}{
-		{"single policy", [][2]string{{"RateLimit", `"default";r=50;t=30`}}, 30 * time.Second, true},
+		// A policy with quota left asks for no wait, however long its window
+		// (a daily policy must not make a client give up on a 503).
+		{"single policy with quota left", [][2]string{{"RateLimit", `"default";r=50;t=30`}}, 0, false},
+		{"single exhausted policy", [][2]string{{"RateLimit", `"default";r=0;t=30`}}, 30 * time.Second, true},
 		{"exhausted policy wins over a longer one", [][2]string{{"RateLimit", `"a";r=0;t=10, "b";r=5;t=60`}}, 10 * time.Second, true},
 		{"longest exhausted policy", [][2]string{{"RateLimit", `"a";r=0;t=10, "b";r=0;t=20, "c";r=1;t=99`}}, 20 * time.Second, true},
-		{"none exhausted: longest", [][2]string{{"RateLimit", `"a";r=3;t=10, "b";r=5;t=60`}}, time.Minute, true},
-		{"exhausted without t is skipped", [][2]string{{"RateLimit", `"a";r=0, "b";r=2;t=40`}}, 40 * time.Second, true},
+		{"none exhausted: no wait", [][2]string{{"RateLimit", `"a";r=3;t=10, "b";r=5;t=60`}}, 0, false},
+		{"exhausted without t: no wait known", [][2]string{{"RateLimit", `"a";r=0, "b";r=2;t=40`}}, 0, false},
 		{"exhausted with t=0", [][2]string{{"RateLimit", `"a";r=0;t=0, "b";r=2;t=40`}}, 0, true},
 		{"two header lines combine", [][2]string{{"RateLimit", `"a";r=5;t=60`}, {"RateLimit", `"b";r=0;t=15`}}, 15 * time.Second, true},
 		{"lower-case field name", [][2]string{{"ratelimit", `"a";r=0;t=12`}}, 12 * time.Second, true},

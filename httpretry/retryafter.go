@@ -149,6 +149,13 @@ func parseSeconds(s string) (int64, bool) {
 	if s == "" || !isDigit(s[0]) { // strconv would accept a sign
 		return 0, false
 	}
+	if len(s) > 19 { // spare strconv a copy of a huge value: only leading zeros may make it fit
+		if s = strings.TrimLeft(s, "0"); s == "" {
+			return 0, true
+		} else if len(s) > 19 {
+			return 0, false
+		}
+	}
 	n, err := strconv.ParseInt(s, 10, 64)
 	if err != nil || n > maxDelaySeconds {
 		return 0, false

@@ -22,6 +22,9 @@ type Schedule iter.Seq[time.Duration]
 // Delay returns the schedule's n-th delay (n = 1 for the first retry), the
 // last one if the schedule is shorter, or 0 for an empty schedule.
 func (s Schedule) Delay(n int, _ time.Duration) time.Duration {
+	if s == nil {
+		return 0
+	}
 	var d time.Duration
 	i := 0
 	for v := range s {

@@ -2,6 +2,7 @@ package httpretry
 
 import (
 	"context"
+	"fmt"
 	"crypto/rand"
 	"errors"
 	"net/http"
@@ -25,6 +26,12 @@ const (
 // ErrLimited is the reason retrying stopped when the Transport's Limiter
 // refused a retry.
 var ErrLimited = errors.New("httpretry: retry refused by the limiter")
+
+// errNoResponse stands for a base transport that broke its contract.
+var errNoResponse = errors.New("httpretry: the base RoundTripper returned neither a response nor an error")
+
+// errRetriesOff is the reason a request had one attempt when Retries < 0.
+var errRetriesOff = fmt.Errorf("%w: retries are off (Retries < 0)", retry.ErrMaxAttempts)
 
 // Transport is an http.RoundTripper that retries failed requests through a
 // retry.Strategy. The zero value is ready to use:
@@ -129,13 +136,18 @@ var (
 // error, the error is a *retry.Error wrapping the last error and the reason.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	base := t.base()
+	l := loop{t: t, base: base, orig: req}
+	var (
+		resp *http.Response
+		tok  retry.Token
+		err  error
+	)
 	if t.Retries < 0 {
-		return base.RoundTrip(req)
+		err = errRetriesOff
+	} else {
+		l.s = t.strategy()
+		tok, err = l.s.AcquireInitialToken(t.scope(req))
 	}
-	s := t.strategy()
-	l := loop{t: t, base: base, s: s, orig: req}
-	var resp *http.Response
-	tok, err := s.AcquireInitialToken(t.scope(req))
 	if err != nil {
 		// seed 001: without a token, one attempt.
 		reason := err
@@ -260,6 +272,10 @@ func (l *loop) run(tok retry.Token) (*http.Response, error) {
 		if d := tok.Delay(); d > 0 && l.attempts == 0 {
 			// Only the initial token's delay is waited here; retries wait below.
 			if err := retry.Sleep(ctx, d); err != nil {
+				l.release(tok)
+				if req.Body != nil {
+					_ = req.Body.Close() // a RoundTripper closes the body, even on errors
+				}
 				l.reason = err
 				return nil, &retry.Error{Reason: err}
 			}
@@ -272,6 +288,9 @@ func (l *loop) run(tok retry.Token) (*http.Response, error) {
 			areq = req.WithContext(actx)
 		}
 		resp, err := l.base.RoundTrip(areq)
+		if resp == nil && err == nil {
+			err = errNoResponse
+		}
 
 		var (
 			kind Kind
@@ -297,7 +316,9 @@ func (l *loop) run(tok retry.Token) (*http.Response, error) {
 			info = l.info(kind, timeout)
 			fail = &transportError{err: err, info: info}
 		case !l.t.isFailure(resp):
-			if cancel != nil {
+			if cancel != nil && resp.StatusCode != http.StatusSwitchingProtocols {
+				// The attempt's deadline covers reading the body; an upgraded
+				// connection's body is a ReadWriteCloser and must stay one.
 				resp.Body = &cancelBody{resp.Body, cancel}
 			}
 			if resp.StatusCode < 500 {
@@ -335,25 +356,34 @@ func (l *loop) run(tok retry.Token) (*http.Response, error) {
 		if err2 != nil {
 			return l.stop(areq, resp, err, err2)
 		}
+		// From here on, a refusal must close the next attempt's body.
 		if l.t.Limiter != nil && !l.t.Limiter.Allow(l.failures, next) {
-			return l.stop(areq, resp, err, ErrLimited)
+			return l.stopBefore(next, areq, resp, err, ErrLimited)
 		}
 		if limit := l.t.maxRetryAfter(); info.RetryAfter > limit {
-			return l.stop(areq, resp, err, &retry.RetryAfterError{RetryAfter: info.RetryAfter, Max: limit})
+			return l.stopBefore(next, areq, resp, err, &retry.RetryAfterError{RetryAfter: info.RetryAfter, Max: limit})
 		}
 		ntok, refused := l.s.RefreshToken(tok, fail)
 		if refused != nil {
-			return l.stop(areq, resp, err, refused)
+			return l.stopBefore(next, areq, resp, err, refused)
 		}
 		delay := ntok.Delay()
-		if deadline, ok := ctx.Deadline(); ok && delay >= time.Until(deadline) {
-			return l.stop(areq, resp, err, retry.ErrDeadline)
+		left := time.Duration(-1) // time left before the deadline after the wait; -1 = no deadline
+		if deadline, ok := ctx.Deadline(); ok {
+			if left = time.Until(deadline) - delay; left <= 0 {
+				l.release(ntok) // the retry will not be made: its cost goes back
+				return l.stopBefore(next, areq, resp, err, retry.ErrDeadline)
+			}
 		}
 		l.notify(Attempt{N: l.attempts, Request: areq, Response: resp, Err: err, Retry: true, Delay: delay})
 		if resp != nil {
-			drain(resp) // its connection goes back to the pool during the wait
+			// Its connection goes back to the pool during the wait. The drain
+			// takes at most half the time the wait leaves before the deadline.
+			drain(resp, left/2)
 		}
 		if err := retry.Sleep(ctx, delay); err != nil {
+			l.release(ntok)
+			closeBody(next, l.body.guard)
 			l.reason = err
 			return nil, &retry.Error{Attempts: l.attempts, Err: fail, Reason: err}
 		}
@@ -370,6 +400,21 @@ func (l *loop) stop(req *http.Request, resp *http.Response, err, reason error) (
 		return resp, nil
 	}
 	return nil, &retry.Error{Attempts: l.attempts, Err: err, Reason: reason}
+}
+
+// stopBefore is stop for a refusal that comes after the next attempt's
+// request was built: its body is closed.
+func (l *loop) stopBefore(next, req *http.Request, resp *http.Response, err, reason error) (*http.Response, error) {
+	closeBody(next, l.body.guard)
+	return l.stop(req, resp, err, reason)
+}
+
+// release hands back a granted retry that will not be made, if the strategy
+// can take it back, so that it does not cost the quota.
+func (l *loop) release(tok retry.Token) {
+	if r, ok := l.s.(retry.Releaser); ok {
+		_ = r.ReleaseToken(tok)
+	}
 }
 
 func (l *loop) notify(a Attempt) {
