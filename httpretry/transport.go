@@ -2,9 +2,9 @@ package httpretry
 
 import (
 	"context"
-	"fmt"
 	"crypto/rand"
 	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 	"strconv"
