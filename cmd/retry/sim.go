@@ -26,7 +26,11 @@ It never sleeps: a minute of traffic runs in a second or two.
 The server is one queue that serves a fixed number of attempts per second.
 Every attempt costs it the same work, whether it succeeds, fails, or is
 answered after its client stopped waiting (1 s): that is how retries can keep
-a server down after the incident that hurt it is over.
+a server down after the incident that hurt it is over. (--shed makes it drop
+work whose client has given up, as few servers do.) A client is one caller
+with a strategy of its own, like a separate process: "quota per client" gives
+each a Standard of its own, "one shared quota" one Standard for all of them,
+as the callers in one process would share it.
 
 Scenarios:
   outage    the server fails every attempt for a while, then recovers
@@ -40,7 +44,10 @@ Columns:
   amplification  attempts sent per request issued, over the run and during
                  the incident
   success        share of requests that succeeded before the run ended
-  p50, p99       latency of requests, from issue to final answer
+  unfinished     requests still retrying when the run ended (2 timeouts
+                 after the last request was sent); they count as failed
+  p50, p99       latency of requests, failures included, from issue to final
+                 answer; "≥" when cut off by the end of the run
   recovery       how long after the incident the server was healthy again
                  (90% of attempts succeeding, to the end of the run); never
                  if retries kept it down
@@ -59,7 +66,7 @@ func simCommand(ctx context.Context, args []string, io stdio) int {
 	fs := flag.NewFlagSet("retry sim", flag.ContinueOnError)
 	fs.SetOutput(io.err)
 	fs.Usage = func() {
-		fmt.Fprint(io.err, simUsage)
+		fmt.Fprint(fs.Output(), simUsage)
 		fs.PrintDefaults()
 	}
 	var (
@@ -74,8 +81,14 @@ func simCommand(ctx context.Context, args []string, io stdio) int {
 		timeout  = fs.Duration("timeout", 0, "how long clients wait for an attempt's answer (default 1s)")
 		start    = fs.Duration("incident-start", -1, "when the incident starts (default: a sixth into the run)")
 		end      = fs.Duration("incident-end", -1, "when the incident ends (default: half way, a third for overload)")
+		shed     = fs.Bool("shed", false, "the server drops work whose client has given up")
 		quiet    = fs.Bool("quiet", false, "no progress line")
 	)
+	for _, a := range args {
+		if a == "-h" || a == "-help" || a == "--help" {
+			fs.SetOutput(io.out) // asked for: the usage is the output
+		}
+	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -88,7 +101,7 @@ func simCommand(ctx context.Context, args []string, io stdio) int {
 	}
 	progress := newProgress(io.err, *quiet)
 	if *scenario == "occ" {
-		return simOCC(io, progress, *clients, *seed, *jsonPath)
+		return simOCC(ctx, io, progress, *clients, *seed, *jsonPath)
 	}
 	s, err := sim.Defaults(sim.Kind(*scenario), *clients, *rate, *duration, *seed)
 	if err == nil {
@@ -104,6 +117,7 @@ func simCommand(ctx context.Context, args []string, io stdio) int {
 		if *end >= 0 {
 			s.End = *end
 		}
+		s.Shed = *shed
 		err = s.Check()
 	}
 	if err != nil {
@@ -114,12 +128,13 @@ func simCommand(ctx context.Context, args []string, io stdio) int {
 	policies := sim.Policies()
 	results := make([]sim.Result, 0, len(policies))
 	for i, p := range policies {
-		if ctx.Err() != nil {
-			fmt.Fprintln(io.err, "retry sim: interrupted")
-			return 130
-		}
 		progress.show(fmt.Sprintf("simulating %d/%d: %s", i+1, len(policies), p.Name))
-		results = append(results, sim.Run(s, p))
+		r, err := sim.Run(ctx, s, p)
+		if err != nil {
+			progress.done()
+			return interrupted(ctx, io)
+		}
+		results = append(results, r)
 	}
 	progress.done()
 
@@ -136,16 +151,35 @@ func simCommand(ctx context.Context, args []string, io stdio) int {
 // printResults prints the table of a run: names to the left, numbers to the
 // right.
 func printResults(w io.Writer, s sim.Scenario, results []sim.Result) {
-	rows := [][]string{{"policy", "amplification", "during incident", "success", "p50", "p99", "recovery"}}
+	rows := [][]string{{"policy", "amplification", "during incident", "success", "unfinished", "p50", "p99", "recovery"}}
 	for _, r := range results {
 		recovery := "never"
 		if r.Recovered {
 			recovery = formatDuration(r.Recovery)
 		}
 		rows = append(rows, []string{r.Policy, fmt.Sprintf("%.2fx", r.Amplification()), fmt.Sprintf("%.2fx", r.IncidentAmplification()),
-			fmt.Sprintf("%.1f%%", 100*r.SuccessRate()), formatDuration(r.P50), formatDuration(r.P99), recovery})
+			fmt.Sprintf("%.1f%%", 100*r.SuccessRate()), fmt.Sprint(r.Unfinished),
+			atLeast(r.P50Cut) + formatDuration(r.P50), atLeast(r.P99Cut) + formatDuration(r.P99), recovery})
 	}
 	printTable(w, rows)
+}
+
+// atLeast marks a latency cut off by the end of the run.
+func atLeast(cut bool) string {
+	if cut {
+		return "≥"
+	}
+	return ""
+}
+
+// interrupted reports a run stopped by a signal, with the shell's status for
+// it: 130 for SIGINT, 143 for SIGTERM.
+func interrupted(ctx context.Context, io stdio) int {
+	fmt.Fprintln(io.err, "retry sim: interrupted")
+	if cause := context.Cause(ctx); cause != nil && strings.Contains(cause.Error(), "terminated") {
+		return 143
+	}
+	return 130
 }
 
 // printTable aligns rows: the first column to the left, the others to the
@@ -240,22 +274,27 @@ func writeJSON(path string, v any) error {
 }
 
 // simOCC runs the OCC scenario.
-func simOCC(io stdio, progress *progress, clients int, seed uint64, jsonPath string) int {
-	if clients < 1 || clients > 100000 {
-		fmt.Fprintln(io.err, "retry sim: occ needs between 1 and 100000 clients")
+func simOCC(ctx context.Context, io stdio, progress *progress, clients int, seed uint64, jsonPath string) int {
+	s := sim.DefaultOCC(clients, seed)
+	if err := s.Check(); err != nil {
+		fmt.Fprintln(io.err, "retry sim:", err)
 		return 2
 	}
-	const work, base, limit = 10 * time.Millisecond, 10 * time.Millisecond, 10 * time.Second
-	s := sim.OCCScenario{Clients: clients, Work: work, Seed: seed}
 	var results []sim.OCCResult
-	policies := sim.OCCPolicies(base, limit)
+	policies := sim.OCCPolicies(s.Base, s.Max)
 	for i, p := range policies {
 		progress.show(fmt.Sprintf("simulating %d/%d: %s", i+1, len(policies), p.Name))
-		results = append(results, sim.RunOCC(s, p))
+		r, err := sim.RunOCC(ctx, s, p)
+		if err != nil {
+			progress.done()
+			return interrupted(ctx, io)
+		}
+		results = append(results, r)
 	}
 	progress.done()
-	fmt.Fprintf(io.out, "occ: %d clients each write once to one resource under optimistic concurrency; a write takes %v\n", clients, work)
-	fmt.Fprintf(io.out, "and fails if another committed meanwhile; retries back off from %v, capped at %v\n\n", base, limit)
+	fmt.Fprintf(io.out, "occ: %d clients each write once to one resource under optimistic concurrency: read, then commit,\n", clients)
+	fmt.Fprintf(io.out, "which fails if another client committed since the read. Network trips take |N(%v, %v)|;\n", s.Hop, s.Hop/5)
+	fmt.Fprintf(io.out, "retries back off from %v, capped at %v (the parameters of AWS's jitter experiment)\n\n", s.Base, s.Max)
 	rows := [][]string{{"backoff", "calls", "calls per client", "completion"}}
 	for _, r := range results {
 		rows = append(rows, []string{r.Policy, fmt.Sprint(r.Calls), fmt.Sprintf("%.1f", float64(r.Calls)/float64(clients)), formatDuration(r.Completion)})

@@ -62,6 +62,7 @@ func TestSimTableMatchesJSON(t *testing.T) {
 					IncidentAmplification float64 `json:"incident_amplification"`
 					SuccessRate           float64 `json:"success_rate"`
 					Recovered             bool    `json:"recovered"`
+					Unfinished            int     `json:"unfinished"`
 					Offered               []float64
 				} `json:"results"`
 			}
@@ -91,11 +92,11 @@ func TestSimTableMatchesJSON(t *testing.T) {
 					fmt.Sprintf("%.1f%%", 100*r.SuccessRate),
 				}
 				fields := strings.Fields(strings.TrimPrefix(row, r.Policy))
-				if len(fields) != 6 || fields[0] != want[0] || fields[1] != want[1] || fields[2] != want[2] {
-					t.Fatalf("row %q does not match the JSON %v", row, want)
+				if len(fields) != 7 || fields[0] != want[0] || fields[1] != want[1] || fields[2] != want[2] || fields[3] != fmt.Sprint(r.Unfinished) {
+					t.Fatalf("row %q does not match the JSON %v, unfinished %d", row, want, r.Unfinished)
 				}
-				if (fields[5] == "never") == r.Recovered {
-					t.Fatalf("row %q says recovery %q, JSON says recovered=%v", row, fields[5], r.Recovered)
+				if (fields[6] == "never") == r.Recovered {
+					t.Fatalf("row %q says recovery %q, JSON says recovered=%v", row, fields[6], r.Recovered)
 				}
 			}
 		})
@@ -148,14 +149,19 @@ func TestSimUsageErrors(t *testing.T) {
 		{"sim", "extra"},
 		{"sim", "--no-such-flag"},
 		{"sim", "--incident-start", "40s", "--incident-end", "20s"},
+		simArgs("--incident-end", "20s"), // the run lasts 20s: the incident must end before it
+		{"sim", "--rate", "1e-9"},
+		{"sim", "--clients", "20000000"},
+		{"sim", "--duration", "500ms"},
+		{"sim", "--scenario", "occ", "--clients", "100000"},
 	} {
 		_, errOut, code := runRetry(t, "", args...)
 		if code != 2 || errOut == "" {
 			t.Errorf("%v: exit %d, stderr %q; want 2 and a message", args, code, errOut)
 		}
 	}
-	_, errOut, code := runRetry(t, "", "sim", "-h")
-	if code != 0 || !strings.Contains(errOut, "--scenario") || !strings.Contains(errOut, "amplification") {
-		t.Fatalf("-h: exit %d, %q", code, errOut)
+	out, _, code := runRetry(t, "", "sim", "-h")
+	if code != 0 || !strings.Contains(out, "-scenario") || !strings.Contains(out, "amplification") {
+		t.Fatalf("-h: exit %d, %q", code, out)
 	}
 }

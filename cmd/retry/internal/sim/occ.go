@@ -2,7 +2,9 @@ package sim
 
 import (
 	"container/heap"
+	"context"
 	"errors"
+	"math"
 	"math/rand/v2"
 	"time"
 
@@ -11,12 +13,24 @@ import (
 
 // OCCScenario is AWS's "Exponential Backoff And Jitter" experiment: Clients
 // each make one write to a single resource under optimistic concurrency. A
-// write reads, works for Work, then commits; the commit fails if another
-// client committed since the read, and the client retries after its backoff.
+// client reads the resource, works for Work, then sends its commit; the
+// commit fails if another client committed since the read, and the client
+// retries after its backoff. Every trip over the network takes a random
+// |N(Hop, Hop/5)|, as in AWS's simulator: without that spread, clients that
+// collide once would collide forever.
 type OCCScenario struct {
-	Clients int
-	Work    time.Duration // from read to commit
-	Seed    uint64
+	Clients int           `json:"clients"`
+	Work    time.Duration `json:"work_ns"` // from read to commit
+	Hop     time.Duration `json:"hop_ns"`  // mean network delay of one trip
+	Base    time.Duration `json:"base_ns"` // backoff base
+	Max     time.Duration `json:"max_ns"`  // backoff cap
+	Seed    uint64        `json:"seed"`
+}
+
+// DefaultOCC returns AWS's parameters: 5 ms base, 2 s cap, 10 ms per network
+// trip, and an instant write.
+func DefaultOCC(clients int, seed uint64) OCCScenario {
+	return OCCScenario{Clients: clients, Hop: 10 * time.Millisecond, Base: 5 * time.Millisecond, Max: 2 * time.Second, Seed: seed}
 }
 
 // OCCResult is what one backoff did in the OCC scenario.
@@ -29,9 +43,14 @@ type OCCResult struct {
 
 var errConflict = retry.Transient(errors.New("conflict: the resource changed since it was read"))
 
-// RunOCC simulates policy p in the OCC scenario.
-func RunOCC(s OCCScenario, p Policy) OCCResult {
+// RunOCC simulates policy p in the OCC scenario. It stops early, with ctx's
+// error, if ctx is done.
+func RunOCC(ctx context.Context, s OCCScenario, p Policy) (OCCResult, error) {
 	strategy := p.New(rand.New(rand.NewPCG(s.Seed, 3)).Float64)
+	network := rand.New(rand.NewPCG(s.Seed, 4))
+	hop := func() time.Duration {
+		return time.Duration(math.Abs(network.NormFloat64()*float64(s.Hop)/5 + float64(s.Hop)))
+	}
 	res := OCCResult{Policy: p.Name}
 	var (
 		q          queue
@@ -43,23 +62,32 @@ func RunOCC(s OCCScenario, p Policy) OCCResult {
 		e.seq = seq
 		heap.Push(&q, e)
 	}
-	// Every client reads at time 0; the event is the commit.
+	// An attempt sent at `at` reads the resource one trip later; its commit
+	// reaches the resource after the answer's trip back, the work, and the
+	// commit's trip. The event is the commit; it remembers when it read.
+	send := func(c int, at time.Duration, req *request) {
+		read := at + hop()
+		push(&event{at: read + hop() + s.Work + hop(), read: read, kind: evAttempt, c: c, r: req})
+	}
 	for c := range max(s.Clients, 0) {
 		tok, err := strategy(c).AcquireInitialToken("")
 		if err != nil {
 			tok = retry.Token{}
 		}
-		push(&event{at: tok.Delay() + s.Work, kind: evAttempt, c: c, r: &request{client: c, tok: tok}})
+		send(c, tok.Delay(), &request{client: c, tok: tok})
 	}
-	for q.Len() > 0 {
+	for n := 0; q.Len() > 0; n++ {
+		if n%checkEvery == 0 && ctx.Err() != nil {
+			return OCCResult{}, ctx.Err()
+		}
 		e := heap.Pop(&q).(*event)
 		res.Calls++
-		read := e.at - s.Work
+		answered := e.at + hop() // when the client hears the outcome
 		st := strategy(e.c)
-		if lastCommit <= read {
+		if lastCommit <= e.read {
 			lastCommit = e.at
 			_ = st.RecordSuccess(e.r.tok)
-			res.Completion = max(res.Completion, e.at)
+			res.Completion = max(res.Completion, answered)
 			continue
 		}
 		next, err := st.RefreshToken(e.r.tok, errConflict)
@@ -68,7 +96,18 @@ func RunOCC(s OCCScenario, p Policy) OCCResult {
 			continue
 		}
 		e.r.tok = next
-		push(&event{at: e.at + next.Delay() + s.Work, kind: evAttempt, c: e.c, r: e.r})
+		send(e.c, answered+next.Delay(), e.r)
 	}
-	return res
+	return res, nil
+}
+
+// Check reports what is wrong with s, if anything.
+func (s OCCScenario) Check() error {
+	switch {
+	case s.Clients < 1 || s.Clients > 10000:
+		return errors.New("occ needs between 1 and 10000 clients")
+	case s.Work < 0 || s.Hop < 0 || s.Base < 0 || s.Max < 0:
+		return errors.New("occ durations must not be negative")
+	}
+	return nil
 }

@@ -54,16 +54,17 @@ func Policies() []Policy {
 		})},
 		{Name: "Standard, quota per client", New: perClient(standard)},
 		{Name: "Standard, one shared quota", New: shared(standard)},
-		{Name: "10 att., 100ms·2^n + ≤100ms jitter", New: shared(func(rnd func() float64) retry.Strategy {
+		{Name: "10 att., 100ms·2^n + ≤100ms jitter", RetryAfter: IgnoreRetryAfter, New: shared(func(rnd func() float64) retry.Strategy {
 			// avast/retry-go's defaults: 10 attempts, BackOffDelay from
 			// 100 ms combined with a random delay of up to 100 ms.
 			return &retry.Simple{MaxAttempts: 10, Backoff: plusJitter{exp(100*time.Millisecond, 0, retry.NoJitter, rnd), 100 * time.Millisecond, rnd}}
 		})},
-		{Name: "5 att., exp 1s-30s no jitter", New: shared(func(rnd func() float64) retry.Strategy {
-			// hashicorp/go-retryablehttp's defaults: 4 retries, 1 s to 30 s.
+		{Name: "5 att., exp 1s-30s no jitter", RetryAfter: ReplaceWithRetryAfter, New: shared(func(rnd func() float64) retry.Strategy {
+			// hashicorp/go-retryablehttp's defaults: 4 retries, 1 s to 30 s;
+			// on 429 and 503 it waits the Retry-After instead.
 			return &retry.Simple{MaxAttempts: 5, Backoff: exp(time.Second, 30*time.Second, retry.NoJitter, rnd)}
 		})},
-		{Name: "500ms·1.5^n ±50% for 15 min", MaxElapsed: 15 * time.Minute, New: shared(func(rnd func() float64) retry.Strategy {
+		{Name: "500ms·1.5^n ±50% for 15 min", MaxElapsed: 15 * time.Minute, RetryAfter: IgnoreRetryAfter, New: shared(func(rnd func() float64) retry.Strategy {
 			// cenkalti/backoff's defaults: 500 ms growing 1.5× up to 60 s,
 			// randomised ±50 %, for up to 15 minutes.
 			return &retry.Simple{MaxAttempts: 1 << 20, Backoff: geometric{500 * time.Millisecond, 1.5, 60 * time.Second, 0.5, rnd}}
@@ -101,7 +102,9 @@ func (g geometric) Delay(n int, _ time.Duration) time.Duration {
 }
 
 // OCCPolicies returns the backoffs compared in the OCC scenario, after AWS's
-// "Exponential Backoff And Jitter" experiment: one per jitter.
+// "Exponential Backoff And Jitter" experiment: one per jitter. (retrykit's
+// decorrelated jitter is min(max, base + r·3·prev); AWS's was
+// min(max, base + r·(3·prev − base)).)
 func OCCPolicies(base, limit time.Duration) []Policy {
 	var out []Policy
 	for _, j := range []retry.Jitter{retry.NoJitter, retry.FullJitter, retry.EqualJitter, retry.DecorrelatedJitter} {

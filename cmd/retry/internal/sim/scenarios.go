@@ -11,7 +11,7 @@ import (
 //
 //	outage    capacity 1.5 × rate; every attempt fails during the incident
 //	brownout  capacity 1.5 × rate; 30 % of attempts fail during the incident
-//	overload  capacity 1.25 × rate, down to 0.8 × rate during the incident
+//	overload  capacity 1.25 × rate, down to 0.6 × rate during the incident
 //	throttle  capacity 1.5 × rate; beyond 0.5 × rate, 429 with Retry-After: 1
 //
 // Clients wait 1 s for an answer. Every attempt costs the server the same
@@ -27,7 +27,7 @@ func Defaults(kind Kind, clients int, rate float64, duration time.Duration, seed
 	case Brownout:
 		s.FailRate = 0.3
 	case Overload:
-		s.Capacity, s.DegradedCapacity = 1.25*rate, 0.8*rate
+		s.Capacity, s.DegradedCapacity = 1.25*rate, 0.6*rate
 		s.End = duration / 3
 	case Throttle:
 		s.ThrottleRate, s.RetryAfter = 0.5*rate, time.Second

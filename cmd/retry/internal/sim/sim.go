@@ -12,7 +12,9 @@
 package sim
 
 import (
+	"cmp"
 	"container/heap"
+	"context"
 	"errors"
 	"math"
 	"math/rand/v2"
@@ -35,20 +37,23 @@ const (
 
 // Scenario is a server, a fleet of clients, and an incident.
 type Scenario struct {
-	Kind     Kind
-	Clients  int           // clients sending requests
-	Rate     float64       // requests per second, all clients together
-	Duration time.Duration // how long clients send new requests
-	Capacity float64       // attempts per second the server serves normally
-	Timeout  time.Duration // how long a client waits for an attempt's answer
-	Start    time.Duration // when the incident starts
-	End      time.Duration // when it ends
-	Seed     uint64        // the same seed gives the same run
+	Kind     Kind          `json:"kind"`
+	Clients  int           `json:"clients"`     // clients sending requests
+	Rate     float64       `json:"rate"`        // requests per second, all clients together
+	Duration time.Duration `json:"duration_ns"` // how long clients send new requests
+	Capacity float64       `json:"capacity"`    // attempts per second the server serves normally
+	Timeout  time.Duration `json:"timeout_ns"`  // how long a client waits for an attempt's answer
+	Start    time.Duration `json:"start_ns"`    // when the incident starts
+	End      time.Duration `json:"end_ns"`      // when it ends
+	Seed     uint64        `json:"seed"`        // the same seed gives the same run
+	// Shed makes the server drop, unserved, work whose client has already
+	// given up. By default it does the work anyway, as most servers do.
+	Shed bool `json:"shed"`
 
-	FailRate         float64       // Brownout: share of attempts that fail
-	DegradedCapacity float64       // Overload: capacity during the incident
-	ThrottleRate     float64       // Throttle: attempts per second accepted during the incident
-	RetryAfter       time.Duration // Throttle: the wait 429 answers ask for
+	FailRate         float64       `json:"fail_rate,omitempty"`         // Brownout: share of attempts that fail
+	DegradedCapacity float64       `json:"degraded_capacity,omitempty"` // Overload: capacity during the incident
+	ThrottleRate     float64       `json:"throttle_rate,omitempty"`     // Throttle: attempts per second accepted during the incident
+	RetryAfter       time.Duration `json:"retry_after_ns,omitempty"`    // Throttle: the wait 429 answers ask for
 }
 
 // Policy is how clients retry: a strategy per client, which may share state
@@ -61,7 +66,19 @@ type Policy struct {
 	// MaxElapsed, if set, abandons a request this long after it was issued
 	// (some libraries bound the time spent retrying rather than attempts).
 	MaxElapsed time.Duration
+	// RetryAfter is how the policy treats a 429's Retry-After.
+	RetryAfter RetryAfterMode
 }
+
+// RetryAfterMode is how a policy treats the server's Retry-After.
+type RetryAfterMode uint8
+
+// Ways of treating Retry-After.
+const (
+	ObeyRetryAfter        RetryAfterMode = iota // wait at least what the server asks (retrykit)
+	IgnoreRetryAfter                            // wait the backoff, whatever the server asks
+	ReplaceWithRetryAfter                       // wait what the server asks instead of the backoff
+)
 
 // Result is what one policy did in one scenario.
 type Result struct {
@@ -73,8 +90,14 @@ type Result struct {
 	IncidentAttempts int `json:"incident_attempts"`
 	Succeeded        int `json:"succeeded"` // requests that succeeded before the run ended
 
+	// Unfinished requests were still retrying when the run ended: they
+	// count as failed, and their latency is cut off there.
+	Unfinished int `json:"unfinished"`
+
 	P50       time.Duration `json:"p50_ns"` // latency of requests, issue to final answer
 	P99       time.Duration `json:"p99_ns"`
+	P50Cut    bool          `json:"p50_cut"` // the percentile falls among cut-off latencies: at least P50
+	P99Cut    bool          `json:"p99_cut"`
 	Recovered bool          `json:"recovered"`   // the server was healthy again after the incident
 	Recovery  time.Duration `json:"recovery_ns"` // how long after the incident's end
 
@@ -112,10 +135,18 @@ func (s Scenario) Check() error {
 		return errors.New("capacity must be positive")
 	case s.Timeout <= 0:
 		return errors.New("timeout must be positive")
-	case s.Start < 0 || s.End < s.Start:
-		return errors.New("the incident must start at 0 or later and end after it starts")
+	case s.Clients > 1_000_000:
+		return errors.New("at most a million clients")
+	case float64(s.Clients)/s.Rate > s.Duration.Seconds():
+		return errors.New("each client would send no request in the run: raise the rate or lower the clients")
+	case float64(s.Clients)/s.Rate < 1e-6:
+		return errors.New("each client would send more than a million requests a second: lower the rate or raise the clients")
 	case s.Rate*s.Duration.Seconds() > 5e7:
 		return errors.New("too many requests to simulate (rate × duration above 50 million)")
+	case s.Duration < 2*time.Second:
+		return errors.New("duration must be at least 2s")
+	case s.Start < 0 || s.End <= s.Start || s.End >= s.Duration:
+		return errors.New("the incident must start at 0 or later, end after it starts, and end before the run does")
 	}
 	switch s.Kind {
 	case Outage:
@@ -141,6 +172,8 @@ func (s Scenario) Check() error {
 var (
 	errTimeout = retry.WithInfo(errors.New("attempt timed out"), retry.Info{Safety: retry.Safe, Timeout: true, Fault: retry.FaultServer})
 	errFailed  = retry.WithInfo(errors.New("503 Service Unavailable"), retry.Info{Safety: retry.Safe, Fault: retry.FaultServer})
+	// errThrottled is a 429 as a policy that does not read Retry-After sees it.
+	errThrottled = retry.WithInfo(errors.New("429 Too Many Requests"), retry.Info{Safety: retry.Safe, Throttle: true, Fault: retry.FaultClient})
 )
 
 // event kinds.
@@ -156,8 +189,10 @@ type event struct {
 	kind int
 	c    int // client, for evIssue
 	r    *request
-	ok   bool  // for evAnswer
-	err  error // for a failed evAnswer
+	ok   bool          // for evAnswer
+	err  error         // for a failed evAnswer
+	hint time.Duration // the Retry-After of a 429 answer
+	read time.Duration // OCC: when the attempt read the resource
 }
 
 type request struct {
@@ -184,15 +219,20 @@ func (q *queue) Pop() any {
 	return e
 }
 
-// Run simulates policy p in scenario s. s must pass Check.
-func Run(s Scenario, p Policy) Result {
-	r := runner{s: s, p: p}
+// Run simulates policy p in scenario s, which must pass Check. It stops
+// early, with ctx's error, if ctx is done.
+func Run(ctx context.Context, s Scenario, p Policy) (Result, error) {
+	r := runner{s: s, p: p, ctx: ctx}
 	return r.run()
 }
 
+// checkEvery is how many events pass between looks at the context.
+const checkEvery = 1 << 14
+
 type runner struct {
-	s Scenario
-	p Policy
+	s   Scenario
+	p   Policy
+	ctx context.Context
 
 	q   queue
 	seq uint64
@@ -207,14 +247,14 @@ type runner struct {
 	lastRefill time.Duration
 
 	res       Result
-	latencies []time.Duration
+	latencies []latency
 	attempts  []int // per 1 s bucket: attempts that completed (answered)
 	successes []int // per bucket: attempts that succeeded
 }
 
 const bucket = time.Second
 
-func (r *runner) run() Result {
+func (r *runner) run() (Result, error) {
 	s := r.s
 	r.arrivals = rand.New(rand.NewPCG(s.Seed, 1))
 	r.server = rand.New(rand.NewPCG(s.Seed, 2))
@@ -235,7 +275,10 @@ func (r *runner) run() Result {
 	// The world ends a little after the last request is issued: requests
 	// still waiting then count as failed, with the latency they had so far.
 	end := s.Duration + Grace(s)
-	for r.q.Len() > 0 {
+	for n := 0; r.q.Len() > 0; n++ {
+		if n%checkEvery == 0 && r.ctx.Err() != nil {
+			return Result{}, r.ctx.Err()
+		}
 		e := heap.Pop(&r.q).(*event)
 		if e.at > end {
 			r.unfinished(e, end)
@@ -251,23 +294,30 @@ func (r *runner) run() Result {
 		case evAttempt:
 			r.attempt(e.r, e.at)
 		case evAnswer:
-			r.answer(e.r, e.at, e.ok, e.err)
+			r.answer(e.r, e.at, e.ok, e.err, e.hint)
 		}
 	}
 	r.finish()
-	return r.res
+	return r.res, nil
 }
 
 // Grace is how long a run goes on after its last request is issued, so that
 // requests answered promptly are not cut off: twice the attempt timeout.
 func Grace(s Scenario) time.Duration { return 2 * s.Timeout }
 
+// latency is how long a request took, or had taken when the run ended.
+type latency struct {
+	d   time.Duration
+	cut bool
+}
+
 // unfinished counts a request still in flight when the run ends.
 func (r *runner) unfinished(e *event, end time.Duration) {
 	if e.kind == evIssue || e.r == nil {
 		return
 	}
-	r.latencies = append(r.latencies, end-e.r.issued)
+	r.res.Unfinished++
+	r.latencies = append(r.latencies, latency{end - e.r.issued, true})
 }
 
 func (r *runner) push(e *event) {
@@ -303,16 +353,24 @@ func (r *runner) attempt(req *request, at time.Duration) {
 
 	// The rate limiter answers at once, before the queue.
 	if s.Kind == Throttle && r.inIncident(at) && !r.admit(at) {
-		err := retry.WithInfo(errors.New("429 Too Many Requests"),
-			retry.Info{Safety: retry.Safe, Throttle: true, RetryAfter: s.RetryAfter, Fault: retry.FaultClient})
-		r.push(&event{at: at, kind: evAnswer, r: req, err: err})
+		err := errThrottled
+		if r.p.RetryAfter == ObeyRetryAfter {
+			err = retry.WithInfo(errors.New("429 Too Many Requests"),
+				retry.Info{Safety: retry.Safe, Throttle: true, RetryAfter: s.RetryAfter, Fault: retry.FaultClient})
+		}
+		r.push(&event{at: at, kind: evAnswer, r: req, err: err, hint: s.RetryAfter})
+		return
+	}
+	start := max(at, r.serverFree)
+	if s.Shed && start-at >= s.Timeout {
+		// A shedding server drops work whose client has given up, unserved.
+		r.push(&event{at: at + s.Timeout, kind: evAnswer, r: req, err: errTimeout})
 		return
 	}
 	capacity := s.Capacity
-	if s.Kind == Overload && r.inIncident(at) {
-		capacity = s.DegradedCapacity
+	if s.Kind == Overload && r.inIncident(start) {
+		capacity = s.DegradedCapacity // the capacity when the work is done
 	}
-	start := max(at, r.serverFree)
 	done := start + time.Duration(float64(time.Second)/capacity)
 	r.serverFree = done // the work is done whether or not anyone still waits for it
 	if done-at > s.Timeout {
@@ -344,7 +402,7 @@ func (r *runner) admit(at time.Duration) bool {
 	return false
 }
 
-func (r *runner) answer(req *request, at time.Duration, ok bool, err error) {
+func (r *runner) answer(req *request, at time.Duration, ok bool, err error, hint time.Duration) {
 	i := int(at / bucket)
 	if i < len(r.attempts) {
 		r.attempts[i]++
@@ -357,7 +415,7 @@ func (r *runner) answer(req *request, at time.Duration, ok bool, err error) {
 			r.successes[i]++
 			r.res.Goodput[i]++
 		}
-		r.latencies = append(r.latencies, at-req.issued)
+		r.latencies = append(r.latencies, latency{d: at - req.issued})
 		return
 	}
 	next, refused := s.RefreshToken(req.tok, err)
@@ -368,26 +426,31 @@ func (r *runner) answer(req *request, at time.Duration, ok bool, err error) {
 		refused = retry.ErrMaxAttempts
 	}
 	if refused != nil {
-		r.latencies = append(r.latencies, at-req.issued)
+		r.latencies = append(r.latencies, latency{d: at - req.issued})
 		return
 	}
 	req.tok = next
-	r.push(&event{at: at + next.Delay(), kind: evAttempt, r: req})
+	delay := next.Delay()
+	if r.p.RetryAfter == ReplaceWithRetryAfter && hint > 0 {
+		delay = hint // the library waits what the server asked instead of its backoff
+	}
+	r.push(&event{at: at + delay, kind: evAttempt, r: req})
 }
 
 func (r *runner) inIncident(at time.Duration) bool { return at >= r.s.Start && at < r.s.End }
 
 // finish computes latency percentiles and recovery.
 func (r *runner) finish() {
-	slices.Sort(r.latencies)
-	r.res.P50 = percentile(r.latencies, 0.50)
-	r.res.P99 = percentile(r.latencies, 0.99)
+	slices.SortFunc(r.latencies, func(a, b latency) int { return cmp.Compare(a.d, b.d) })
+	r.res.P50, r.res.P50Cut = percentile(r.latencies, 0.50)
+	r.res.P99, r.res.P99Cut = percentile(r.latencies, 0.99)
 
-	// Healthy: at least 90 % of the attempts answered in a second succeed,
-	// and it stays so until the end of the run.
+	// Healthy: at least 90 % of the attempts answered in a second succeed
+	// (a second without answers counts as neither), and it stays so until
+	// the end of the run.
 	first := -1
 	for i := len(r.attempts) - 1; i >= int(r.s.End/bucket); i-- {
-		if r.attempts[i] == 0 || float64(r.successes[i]) < 0.9*float64(r.attempts[i]) {
+		if r.attempts[i] > 0 && float64(r.successes[i]) < 0.9*float64(r.attempts[i]) {
 			break
 		}
 		first = i
@@ -398,10 +461,16 @@ func (r *runner) finish() {
 	}
 }
 
-func percentile(sorted []time.Duration, p float64) time.Duration {
+// percentile returns the p-th latency and whether it, or any latency below
+// it, was cut off by the end of the run (then the true value is higher).
+func percentile(sorted []latency, p float64) (time.Duration, bool) {
 	if len(sorted) == 0 {
-		return 0
+		return 0, false
 	}
-	i := int(math.Ceil(p*float64(len(sorted)))) - 1
-	return sorted[min(max(i, 0), len(sorted)-1)]
+	i := min(max(int(math.Ceil(p*float64(len(sorted))))-1, 0), len(sorted)-1)
+	cut := false
+	for _, l := range sorted[:i+1] {
+		cut = cut || l.cut
+	}
+	return sorted[i].d, cut
 }

@@ -1,12 +1,23 @@
 package sim
 
 import (
+	"context"
 	"reflect"
 	"testing"
 	"time"
 
 	"github.com/retrykit/retry"
 )
+
+// run simulates p in s, failing the test on an error.
+func run(t *testing.T, s Scenario, p Policy) Result {
+	t.Helper()
+	r, err := Run(context.Background(), s, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
 
 func policy(name string, mk func() retry.Strategy) Policy {
 	return Policy{Name: name, New: func(func() float64) func(int) retry.Strategy {
@@ -44,7 +55,7 @@ func totalOutage() Scenario {
 
 func TestNoRetriesMeansAmplificationOne(t *testing.T) {
 	for _, k := range []Kind{Outage, Brownout, Overload, Throttle} {
-		r := Run(mustDefaults(t, k), byName(t, "no retries"))
+		r := run(t, mustDefaults(t, k), byName(t, "no retries"))
 		if r.Requests == 0 || r.Attempts != r.Requests || r.IncidentAttempts != r.IncidentRequests {
 			t.Errorf("%s: %d attempts for %d requests (%d for %d in the incident), want equal",
 				k, r.Attempts, r.Requests, r.IncidentAttempts, r.IncidentRequests)
@@ -55,7 +66,7 @@ func TestNoRetriesMeansAmplificationOne(t *testing.T) {
 func TestImmediateRetriesInATotalOutageMultiplyByTheAttempts(t *testing.T) {
 	for _, n := range []int{2, 3, 5} {
 		p := policy("immediate", func() retry.Strategy { return &retry.Simple{MaxAttempts: n, Backoff: retry.Constant(0)} })
-		r := Run(totalOutage(), p)
+		r := run(t, totalOutage(), p)
 		if r.Succeeded != 0 || r.Attempts != n*r.Requests {
 			t.Fatalf("%d attempts: %d attempts for %d requests (%d succeeded), want exactly %d×", n, r.Attempts, r.Requests, r.Succeeded, n)
 		}
@@ -66,13 +77,13 @@ func TestImmediateRetriesInATotalOutageMultiplyByTheAttempts(t *testing.T) {
 }
 
 func TestSharedQuotaBoundsAmplificationInALongOutage(t *testing.T) {
-	r := Run(totalOutage(), byName(t, "Standard, one shared quota"))
+	r := run(t, totalOutage(), byName(t, "Standard, one shared quota"))
 	// 500 tokens pay for 35 retries of 14; nothing succeeds, so nothing
 	// refills the bucket.
 	if extra := r.Attempts - r.Requests; extra != 500/14 {
 		t.Fatalf("%d retries in a total outage with one shared quota of 500, want %d", extra, 500/14)
 	}
-	perClient := Run(totalOutage(), byName(t, "Standard, quota per client"))
+	perClient := run(t, totalOutage(), byName(t, "Standard, quota per client"))
 	if extra := perClient.Attempts - perClient.Requests; extra > 20*(500/14) {
 		t.Fatalf("%d retries with 20 clients' quotas, want at most %d", extra, 20*(500/14))
 	}
@@ -85,12 +96,12 @@ func TestRunsAreDeterministic(t *testing.T) {
 	for _, k := range []Kind{Outage, Brownout, Overload, Throttle} {
 		s := mustDefaults(t, k)
 		p := byName(t, "exp 100ms-10s full jitter, 3 att.")
-		a, b := Run(s, p), Run(s, p)
+		a, b := run(t, s, p), run(t, s, p)
 		if !reflect.DeepEqual(a, b) {
 			t.Fatalf("%s: two runs with seed %d differ", k, s.Seed)
 		}
 		s.Seed++
-		if c := Run(s, p); reflect.DeepEqual(a, c) {
+		if c := run(t, s, p); reflect.DeepEqual(a, c) {
 			t.Fatalf("%s: seeds %d and %d give identical runs", k, s.Seed-1, s.Seed)
 		}
 	}
@@ -98,16 +109,16 @@ func TestRunsAreDeterministic(t *testing.T) {
 
 func TestRetryStormKeepsAnOverloadedServerDown(t *testing.T) {
 	s := mustDefaults(t, Overload)
-	none := Run(s, byName(t, "no retries"))
+	none := run(t, s, byName(t, "no retries"))
 	if !none.Recovered {
 		t.Fatal("without retries the server should recover once its capacity returns")
 	}
-	storm := Run(s, byName(t, "immediate, 3 attempts"))
+	storm := run(t, s, byName(t, "immediate, 3 attempts"))
 	if storm.Recovered || storm.SuccessRate() >= none.SuccessRate() {
 		t.Fatalf("immediate retries: recovered %v, success %.3f (no retries: %.3f); want a storm that keeps the server down",
 			storm.Recovered, storm.SuccessRate(), none.SuccessRate())
 	}
-	quota := Run(s, byName(t, "Standard, one shared quota"))
+	quota := run(t, s, byName(t, "Standard, one shared quota"))
 	if !quota.Recovered {
 		t.Fatal("with a shared retry quota the server should recover")
 	}
@@ -115,8 +126,8 @@ func TestRetryStormKeepsAnOverloadedServerDown(t *testing.T) {
 
 func TestBrownoutRetriesRaiseSuccess(t *testing.T) {
 	s := mustDefaults(t, Brownout)
-	none := Run(s, byName(t, "no retries"))
-	jitter := Run(s, byName(t, "exp 100ms-10s full jitter, 3 att."))
+	none := run(t, s, byName(t, "no retries"))
+	jitter := run(t, s, byName(t, "exp 100ms-10s full jitter, 3 att."))
 	// 30 % of attempts fail during a third of the run: about 10 % of
 	// requests fail without retries, about 0.3³ of those with three attempts.
 	if none.SuccessRate() > 0.93 || none.SuccessRate() < 0.87 {
@@ -129,7 +140,7 @@ func TestBrownoutRetriesRaiseSuccess(t *testing.T) {
 
 func TestThrottleHonoursRetryAfter(t *testing.T) {
 	s := mustDefaults(t, Throttle)
-	r := Run(s, byName(t, "immediate, 3 attempts"))
+	r := run(t, s, byName(t, "immediate, 3 attempts"))
 	// Every retry after a 429 waits the Retry-After of 1 s, so none of the
 	// requests that needed one finishes in under a second.
 	if r.P99 < time.Second {
@@ -138,7 +149,7 @@ func TestThrottleHonoursRetryAfter(t *testing.T) {
 }
 
 func TestSeriesAddUp(t *testing.T) {
-	r := Run(mustDefaults(t, Outage), byName(t, "Standard, quota per client"))
+	r := run(t, mustDefaults(t, Outage), byName(t, "Standard, quota per client"))
 	var offered, goodput float64
 	for i := range r.Offered {
 		offered += r.Offered[i]
@@ -153,19 +164,51 @@ func TestSeriesAddUp(t *testing.T) {
 }
 
 func TestOCCJitterCutsCalls(t *testing.T) {
-	s := OCCScenario{Clients: 50, Work: 10 * time.Millisecond, Seed: 5}
-	results := map[string]OCCResult{}
-	for _, p := range OCCPolicies(10*time.Millisecond, 10*time.Second) {
-		r := RunOCC(s, p)
-		if r.GaveUp != 0 || r.Calls < s.Clients {
-			t.Fatalf("%s: %d calls, %d gave up", p.Name, r.Calls, r.GaveUp)
+	for seed := uint64(1); seed <= 3; seed++ {
+		s := DefaultOCC(50, seed)
+		results := map[string]OCCResult{}
+		for _, p := range OCCPolicies(s.Base, s.Max) {
+			r, err := RunOCC(context.Background(), s, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.GaveUp != 0 || r.Calls < s.Clients {
+				t.Fatalf("%s: %d calls, %d gave up", p.Name, r.Calls, r.GaveUp)
+			}
+			results[p.Name] = r
 		}
-		results[p.Name] = r
+		none := results["exponential, no jitter"]
+		for _, name := range []string{"exponential, full jitter", "exponential, decorrelated jitter"} {
+			if j := results[name]; j.Calls >= none.Calls || j.Completion >= none.Completion {
+				t.Fatalf("seed %d: %s made %d calls in %v, no jitter %d in %v: jitter should need fewer calls and less time",
+					seed, name, j.Calls, j.Completion, none.Calls, none.Completion)
+			}
+		}
 	}
-	none, full := results["exponential, no jitter"], results["exponential, full jitter"]
-	if full.Calls*2 > none.Calls || full.Completion >= none.Completion {
-		t.Fatalf("full jitter %d calls in %v, no jitter %d in %v: jitter should more than halve the calls",
-			full.Calls, full.Completion, none.Calls, none.Completion)
+}
+
+func TestOCCWithoutNetworkSpreadCollidesInLockstep(t *testing.T) {
+	// With every trip exactly Hop long, clients that collide once retry in
+	// step forever without jitter: one commit per round, n(n+1)/2 calls.
+	s := DefaultOCC(20, 1)
+	s.Hop, s.Work = 0, time.Millisecond
+	r, err := RunOCC(context.Background(), s, OCCPolicies(s.Base, s.Max)[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Calls != 20*21/2 {
+		t.Fatalf("%d calls, want %d", r.Calls, 20*21/2)
+	}
+}
+
+func TestRunStopsWithItsContext(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := Run(ctx, mustDefaults(t, Outage), Policies()[0]); err != context.Canceled {
+		t.Fatalf("err = %v, want context.Canceled", err)
+	}
+	if _, err := RunOCC(ctx, DefaultOCC(10, 1), OCCPolicies(time.Millisecond, time.Second)[0]); err != context.Canceled {
+		t.Fatalf("occ: err = %v, want context.Canceled", err)
 	}
 }
 
