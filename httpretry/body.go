@@ -20,7 +20,8 @@ const (
 )
 
 // drain reads what is left of a response body, up to drainLimit bytes and for
-// at most drainTime (or within, if it is positive and shorter), and closes it.
+// at most drainTime (or within, if it is not negative and shorter), and
+// closes it, once.
 // A body known to be longer is not read at all.
 func drain(resp *http.Response, within time.Duration) {
 	if resp.ContentLength > drainLimit {
@@ -33,10 +34,11 @@ func drain(resp *http.Response, within time.Duration) {
 	}
 	// A server that stalls mid-body must not hold the retry: closing the
 	// body ends the read.
-	stop := time.AfterFunc(limit, func() { _ = resp.Body.Close() })
+	timer := time.AfterFunc(limit, func() { _ = resp.Body.Close() })
 	_, _ = io.CopyN(io.Discard, resp.Body, drainLimit)
-	stop.Stop()
-	_ = resp.Body.Close()
+	if timer.Stop() { // else the timer closed it
+		_ = resp.Body.Close()
+	}
 }
 
 // closeBody closes the body of a request that will not be sent, unless it is

@@ -379,7 +379,11 @@ func (l *loop) run(tok retry.Token) (*http.Response, error) {
 		if resp != nil {
 			// Its connection goes back to the pool during the wait. The drain
 			// takes at most half the time the wait leaves before the deadline.
-			drain(resp, left/2)
+			within := left // -1: no deadline
+			if within > 0 {
+				within /= 2
+			}
+			drain(resp, within)
 		}
 		if err := retry.Sleep(ctx, delay); err != nil {
 			l.release(ntok)
