@@ -45,7 +45,8 @@ Flags:
 D is a duration such as 250ms, 1.5s or 2m, or a number of seconds.
 
 The final response's body goes to standard output, whatever its status, and
-the reason for a failure to standard error. Redirects are followed.
+the reason for a failure to standard error. Redirects are followed; a 3xx
+that is not (a 304 Not Modified, a redirect without a Location) is final.
 
 Exit status: 0 for a final 2xx or 3xx response; 1 for any other status;
 2 for a usage error; 3 if no response came (connection failure, --timeout);

@@ -9,8 +9,10 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -435,26 +437,69 @@ func TestHTTPStreamsTheBodyUntilTheTimeout(t *testing.T) {
 
 func TestHTTPSignalStopsTheWait(t *testing.T) {
 	t.Parallel()
-	s := newServer(t, "", 503)
-	s.setHeader("Retry-After", "30")
-	cmd, errOut := startRetry(t, "http", s.URL)
-	waitFor(t, "the first request", func() bool { return len(s.requests()) > 0 })
-	time.Sleep(50 * time.Millisecond) // let the wait begin
-	start := time.Now()
-	if err := cmd.Process.Signal(os.Interrupt); err != nil {
-		t.Fatal(err)
+	if runtime.GOOS == "windows" {
+		t.Skip("signals cannot be sent on Windows")
 	}
-	code := waitExit(t, cmd)
-	if elapsed := time.Since(start); elapsed > 10*time.Second {
-		t.Errorf("took %s to stop", elapsed)
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
+		name := signalName(sig)
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			s := newServer(t, "", 503)
+			s.setHeader("Retry-After", "30")
+			cmd, errOut := startRetry(t, "http", s.URL)
+			waitFor(t, "the first request", func() bool { return len(s.requests()) > 0 })
+			time.Sleep(50 * time.Millisecond) // let the wait begin
+			start := time.Now()
+			if err := cmd.Process.Signal(sig); err != nil {
+				t.Fatal(err)
+			}
+			code := waitExit(t, cmd)
+			if elapsed := time.Since(start); elapsed > 10*time.Second {
+				t.Errorf("took %s to stop", elapsed)
+			}
+			if code != 128+int(sig) {
+				t.Errorf("exit status %d, want %d (%s)", code, 128+int(sig), name)
+			}
+			if !strings.Contains(errOut.String(), "retry: stopped by "+name) {
+				t.Errorf("stderr %q does not say it was stopped by %s", errOut, name)
+			}
+			if n := len(s.requests()); n != 1 {
+				t.Errorf("the server saw %d requests, want 1", n)
+			}
+		})
 	}
-	if code != 130 {
-		t.Errorf("exit status %d, want 130 (SIGINT)", code)
-	}
-	if !strings.Contains(errOut.String(), "retry: stopped by SIGINT") {
-		t.Errorf("stderr %q does not say it was stopped by SIGINT", errOut)
-	}
-	if n := len(s.requests()); n != 1 {
-		t.Errorf("the server saw %d requests, want 1", n)
+}
+
+// TestHTTPFinal3xx: a 3xx that is not followed is the final response, a
+// success.
+func TestHTTPFinal3xx(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		status int
+		args   []string
+		out    string
+	}{
+		{"304 to a conditional GET", http.StatusNotModified, []string{"-H", `If-None-Match: "v1"`}, ""},
+		{"302 without Location", http.StatusFound, nil, "Found\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := newServer(t, "", tc.status)
+			out, errOut, code := runRetry(t, "", append(append([]string{"http"}, tc.args...), s.URL)...)
+			if code != 0 {
+				t.Errorf("exit status %d, want 0; stderr:\n%s", code, errOut)
+			}
+			if out != tc.out || errOut != "" {
+				t.Errorf("stdout %q, stderr %q; want %q and nothing", out, errOut, tc.out)
+			}
+			reqs := s.requests()
+			if len(reqs) != 1 {
+				t.Fatalf("the server saw %d requests, want 1", len(reqs))
+			}
+			if len(tc.args) > 0 && reqs[0].header.Get("If-None-Match") != `"v1"` {
+				t.Errorf("If-None-Match: %q, want the -H header", reqs[0].header.Get("If-None-Match"))
+			}
+		})
 	}
 }

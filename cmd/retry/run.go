@@ -10,9 +10,13 @@ import (
 	"math"
 	"os"
 	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -47,13 +51,21 @@ COMMAND's standard input, output and error are retry's own. Standard input is
 shared, not replayed: a later attempt reads what earlier ones left unread, so
 data piped into retry reaches the first attempt that reads it.
 
-SIGINT or SIGTERM sent to retry stops the current attempt (the same signal is
-forwarded to COMMAND, then SIGKILL after --kill-after) and ends the run without
-further attempts. Signals and --timeout reach COMMAND itself, not processes it
-starts: a shell script should exec its last command or trap and pass them on.
+SIGINT, SIGTERM or SIGHUP sent to retry stops the current attempt and ends
+the run without further attempts: COMMAND gets the signal, then SIGKILL after
+--kill-after. retry passes SIGTERM on to COMMAND, and SIGINT only if it is not
+in its terminal's foreground process group: there a Ctrl-C reaches COMMAND
+from the terminal, and is not sent twice. SIGHUP is passed on unless the
+terminal hung up (the shell or the kernel sends it to COMMAND then). A second
+signal ends retry at once, after passing it on likewise. The signals retry
+sends, and --timeout, reach COMMAND itself, not processes it starts: a shell
+script should exec its last command or trap and pass them on. Signals retry
+was started with ignored, as by nohup, stay ignored.
 
-Exit status: that of the last attempt, 128+N if it was killed by signal N;
-127 if COMMAND cannot be started; 2 for a usage error.
+Exit status: that of the last attempt, 128+N if it was killed by signal N
+(or if signal N ended the run between attempts); 126 if COMMAND cannot be
+executed (permission denied, not an executable), 127 if it is not found;
+2 for a usage error.
 
 Examples:
   retry run -- curl -fsS https://example.com/health
@@ -82,7 +94,8 @@ func runCommand(ctx context.Context, args []string, std stdio) int {
 	if !ok {
 		return status
 	}
-	r := &runner{c: c, std: std}
+	r := &runner{c: c, std: std, hadTerminal: haveTerminal()}
+	defer r.exitOnSecondSignal(ctx)()
 	err := retry.Do(ctx, r.strategy(), func(actx context.Context) error {
 		return r.attempt(ctx, actx)
 	}, retry.AttemptTimeout(c.timeout), retry.OnRetry(r.retrying))
@@ -154,9 +167,13 @@ func usageError(w io.Writer, cmd, msg string) int {
 
 // runner runs the attempts of one "retry run".
 type runner struct {
-	c        runConfig
-	std      stdio
-	attempts int // attempts started
+	c           runConfig
+	std         stdio
+	hadTerminal bool // retry had a controlling terminal when the run began
+	attempts    int  // attempts started
+
+	mu      sync.Mutex
+	running *os.Process // the attempt's command, nil between attempts
 }
 
 func (r *runner) strategy() retry.Strategy {
@@ -167,22 +184,24 @@ func (r *runner) strategy() retry.Strategy {
 }
 
 // attempt runs the command once. ctx is the whole run's context, cancelled
-// by SIGINT or SIGTERM; actx is the attempt's, which --timeout also bounds.
-// A failure comes back marked Transient when it may be retried and Permanent
-// when it may not.
+// by SIGINT, SIGTERM or SIGHUP; actx is the attempt's, which --timeout also
+// bounds. A failure comes back marked Transient when it may be retried and
+// Permanent when it may not.
 func (r *runner) attempt(ctx, actx context.Context) error {
 	r.attempts++
 	cmd := exec.CommandContext(actx, r.c.argv[0], r.c.argv[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = r.std.in, r.std.out, r.std.err
-	cmd.Cancel = func() error { return stop(cmd.Process, stopSignal(ctx), r.c.killAfter) }
+	cmd.Cancel = func() error { return r.stop(cmd.Process, stopSignal(ctx)) }
 	cmd.WaitDelay = r.c.killAfter
 	if err := cmd.Start(); err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err() // stopped before this attempt could begin
 		}
-		return retry.Permanent(&startError{name: r.c.argv[0], err: err})
+		return retry.Permanent(newStartError(r.c.argv[0], cmd.Path, err))
 	}
+	r.setRunning(cmd.Process)
 	err := cmd.Wait()
+	r.setRunning(nil)
 	if err == nil || errors.Is(err, exec.ErrWaitDelay) && cmd.ProcessState.Success() {
 		return nil // ErrWaitDelay: it exited 0 but left its output open
 	}
@@ -200,11 +219,16 @@ func (r *runner) attempt(ctx, actx context.Context) error {
 	return retry.Permanent(f)
 }
 
-// stop asks p to end with sig; if sig cannot be sent (as on Windows), or
-// grace is zero, it kills p at once. exec.Cmd's WaitDelay kills p if it
-// ignores sig for longer than grace.
-func stop(p *os.Process, sig syscall.Signal, grace time.Duration) error {
-	if grace > 0 {
+// stop asks the command's process p to end with sig, the signal that ended
+// the run or SIGTERM for --timeout, unless the terminal has sent it to p
+// already (see passOn). If sig cannot be sent (as on Windows), or
+// --kill-after is zero, it kills p at once. exec.Cmd's WaitDelay kills p if
+// it is still running --kill-after later.
+func (r *runner) stop(p *os.Process, sig syscall.Signal) error {
+	if r.c.killAfter > 0 {
+		if !r.passOn(p, sig) {
+			return nil
+		}
 		err := p.Signal(sig)
 		if err == nil || errors.Is(err, os.ErrProcessDone) {
 			return err
@@ -213,8 +237,133 @@ func stop(p *os.Process, sig syscall.Signal, grace time.Duration) error {
 	return p.Kill()
 }
 
-// stopSignal is the signal that ended ctx, SIGINT or SIGTERM, to be passed on
-// to the command; SIGTERM if ctx is still running (an attempt timed out).
+// passOn reports whether sig, which retry received (or chose, for
+// --timeout), is to be sent to the command's process p. It is not if the
+// terminal has sent it to p already:
+//
+//   - A terminal sends SIGINT for a Ctrl-C to its foreground process group,
+//     which holds retry and the command, as the command does not leave
+//     retry's group. Sent again, it would be a second Ctrl-C, which tools
+//     such as terraform and docker compose take as "abort now, skip the
+//     cleanup". So SIGINT is passed on only if retry and the command are not
+//     in the foreground group of retry's terminal, or retry has none. (A
+//     "kill -INT" aimed at retry alone while it is in the foreground is not
+//     passed on either: --kill-after then ends the command.)
+//   - When a terminal hangs up, the kernel sends SIGHUP to the session
+//     leader alone, but a shell there passes it on to its jobs' process
+//     groups, and when the leader exits the kernel sends it to the
+//     foreground group: the command has it unless retry itself leads the
+//     session (see hungUpWith). A SIGHUP while the terminal is still there
+//     came from a kill, and is passed on.
+//   - SIGTERM is always passed on: terminals do not send it.
+func (r *runner) passOn(p *os.Process, sig syscall.Signal) bool {
+	switch sig {
+	case syscall.SIGINT:
+		return !inForeground(p.Pid)
+	case syscall.SIGHUP:
+		return !hungUpWith(p.Pid, r.hadTerminal)
+	}
+	return true
+}
+
+// setRunning records the attempt's command, nil once it has exited.
+func (r *runner) setRunning(p *os.Process) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.running = p
+}
+
+// runSignals stop "retry run": dispatch cancels the run's context on the
+// first of them.
+var runSignals = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP}
+
+// exitOnSecondSignal arranges that once a first SIGINT, SIGTERM or SIGHUP has
+// cancelled ctx (dispatch then stops listening for them), a second one is
+// passed on to the command as the first was, and then ends retry with the
+// signal's default action, without waiting for the command any longer. It
+// returns the function that undoes it.
+func (r *runner) exitOnSecondSignal(ctx context.Context) (undo func()) {
+	var (
+		mu     sync.Mutex
+		undone bool
+		ch     = make(chan os.Signal, 1)
+		quit   = make(chan struct{})
+	)
+	sigs := catchable(runSignals...)
+	stopAfter := context.AfterFunc(ctx, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if undone || len(sigs) == 0 { // Notify with no signals relays all
+			return
+		}
+		signal.Notify(ch, sigs...)
+		go func() {
+			select {
+			case s := <-ch:
+				r.exitOn(s.(syscall.Signal))
+			case <-quit:
+			}
+		}()
+	})
+	return func() {
+		stopAfter()
+		mu.Lock()
+		undone = true
+		signal.Stop(ch)
+		mu.Unlock()
+		close(quit)
+	}
+}
+
+// exitOn passes a second signal, sig, on to the running command, as passOn
+// says, and ends retry with sig's default action.
+func (r *runner) exitOn(sig syscall.Signal) {
+	r.mu.Lock()
+	p := r.running
+	r.mu.Unlock()
+	if p != nil {
+		if r.passOn(p, sig) {
+			_ = p.Signal(sig)
+		}
+		if !r.c.quiet {
+			fmt.Fprintf(r.std.err, "retry: second %s: not waiting for %s (pid %d) to exit\n", signalName(sig), r.c.argv[0], p.Pid)
+		}
+	}
+	signal.Reset(sig)
+	if self, err := os.FindProcess(os.Getpid()); err == nil && self.Signal(sig) == nil {
+		time.Sleep(time.Second) // the default action ends retry before this
+	}
+	os.Exit(128 + int(sig)) // sig could not be sent (Windows)
+}
+
+// ignoredAtStart holds those of SIGINT, SIGTERM and SIGHUP that retry was
+// started with ignored: SIGHUP under nohup, SIGINT for a command a shell
+// script runs in the background. It is read before anything listens for
+// signals: signal.Notify stops ignoring a signal, for retry and for the
+// commands it starts, which would undo nohup.
+var ignoredAtStart = func() map[os.Signal]bool {
+	m := make(map[os.Signal]bool)
+	for _, s := range []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP} {
+		m[s] = signal.Ignored(s)
+	}
+	return m
+}()
+
+// catchable returns the signals in sigs that retry may listen for: those it
+// was not started with ignored, which stay ignored.
+func catchable(sigs ...os.Signal) []os.Signal {
+	var c []os.Signal
+	for _, s := range sigs {
+		if !ignoredAtStart[s] {
+			c = append(c, s)
+		}
+	}
+	return c
+}
+
+// stopSignal is the signal that ended ctx, SIGINT, SIGTERM or SIGHUP, to be
+// passed on to the command; SIGTERM if ctx is still running (an attempt
+// timed out).
 func stopSignal(ctx context.Context) syscall.Signal {
 	if s, ok := interruptedBy(ctx); ok {
 		return s
@@ -223,13 +372,14 @@ func stopSignal(ctx context.Context) syscall.Signal {
 }
 
 // interruptedBy reports the signal that cancelled ctx, the context of
-// signal.NotifyContext, whose cause names the signal.
+// signal.NotifyContext, whose cause names the signal. The cause stays after
+// NotifyContext's stop.
 func interruptedBy(ctx context.Context) (syscall.Signal, bool) {
 	if ctx.Err() == nil {
 		return 0, false
 	}
 	cause := context.Cause(ctx).Error()
-	for _, s := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
+	for _, s := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP} {
 		if cause == s.String()+" signal received" {
 			return s, true
 		}
@@ -289,7 +439,7 @@ func (r *runner) explain(ctx context.Context, err error) (string, int) {
 	)
 	switch {
 	case errors.As(err, &se):
-		return "retry: " + se.Error(), 127
+		return "retry: " + se.Error(), se.status()
 	case ctx.Err() != nil:
 		return r.interrupted(ctx, err)
 	case !errors.As(err, &f):
@@ -307,9 +457,9 @@ func (r *runner) explain(ctx context.Context, err error) (string, int) {
 	return fmt.Sprintf("retry: giving up after %s: %s", plural(r.attempts, "attempt"), f), f.status
 }
 
-// interrupted explains a run that SIGINT or SIGTERM ended with err, and
-// returns the exit status: the attempt's if the signal stopped one, 128+N
-// for signal N if it came between attempts.
+// interrupted explains a run that SIGINT, SIGTERM or SIGHUP ended with err,
+// and returns the exit status: the attempt's if the signal stopped one,
+// 128+N for signal N if it came between attempts.
 func (r *runner) interrupted(ctx context.Context, err error) (string, int) {
 	sig, _ := interruptedBy(ctx)
 	var f *attemptFailure
@@ -324,24 +474,79 @@ func (r *runner) interrupted(ctx context.Context, err error) (string, int) {
 
 // startError is a command that could not be started.
 type startError struct {
-	name string
-	err  error
+	name    string
+	err     error
+	notExec string // the file in $PATH named name that is not executable, if any
+	exists  bool   // the file exists, though starting it said "no such file"
+}
+
+// newStartError describes the failure, err, to start the command name,
+// found at path.
+func newStartError(name, path string, err error) *startError {
+	e := &startError{name: name, err: err}
+	switch {
+	case errors.Is(err, exec.ErrNotFound):
+		// exec.LookPath passes over a file that is not executable, but a
+		// shell stops there: "permission denied", status 126.
+		if runtime.GOOS != "windows" && !strings.ContainsRune(name, '/') {
+			e.notExec = notExecutableInPath(name)
+		}
+	case errors.Is(err, fs.ErrNotExist):
+		// The kernel's "no such file" may be about its #! interpreter or
+		// its dynamic loader.
+		_, statErr := os.Stat(path)
+		e.exists = statErr == nil
+	}
+	return e
+}
+
+// notExecutableInPath returns the first regular file named name in $PATH, or
+// "".
+func notExecutableInPath(name string) string {
+	for _, dir := range filepath.SplitList(os.Getenv("PATH")) {
+		if dir == "" {
+			dir = "."
+		}
+		path := filepath.Join(dir, name)
+		if info, err := os.Stat(path); err == nil && info.Mode().IsRegular() {
+			return path
+		}
+	}
+	return ""
+}
+
+// status returns the exit status for e, as a shell's: 127 if the command is
+// not found, 126 if it is but cannot be executed.
+func (e *startError) status() int {
+	if e.notExec == "" && (errors.Is(e.err, exec.ErrNotFound) || errors.Is(e.err, fs.ErrNotExist)) {
+		return 127
+	}
+	return 126
 }
 
 func (e *startError) Error() string {
 	var (
-		ee *exec.Error
-		pe *fs.PathError
+		ee     *exec.Error
+		pe     *fs.PathError
+		reason = e.err
 	)
 	switch {
+	case errors.As(e.err, &ee):
+		reason = ee.Err
+	case errors.As(e.err, &pe):
+		reason = pe.Err
+	}
+	switch {
+	case e.notExec != "":
+		return fmt.Sprintf("cannot run %q: %s is not executable (permission denied)", e.name, e.notExec)
 	case errors.Is(e.err, exec.ErrNotFound):
 		return fmt.Sprintf("cannot run %q: command not found (is it installed and in $PATH?)", e.name)
-	case errors.As(e.err, &ee):
-		return fmt.Sprintf("cannot run %q: %v", e.name, ee.Err)
-	case errors.As(e.err, &pe):
-		return fmt.Sprintf("cannot run %q: %v", e.name, pe.Err)
+	case e.exists:
+		return fmt.Sprintf("cannot run %q: %v: a file it needs is missing, such as the interpreter named on its #! line", e.name, reason)
+	case errors.Is(e.err, syscall.ENOEXEC):
+		return fmt.Sprintf("cannot run %q: %v: it is neither a program for this system nor a script starting with #!", e.name, reason)
 	}
-	return fmt.Sprintf("cannot run %q: %v", e.name, e.err)
+	return fmt.Sprintf("cannot run %q: %v", e.name, reason)
 }
 
 func (e *startError) Unwrap() error { return e.err }
@@ -352,7 +557,7 @@ type attemptFailure struct {
 	signal  syscall.Signal // the signal that killed the command, or 0
 	caught  syscall.Signal // the signal after which it exited 0, or 0
 	timeout time.Duration  // the --timeout it ran into, or 0
-	stopped bool           // SIGINT or SIGTERM stopped it
+	stopped bool           // SIGINT, SIGTERM or SIGHUP stopped it
 	err     error          // what exec.Cmd.Wait said
 }
 

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -155,6 +156,51 @@ func TestRunOnExit(t *testing.T) {
 	})
 }
 
+func TestRunCommandCannotBeExecuted(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	write := func(name, content string, mode os.FileMode) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(content), mode); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	for _, tc := range []struct {
+		path string
+		code int
+		want string
+	}{
+		{write("not-executable", "#!/bin/sh\nexit 0\n", 0o644), 126, "permission denied"},
+		{write("garbage", "\x00\x01\x02\xfegarbage\n", 0o755), 126, "exec format error"},
+		{dir, 126, "permission denied"},
+		{write("bad-interpreter", "#!/retry-no-such-interpreter\n", 0o755), 127, "the interpreter named on its #! line"},
+	} {
+		_, errOut, code := runRetry(t, "", runArgs(nil, tc.path)...)
+		if code != tc.code {
+			t.Errorf("%s: exit status %d, want %d; stderr:\n%s", filepath.Base(tc.path), code, tc.code, errOut)
+		}
+		if want := fmt.Sprintf("retry: cannot run %q: ", tc.path); !strings.HasPrefix(errOut, want) || !strings.Contains(errOut, tc.want) {
+			t.Errorf("%s: stderr %q, want %q and %q", filepath.Base(tc.path), errOut, want, tc.want)
+		}
+	}
+
+	// A file in $PATH that is not executable: a shell says "permission
+	// denied", 126, where exec.LookPath says "not found".
+	write("retry-test-not-executable", "#!/bin/sh\nexit 0\n", 0o644)
+	cmd := exec.Command(retryBin, runArgs(nil, "retry-test-not-executable")...)
+	cmd.Env = append(os.Environ(), "PATH="+dir+string(os.PathListSeparator)+os.Getenv("PATH"))
+	var errOut bytes.Buffer
+	cmd.Stderr = &errOut
+	_ = cmd.Run()
+	if code := cmd.ProcessState.ExitCode(); code != 126 {
+		t.Errorf("in $PATH: exit status %d, want 126; stderr:\n%s", code, errOut.String())
+	}
+	if want := "is not executable (permission denied)"; !strings.Contains(errOut.String(), want) {
+		t.Errorf("in $PATH: stderr %q does not say %q", errOut.String(), want)
+	}
+}
+
 func TestRunCommandNotFound(t *testing.T) {
 	t.Parallel()
 	for _, name := range []string{"retry-no-such-command", "./retry-no-such-command"} {
@@ -225,18 +271,82 @@ func TestRunTimeoutKillsACommandThatIgnoresSIGTERM(t *testing.T) {
 	}
 }
 
+// startNoTerminal is startRetry, but retry runs in a session of its own,
+// without a controlling terminal, however the tests are run: no terminal
+// sends it or its command anything, and it passes every signal on. Its
+// stderr goes to a file, so that a command that outlives it does not hold
+// up Wait.
+func startNoTerminal(t *testing.T, args ...string) (*exec.Cmd, fileText) {
+	t.Helper()
+	errOut := fileText(filepath.Join(t.TempDir(), "stderr"))
+	f, err := os.Create(string(errOut))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	cmd := exec.Command(retryBin, args...)
+	cmd.Stderr = f
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	return cmd, errOut
+}
+
+// fileText is a file whose String is its content.
+type fileText string
+
+func (f fileText) String() string {
+	data, _ := os.ReadFile(string(f))
+	return string(data)
+}
+
+// trapper returns a shell script that writes its pid to a file, started, and
+// appends a line to another, got, for every signal sig it receives. With
+// exit, it exits 128+sig half a second after the first (time for a second
+// to arrive and be counted); without, it runs until it is killed.
+func trapper(t *testing.T, sig syscall.Signal, exit bool) (script, started, got string) {
+	t.Helper()
+	dir := t.TempDir()
+	started, got = filepath.Join(dir, "started"), filepath.Join(dir, "got")
+	name := strings.TrimPrefix(signalName(sig), "SIG")
+	script = fmt.Sprintf(`trap "echo %[1]s >> '%[2]s'" %[1]s; echo $$ >> '%[3]s'; `, name, got, started)
+	if exit {
+		script += fmt.Sprintf(`while [ ! -s '%s' ]; do sleep 0.05; done; sleep 0.5; exit %d`, got, 128+int(sig))
+	} else {
+		script += `while :; do sleep 0.05; done`
+	}
+	return script, started, got
+}
+
+// killStarted kills the processes whose pids are in the file started.
+func killStarted(t *testing.T, started string) {
+	for _, p := range lines(t, started) {
+		if pid, _ := strconv.Atoi(p); pid > 0 {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+}
+
+// signalledBy returns the signal that killed cmd, or 0.
+func signalledBy(cmd *exec.Cmd) syscall.Signal {
+	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return ws.Signal()
+	}
+	return 0
+}
+
+// TestRunForwardsSignals: without a terminal, retry is where a signal comes,
+// and the command gets it from retry, once.
 func TestRunForwardsSignals(t *testing.T) {
 	t.Parallel()
-	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP} {
 		name := signalName(sig)
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			dir := t.TempDir()
-			started, got := filepath.Join(dir, "started"), filepath.Join(dir, "got")
-			trapped := strings.TrimPrefix(name, "SIG")
-			script := fmt.Sprintf(`trap "echo got %[1]s > '%[2]s'; exit %[3]d" %[1]s; echo x >> '%[4]s'; while :; do sleep 0.05; done`,
-				trapped, got, 128+int(sig), started)
-			cmd, errOut := startRetry(t, runArgs([]string{"--attempts", "5"}, "sh", "-c", script)...)
+			script, started, got := trapper(t, sig, true)
+			cmd, errOut := startNoTerminal(t, runArgs([]string{"--attempts", "5"}, "sh", "-c", script)...)
 			waitFor(t, "the command to start", func() bool { return len(lines(t, started)) > 0 })
 			if err := cmd.Process.Signal(sig); err != nil {
 				t.Fatal(err)
@@ -245,16 +355,93 @@ func TestRunForwardsSignals(t *testing.T) {
 			if code != 128+int(sig) {
 				t.Errorf("exit status %d, want %d; stderr:\n%s", code, 128+int(sig), errOut)
 			}
-			if data, _ := os.ReadFile(got); string(data) != "got "+trapped+"\n" {
-				t.Errorf("the command recorded %q, want it to have caught %s", data, name)
+			if got := lines(t, got); len(got) != 1 {
+				t.Errorf("the command caught %s %d times, want once", name, len(got))
 			}
 			if n := len(lines(t, started)); n != 1 {
 				t.Errorf("%d attempts, want 1: a signal ends the run", n)
 			}
-			if want := "retry: stopped by " + name; !strings.Contains(errOut.String(), want) {
+			if want := "retry: stopped by " + name + " during attempt 1"; !strings.Contains(errOut.String(), want) {
 				t.Errorf("stderr %q does not say %q", errOut, want)
 			}
 		})
+	}
+}
+
+// TestRunSecondSignalEndsRetry: a second signal is passed on too, and ends
+// retry at once, though the command is still running.
+func TestRunSecondSignalEndsRetry(t *testing.T) {
+	t.Parallel()
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP} {
+		name := signalName(sig)
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			script, started, got := trapper(t, sig, false)
+			t.Cleanup(func() { killStarted(t, started) })
+			cmd, errOut := startNoTerminal(t, runArgs([]string{"--kill-after", "30s"}, "sh", "-c", script)...)
+			waitFor(t, "the command to start", func() bool { return len(lines(t, started)) > 0 })
+			if err := cmd.Process.Signal(sig); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, "the command to catch the first signal", func() bool { return len(lines(t, got)) > 0 })
+			time.Sleep(100 * time.Millisecond)
+			if cmd.ProcessState != nil {
+				t.Fatal("retry exited on the first signal, though the command runs on")
+			}
+			start := time.Now()
+			if err := cmd.Process.Signal(sig); err != nil {
+				t.Fatal(err)
+			}
+			waitExit(t, cmd)
+			if elapsed := time.Since(start); elapsed > 5*time.Second {
+				t.Errorf("retry took %s to exit after the second signal", elapsed)
+			}
+			if s := signalledBy(cmd); s != sig {
+				t.Errorf("retry ended with %v, want to be killed by %s; stderr:\n%s", cmd.ProcessState, name, errOut)
+			}
+			waitFor(t, "the command to catch the second signal", func() bool { return len(lines(t, got)) >= 2 })
+			time.Sleep(100 * time.Millisecond)
+			if n := len(lines(t, got)); n != 2 {
+				t.Errorf("the command caught %s %d times, want twice", name, n)
+			}
+			if want := "retry: second " + name + ": not waiting for sh (pid "; !strings.Contains(errOut.String(), want) {
+				t.Errorf("stderr %q does not say %q", errOut, want)
+			}
+		})
+	}
+}
+
+// TestRunKeepsSIGHUPIgnored: under nohup, retry and its command ignore
+// SIGHUP: retry does not listen for it, which would undo that.
+func TestRunKeepsSIGHUPIgnored(t *testing.T) {
+	t.Parallel()
+	pids := filepath.Join(t.TempDir(), "pids")
+	nohup := []string{"-c", `trap "" HUP; exec "$0" "$@"`, retryBin}
+	args := runArgs([]string{"--attempts", "1"}, "sh", "-c", fmt.Sprintf(`echo $$ >> '%s'; while :; do sleep 0.05; done`, pids))
+	cmd := exec.Command("sh", append(nohup, args...)...)
+	var errOut bytes.Buffer
+	cmd.Stderr = &errOut
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); killStarted(t, pids) })
+	waitFor(t, "the command to start", func() bool { return len(lines(t, pids)) > 0 })
+	child, _ := strconv.Atoi(lines(t, pids)[0])
+	for _, pid := range []int{cmd.Process.Pid, child} {
+		if err := syscall.Kill(pid, syscall.SIGHUP); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(300 * time.Millisecond)
+	if cmd.ProcessState != nil || gone(child) {
+		t.Fatalf("SIGHUP ended retry or its command, which were started with it ignored; stderr:\n%s", errOut.String())
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := waitExit(t, cmd); code != 128+int(syscall.SIGTERM) {
+		t.Errorf("exit status %d after SIGTERM, want %d; stderr:\n%s", code, 128+int(syscall.SIGTERM), errOut.String())
 	}
 }
 
@@ -401,7 +588,8 @@ func TestRunHelp(t *testing.T) {
 		if code != 0 {
 			t.Errorf("retry run %s: exit status %d, want 0", flag, code)
 		}
-		for _, want := range []string{"usage: retry run", "--attempts", "--on-exit", "--kill-after", "shared", "Examples:"} {
+		for _, want := range []string{"usage: retry run", "--attempts", "--on-exit", "--kill-after", "shared",
+			"foreground process group", "SIGHUP", "126", "Examples:"} {
 			if !strings.Contains(out, want) {
 				t.Errorf("retry run %s: the usage does not mention %q", flag, want)
 			}

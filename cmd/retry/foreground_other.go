@@ -1,0 +1,12 @@
+//go:build !(linux || darwin || freebsd)
+
+package main
+
+// On other systems "retry run" does not ask the terminal: it always passes
+// SIGINT and SIGHUP on to the command. See foreground.go.
+
+func haveTerminal() bool { return false }
+
+func inForeground(pid int) bool { return false }
+
+func hungUpWith(pid int, hadTerminal bool) bool { return false }

@@ -1,0 +1,282 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+	"unsafe"
+)
+
+// The tests in this file give retry a terminal, a pseudo-terminal made with
+// the standard library alone, and type Ctrl-C into it or hang it up. They
+// check that the command gets the terminal's signal once: retry does not send
+// it again. They run on Linux only, whose ioctls they use to make the
+// pseudo-terminal (the BSDs' and macOS's differ); foreground.go, which they
+// test, is the same on all three.
+//
+// A duplicate signal could go unseen: two that come before the command
+// takes the first are one (the kernel keeps one pending signal of a kind),
+// and retry's would come less than a millisecond after the terminal's. So
+// the command these tests run spins, to take a signal at once, and a
+// regression is caught most of the time (under load, less) rather than every
+// time; a correct retry passes every time. TestRunCtrlCIsNotSentTwice/in_turn
+// sends the terminal's SIGINT to the command and then to retry, and sees a
+// second SIGINT every time.
+
+// openPTY opens a new pseudo-terminal and returns its master side, which the
+// test types into, and the terminal. posix_openpt, unlockpt and ptsname are
+// /dev/ptmx and two ioctls. The master is drained of what the terminal
+// writes (the echo of ^C).
+func openPTY(t *testing.T) (master, tty *os.File) {
+	t.Helper()
+	master, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		t.Skipf("no pseudo-terminal: %v", err)
+	}
+	t.Cleanup(func() { master.Close() })
+	var n uint32
+	rc, err := master.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var errno syscall.Errno
+	if err := rc.Control(func(fd uintptr) {
+		var unlock int32
+		if _, _, errno = syscall.Syscall(syscall.SYS_IOCTL, fd, syscall.TIOCSPTLCK, uintptr(unsafe.Pointer(&unlock))); errno == 0 {
+			_, _, errno = syscall.Syscall(syscall.SYS_IOCTL, fd, syscall.TIOCGPTN, uintptr(unsafe.Pointer(&n)))
+		}
+	}); err != nil || errno != 0 {
+		t.Skipf("no pseudo-terminal: %v %v", err, errno)
+	}
+	tty, err = os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		t.Skipf("no pseudo-terminal: %v", err)
+	}
+	t.Cleanup(func() { tty.Close() })
+	go io.Copy(io.Discard, master)
+	return master, tty
+}
+
+// startInTerminal starts name with args as the leader of a new session whose
+// controlling terminal is tty, its standard input; it is in the terminal's
+// foreground process group. Its stderr goes to a file.
+func startInTerminal(t *testing.T, tty *os.File, name string, args ...string) (*exec.Cmd, fileText) {
+	t.Helper()
+	errOut := fileText(filepath.Join(t.TempDir(), "stderr"))
+	f, err := os.Create(string(errOut))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	cmd := exec.Command(name, args...)
+	cmd.Stdin, cmd.Stderr = tty, f
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	return cmd, errOut
+}
+
+// spinner is trapper's script, spinning rather than sleeping.
+func spinner(t *testing.T, sig syscall.Signal, exit bool) (script, started, got string) {
+	t.Helper()
+	script, started, got = trapper(t, sig, exit)
+	script = strings.ReplaceAll(script, "sleep 0.05", ":")
+	t.Cleanup(func() { killStarted(t, started) })
+	return script, started, got
+}
+
+// ctrlC types Ctrl-C into the terminal.
+func ctrlC(t *testing.T, master *os.File) {
+	t.Helper()
+	if _, err := master.Write([]byte{3}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRunCtrlCIsNotSentTwice: retry runs in the foreground of a terminal, and
+// a Ctrl-C reaches the command once, from the terminal.
+func TestRunCtrlCIsNotSentTwice(t *testing.T) {
+	t.Parallel()
+	for _, typed := range []bool{true, false} {
+		name := "typed"
+		if !typed {
+			// The terminal's SIGINT to the foreground group, sent to the
+			// command first and to retry once the command has run its trap:
+			// a SIGINT from retry would then be seen, every time.
+			name = "in turn"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			master, tty := openPTY(t)
+			script, started, got := spinner(t, syscall.SIGINT, true)
+			cmd, errOut := startInTerminal(t, tty, retryBin, runArgs([]string{"--attempts", "5"}, "sh", "-c", script)...)
+			waitFor(t, "the command to start", func() bool { return len(lines(t, started)) > 0 })
+			if typed {
+				ctrlC(t, master)
+			} else {
+				pid, _ := strconv.Atoi(lines(t, started)[0])
+				if err := syscall.Kill(pid, syscall.SIGINT); err != nil {
+					t.Fatal(err)
+				}
+				waitFor(t, "the command to catch SIGINT", func() bool { return len(lines(t, got)) > 0 })
+				if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if code := waitExit(t, cmd); code != 130 {
+				t.Errorf("exit status %d, want 130; stderr:\n%s", code, errOut)
+			}
+			if n := len(lines(t, got)); n != 1 {
+				t.Errorf("the command caught SIGINT %d times, want once", n)
+			}
+			if n := len(lines(t, started)); n != 1 {
+				t.Errorf("%d attempts, want 1", n)
+			}
+			if want := "retry: stopped by SIGINT during attempt 1: exit status 130"; !strings.Contains(errOut.String(), want) {
+				t.Errorf("stderr %q does not say %q", errOut, want)
+			}
+		})
+	}
+}
+
+// TestRunCtrlCThenKillAfter: a command that stays after a Ctrl-C is not sent
+// SIGINT again but killed after --kill-after.
+func TestRunCtrlCThenKillAfter(t *testing.T) {
+	t.Parallel()
+	master, tty := openPTY(t)
+	script, started, got := spinner(t, syscall.SIGINT, false)
+	cmd, errOut := startInTerminal(t, tty, retryBin, runArgs([]string{"--kill-after", "500ms"}, "sh", "-c", script)...)
+	waitFor(t, "the command to start", func() bool { return len(lines(t, started)) > 0 })
+	start := time.Now()
+	ctrlC(t, master)
+	code := waitExit(t, cmd)
+	if elapsed := time.Since(start); elapsed < 500*time.Millisecond || elapsed > 10*time.Second {
+		t.Errorf("took %s, want --kill-after, 500ms, and not much more", elapsed)
+	}
+	if code != 128+int(syscall.SIGKILL) {
+		t.Errorf("exit status %d, want %d; stderr:\n%s", code, 128+int(syscall.SIGKILL), errOut)
+	}
+	if n := len(lines(t, got)); n != 1 {
+		t.Errorf("the command caught SIGINT %d times, want once", n)
+	}
+	if want := "retry: stopped by SIGINT during attempt 1: killed by SIGKILL (status 137)"; !strings.Contains(errOut.String(), want) {
+		t.Errorf("stderr %q does not say %q", errOut, want)
+	}
+}
+
+// TestRunSecondCtrlC: a second Ctrl-C ends retry at once, and the command
+// gets it once more, from the terminal.
+func TestRunSecondCtrlC(t *testing.T) {
+	t.Parallel()
+	master, tty := openPTY(t)
+	script, started, got := spinner(t, syscall.SIGINT, false)
+	// The kernel sends SIGHUP to the foreground group when retry, the
+	// session leader, exits: the command ignores it, to outlive retry.
+	script = `trap "" HUP; ` + script
+	cmd, errOut := startInTerminal(t, tty, retryBin, runArgs([]string{"--kill-after", "30s"}, "sh", "-c", script)...)
+	waitFor(t, "the command to start", func() bool { return len(lines(t, started)) > 0 })
+	ctrlC(t, master)
+	waitFor(t, "the command to catch the first SIGINT", func() bool { return len(lines(t, got)) > 0 })
+	time.Sleep(100 * time.Millisecond)
+	if cmd.ProcessState != nil {
+		t.Fatal("retry exited on the first Ctrl-C, though the command runs on")
+	}
+	ctrlC(t, master)
+	waitExit(t, cmd)
+	if s := signalledBy(cmd); s != syscall.SIGINT {
+		t.Errorf("retry ended with %v, want to be killed by SIGINT; stderr:\n%s", cmd.ProcessState, errOut)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if n := len(lines(t, got)); n != 2 {
+		t.Errorf("the command caught SIGINT %d times, want twice", n)
+	}
+}
+
+// TestRunCtrlCInTheBackground: retry has a terminal but runs in the
+// background (a shell's "retry ... &" with job control); a SIGINT sent to
+// it is passed on.
+func TestRunCtrlCInTheBackground(t *testing.T) {
+	t.Parallel()
+	_, tty := openPTY(t)
+	script, started, got := spinner(t, syscall.SIGINT, true)
+	dir := t.TempDir()
+	pid, status := filepath.Join(dir, "pid"), filepath.Join(dir, "status")
+	args := strings.Join(quoteAll(append([]string{retryBin}, runArgs(nil, "sh", "-c", script)...)), " ")
+	shell, _ := startInTerminal(t, tty, "sh", "-c",
+		fmt.Sprintf(`set -m; %s & echo $! > '%s'; wait $!; echo $? > '%s'`, args, pid, status))
+	waitFor(t, "the command to start", func() bool { return len(lines(t, started)) > 0 && len(lines(t, pid)) > 0 })
+	retryPid, _ := strconv.Atoi(lines(t, pid)[0])
+	if pgid, err := syscall.Getpgid(retryPid); err != nil || pgid == shell.Process.Pid {
+		t.Skipf("sh -c 'set -m' gave no job control: retry is in the shell's process group %d (%v)", pgid, err)
+	}
+	if err := syscall.Kill(retryPid, syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	if code := waitExit(t, shell); code != 0 {
+		t.Fatalf("the shell exited %d", code)
+	}
+	if got := lines(t, status); len(got) != 1 || got[0] != "130" {
+		t.Errorf("retry's exit status %q, want 130", got)
+	}
+	if n := len(lines(t, got)); n != 1 {
+		t.Errorf("the command caught SIGINT %d times, want once", n)
+	}
+}
+
+// TestRunTerminalHangsUp: when the terminal hangs up, the command gets
+// SIGHUP once: from the kernel, which sends it to the foreground process
+// group when the session leader (the shell) exits, or from retry, if it is
+// the session leader, to which alone the kernel sends it.
+func TestRunTerminalHangsUp(t *testing.T) {
+	t.Parallel()
+	t.Run("under a shell", func(t *testing.T) {
+		t.Parallel()
+		master, tty := openPTY(t)
+		script, started, got := spinner(t, syscall.SIGHUP, true)
+		errFile := filepath.Join(t.TempDir(), "stderr")
+		args := strings.Join(quoteAll(append([]string{retryBin}, runArgs(nil, "sh", "-c", script)...)), " ")
+		shell, _ := startInTerminal(t, tty, "sh", "-c", fmt.Sprintf(`%s 2> '%s'; exit 0`, args, errFile))
+		waitFor(t, "the command to start", func() bool { return len(lines(t, started)) > 0 })
+		master.Close()
+		waitExit(t, shell)
+		waitFor(t, "retry to finish", func() bool { return strings.Contains(fileText(errFile).String(), "retry: stopped by") })
+		if want := "retry: stopped by SIGHUP during attempt 1: exit status 129"; !strings.Contains(fileText(errFile).String(), want) {
+			t.Errorf("stderr %q does not say %q", fileText(errFile), want)
+		}
+		if n := len(lines(t, got)); n != 1 {
+			t.Errorf("the command caught SIGHUP %d times, want once", n)
+		}
+	})
+	t.Run("as the session leader", func(t *testing.T) {
+		t.Parallel()
+		master, tty := openPTY(t)
+		script, started, got := spinner(t, syscall.SIGHUP, true)
+		cmd, errOut := startInTerminal(t, tty, retryBin, runArgs(nil, "sh", "-c", script)...)
+		waitFor(t, "the command to start", func() bool { return len(lines(t, started)) > 0 })
+		master.Close()
+		if code := waitExit(t, cmd); code != 129 {
+			t.Errorf("exit status %d, want 129; stderr:\n%s", code, errOut)
+		}
+		if n := len(lines(t, got)); n != 1 {
+			t.Errorf("the command caught SIGHUP %d times, want once", n)
+		}
+	})
+}
+
+// quoteAll quotes args for sh.
+func quoteAll(args []string) []string {
+	q := make([]string, len(args))
+	for i, a := range args {
+		q[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+	}
+	return q
+}
