@@ -146,15 +146,21 @@ func digits(s string) int {
 
 // parseSeconds parses 1*DIGIT, refusing values beyond maxDelaySeconds.
 func parseSeconds(s string) (int64, bool) {
-	if s == "" || !isDigit(s[0]) { // strconv would accept a sign
+	if s == "" {
 		return 0, false
 	}
-	if len(s) > 19 { // spare strconv a copy of a huge value: only leading zeros may make it fit
-		if s = strings.TrimLeft(s, "0"); s == "" {
-			return 0, true
-		} else if len(s) > 19 {
+	for i := 0; i < len(s); i++ {
+		if !isDigit(s[i]) { // strconv would accept a sign
 			return 0, false
 		}
+	}
+	// Only leading zeros can make a long value fit; dropping them spares
+	// strconv a copy of a huge string.
+	if s = strings.TrimLeft(s, "0"); s == "" {
+		return 0, true
+	}
+	if len(s) > 19 {
+		return 0, false
 	}
 	n, err := strconv.ParseInt(s, 10, 64)
 	if err != nil || n > maxDelaySeconds {
