@@ -49,6 +49,17 @@ func (l *Lib) Calls() int { return l.op.calls }
 // flaky is the operation under retry. A run resets it, then each call
 // fails until fail calls have failed, returning a preallocated error, and
 // succeeds from then on. Calling it allocates nothing.
+// both makes a library whose two scenarios differ only in how many times
+// the operation fails: run makes one call.
+func both(name string, f *flaky, run func(context.Context) error) Lib {
+	return Lib{
+		Name:       name,
+		Success:    func(ctx context.Context) error { f.reset(0); return run(ctx) },
+		TwoRetries: func(ctx context.Context) error { f.reset(2); return run(ctx) },
+		op:         f,
+	}
+}
+
 type flaky struct {
 	calls int
 	fail  int
@@ -151,18 +162,7 @@ func cenkaltiLib() Lib {
 		_, err := backoff.Retry(ctx, op, opts...)
 		return err
 	}
-	return Lib{
-		Name: "cenkalti-backoff-v5",
-		Success: func(ctx context.Context) error {
-			f.reset(0)
-			return run(ctx)
-		},
-		TwoRetries: func(ctx context.Context) error {
-			f.reset(2)
-			return run(ctx)
-		},
-		op: f,
-	}
+	return both("cenkalti-backoff-v5", f, run)
 }
 
 // avastV4Lib: retry.Do with its options given per call, as v4 is used (it
@@ -180,18 +180,7 @@ func avastV4Lib() Lib {
 			avastv4.Context(ctx),
 		)
 	}
-	return Lib{
-		Name: "avast-retry-go-v4",
-		Success: func(ctx context.Context) error {
-			f.reset(0)
-			return run(ctx)
-		},
-		TwoRetries: func(ctx context.Context) error {
-			f.reset(2)
-			return run(ctx)
-		},
-		op: f,
-	}
+	return both("avast-retry-go-v4", f, run)
 }
 
 // avastV5SharedLib: one Retrier built once and reused for every call, the
@@ -209,18 +198,7 @@ func avastV5SharedLib() Lib {
 		avastv5.DelayType(avastv5.FixedDelay),
 		avastv5.Delay(0),
 	)
-	return Lib{
-		Name: "avast-retry-go-v5-shared",
-		Success: func(context.Context) error {
-			f.reset(0)
-			return r.Do(op)
-		},
-		TwoRetries: func(context.Context) error {
-			f.reset(2)
-			return r.Do(op)
-		},
-		op: f,
-	}
+	return both("avast-retry-go-v5-shared", f, func(context.Context) error { return r.Do(op) }) // the caller's ctx is not used: see above
 }
 
 // avastV5Lib: a Retrier built per call with the caller's context
@@ -239,18 +217,7 @@ func avastV5Lib() Lib {
 			avastv5.Context(ctx),
 		).Do(op)
 	}
-	return Lib{
-		Name: "avast-retry-go-v5",
-		Success: func(ctx context.Context) error {
-			f.reset(0)
-			return run(ctx)
-		},
-		TwoRetries: func(ctx context.Context) error {
-			f.reset(2)
-			return run(ctx)
-		},
-		op: f,
-	}
+	return both("avast-retry-go-v5", f, run)
 }
 
 // sethvargoLib: retry.Do with a backoff made per call, because its
@@ -265,18 +232,7 @@ func sethvargoLib() Lib {
 	run := func(ctx context.Context) error {
 		return sethvargo.Do(ctx, sethvargo.WithMaxRetries(maxAttempts-1, zero), op)
 	}
-	return Lib{
-		Name: "sethvargo-go-retry",
-		Success: func(ctx context.Context) error {
-			f.reset(0)
-			return run(ctx)
-		},
-		TwoRetries: func(ctx context.Context) error {
-			f.reset(2)
-			return run(ctx)
-		},
-		op: f,
-	}
+	return both("sethvargo-go-retry", f, run)
 }
 
 // failsafeLib: one retry policy (3 attempts, no delay, every error
@@ -288,18 +244,7 @@ func failsafeLib() Lib {
 	policy := retrypolicy.NewBuilder[any]().WithMaxAttempts(maxAttempts).Build()
 	exec := failsafe.With[any](policy)
 	run := func(ctx context.Context) error { return exec.WithContext(ctx).Run(op) }
-	return Lib{
-		Name: "failsafe-go",
-		Success: func(ctx context.Context) error {
-			f.reset(0)
-			return run(ctx)
-		},
-		TwoRetries: func(ctx context.Context) error {
-			f.reset(2)
-			return run(ctx)
-		},
-		op: f,
-	}
+	return both("failsafe-go", f, run)
 }
 
 // awsRetryableError is a failure the SDK's default retryables accept: its
