@@ -125,18 +125,10 @@ func simCommand(ctx context.Context, args []string, io stdio) int {
 		return 2
 	}
 
-	policies := sim.Policies()
-	results := make([]sim.Result, 0, len(policies))
-	for i, p := range policies {
-		progress.show(fmt.Sprintf("simulating %d/%d: %s", i+1, len(policies), p.Name))
-		r, err := sim.Run(ctx, s, p)
-		if err != nil {
-			progress.done()
-			return interrupted(ctx, io)
-		}
-		results = append(results, r)
+	results, err := simulate(progress, sim.Policies(), func(p sim.Policy) (sim.Result, error) { return sim.Run(ctx, s, p) })
+	if err != nil {
+		return interrupted(ctx, io)
 	}
-	progress.done()
 
 	fmt.Fprintln(io.out, s.Describe())
 	fmt.Fprintln(io.out)
@@ -273,6 +265,22 @@ func writeJSON(path string, v any) error {
 	return os.WriteFile(path, append(data, '\n'), 0o644)
 }
 
+// simulate runs every policy, showing progress, and stops at the first error
+// (the context's).
+func simulate[R any](progress *progress, policies []sim.Policy, run func(sim.Policy) (R, error)) ([]R, error) {
+	defer progress.done()
+	results := make([]R, 0, len(policies))
+	for i, p := range policies {
+		progress.show(fmt.Sprintf("simulating %d/%d: %s", i+1, len(policies), p.Name))
+		r, err := run(p)
+		if err != nil {
+			return nil, err
+		}
+		results = append(results, r)
+	}
+	return results, nil
+}
+
 // simOCC runs the OCC scenario.
 func simOCC(ctx context.Context, io stdio, progress *progress, clients int, seed uint64, jsonPath string) int {
 	s := sim.DefaultOCC(clients, seed)
@@ -280,18 +288,10 @@ func simOCC(ctx context.Context, io stdio, progress *progress, clients int, seed
 		fmt.Fprintln(io.err, "retry sim:", err)
 		return 2
 	}
-	var results []sim.OCCResult
-	policies := sim.OCCPolicies(s.Base, s.Max)
-	for i, p := range policies {
-		progress.show(fmt.Sprintf("simulating %d/%d: %s", i+1, len(policies), p.Name))
-		r, err := sim.RunOCC(ctx, s, p)
-		if err != nil {
-			progress.done()
-			return interrupted(ctx, io)
-		}
-		results = append(results, r)
+	results, err := simulate(progress, sim.OCCPolicies(s.Base, s.Max), func(p sim.Policy) (sim.OCCResult, error) { return sim.RunOCC(ctx, s, p) })
+	if err != nil {
+		return interrupted(ctx, io)
 	}
-	progress.done()
 	fmt.Fprintf(io.out, "occ: %d clients each write once to one resource under optimistic concurrency: read, then commit,\n", clients)
 	fmt.Fprintf(io.out, "which fails if another client committed since the read. Network trips take |N(%v, %v)|;\n", s.Hop, s.Hop/5)
 	fmt.Fprintf(io.out, "retries back off from %v, capped at %v (the parameters of AWS's jitter experiment)\n\n", s.Base, s.Max)
