@@ -241,7 +241,7 @@ func TestDoAttemptTimeout(t *testing.T) {
 		var deadlines []time.Duration
 		hang := func(ctx context.Context) error {
 			d, _ := ctx.Deadline()
-			deadlines = append(deadlines, d.Sub(time.Now()))
+			deadlines = append(deadlines, time.Until(d))
 			<-ctx.Done()
 			return ctx.Err()
 		}

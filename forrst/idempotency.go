@@ -76,7 +76,7 @@ func validKey(key string) error {
 	for i := 0; i < len(key); i++ {
 		c := key[i]
 		if !(isAlnum(c) || c == '-' || c == '_' || c == ':' || c == '.') {
-			return fmt.Errorf("%w: idempotency key has a character outside A-Z a-z 0-9 - _ : .", ErrInvalid)
+			return fmt.Errorf("%w: idempotency key has a character other than A-Z, a-z, 0-9, \"-\", \"_\", \":\" and \".\"", ErrInvalid)
 		}
 	}
 	return nil

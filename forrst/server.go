@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"mime"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -230,7 +231,8 @@ func (s *Server) runOnce(ctx context.Context, req *Request, f *function, opts Id
 		data.Status, data.CachedAt = StatusCached, e.cachedAt.UTC().Format(time.RFC3339)
 		doc := e.resp
 		doc.ID = req.ID
-		doc.Extensions = append(append(withoutIdempotency(doc.Extensions), extra...), data.extension())
+		// A new slice: the stored one is shared by every replay.
+		doc.Extensions = slices.Concat(doc.Extensions, extra, []Extension{data.extension()})
 		return answer{status: e.status, header: retryAfterHeader(e.status, doc), doc: doc}
 	case processing:
 		details, _ := json.Marshal(map[string]any{"key": opts.Key, "retry_after": Duration{Value: 1, Unit: Second}})
@@ -260,16 +262,6 @@ func (s *Server) runOnce(ctx context.Context, req *Request, f *function, opts Id
 	data.Status = StatusProcessed
 	a.doc.Extensions = append(append(a.doc.Extensions, extra...), data.extension())
 	return a
-}
-
-func withoutIdempotency(exts []Extension) []Extension {
-	var out []Extension
-	for _, e := range exts {
-		if e.URN != URNIdempotency && e.URN != URNRateLimit {
-			out = append(out, e)
-		}
-	}
-	return out
 }
 
 // encode marshals a function's result, turning a panic (a MarshalJSON
