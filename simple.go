@@ -32,20 +32,20 @@ func (s *Simple) RefreshToken(t Token, err error) (Token, error) {
 // RecordSuccess spends the token of a successful attempt.
 func (s *Simple) RecordSuccess(t Token) error { return s.tokens.record(s, t) }
 
-func (s *Simple) quota(string) *TokenBucket { return nil }
+func (s *Simple) quota(string) Quota { return nil }
 
 func (s *Simple) next(st state, err error) (state, error) {
 	p := newPolicy(s.MaxAttempts, s.Backoff, s.Backoff, s.MaxRetryAfter)
 	return advance(&p, st, err)
 }
 
-func (s *Simple) succeed(*TokenBucket, int, int) {}
+func (s *Simple) succeed(Quota, int, int) {}
 
 // ReleaseToken spends a token whose attempt will not be made. It implements
 // Releaser.
 func (s *Simple) ReleaseToken(t Token) error { return s.tokens.releaseToken(s, t) }
 
-func (s *Simple) release(*TokenBucket, int) {}
+func (s *Simple) release(Quota, int) {}
 
 // No never retries: every request gets exactly one attempt. Its refusals still
 // say why (ErrNotRetryable or ErrMaxAttempts), and its tokens are single-use
@@ -66,20 +66,20 @@ func (n *No) RefreshToken(t Token, err error) (Token, error) { return n.tokens.r
 // RecordSuccess spends t.
 func (n *No) RecordSuccess(t Token) error { return n.tokens.record(n, t) }
 
-func (n *No) quota(string) *TokenBucket { return nil }
+func (n *No) quota(string) Quota { return nil }
 
 func (n *No) next(st state, err error) (state, error) {
 	p := newPolicy(1, nil, nil, 0)
 	return advance(&p, st, err)
 }
 
-func (n *No) succeed(*TokenBucket, int, int) {}
+func (n *No) succeed(Quota, int, int) {}
 
 // ReleaseToken spends a token whose attempt will not be made. It implements
 // Releaser.
 func (n *No) ReleaseToken(t Token) error { return n.tokens.releaseToken(n, t) }
 
-func (n *No) release(*TokenBucket, int) {}
+func (n *No) release(Quota, int) {}
 
 // advance is next for a strategy without a quota.
 func advance(p *policy, st state, err error) (state, error) {

@@ -8,7 +8,7 @@ type StandardOptions struct {
 	MaxAttempts      int           // attempts including the first; 0 = 3, negative = 1
 	Backoff          Backoff       // nil = Exponential{50ms, 20s, FullJitter}
 	ThrottleBackoff  Backoff       // nil = Exponential{1s, 20s, FullJitter}
-	Bucket           *TokenBucket  // nil = a bucket of 500 per scope; a given bucket is shared by all scopes
+	Bucket           Quota         // nil = a bucket of 500 per scope; a given quota is shared by all scopes
 	MaxRetryAfter    time.Duration // 0 = 5 min; a service hint longer than this refuses the retry
 	RetryCost        int           // 0 = 14
 	ThrottleCost     int           // 0 = 5
@@ -63,6 +63,9 @@ type Standard struct {
 
 // NewStandard returns a Standard strategy with the given options.
 func NewStandard(opts StandardOptions) *Standard {
+	if b, ok := opts.Bucket.(*TokenBucket); ok && b == nil {
+		opts.Bucket = nil // a nil *TokenBucket means the default, as it did before Quota
+	}
 	return &Standard{opts: opts}
 }
 
@@ -93,9 +96,9 @@ func (s *Standard) RecordSuccess(t Token) error { return s.tokens.record(s, t) }
 // quota. It implements Releaser.
 func (s *Standard) ReleaseToken(t Token) error { return s.tokens.releaseToken(s, t) }
 
-func (s *Standard) release(bucket *TokenBucket, cost int) { bucket.Refund(cost) }
+func (s *Standard) release(bucket Quota, cost int) { refund(bucket, cost) }
 
-func (s *Standard) quota(scope string) *TokenBucket {
+func (s *Standard) quota(scope string) Quota {
 	if s.opts.Bucket != nil {
 		return s.opts.Bucket
 	}
@@ -120,11 +123,11 @@ func (s *Standard) next(st state, err error) (state, error) {
 	return st, nil
 }
 
-func (s *Standard) succeed(bucket *TokenBucket, retries, cost int) {
+func (s *Standard) succeed(bucket Quota, retries, cost int) {
 	if retries == 0 {
-		bucket.Refund(orDefault(s.opts.SuccessIncrement, 1))
+		refund(bucket, orDefault(s.opts.SuccessIncrement, 1))
 	} else {
-		bucket.Refund(cost)
+		refund(bucket, cost)
 	}
 }
 

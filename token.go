@@ -41,7 +41,7 @@ type state struct {
 	retries int           // attempts made before the next one
 	delay   time.Duration // wait before the next attempt
 	cost    int           // tokens paid to the quota for the next attempt
-	bucket  *TokenBucket  // the quota this request pays into; nil for none
+	bucket  Quota         // the quota this request pays into; nil for none
 	scope   string
 }
 
@@ -51,7 +51,7 @@ type state struct {
 // where nothing fails costs a few nanoseconds.
 type engine interface {
 	// quota returns the bucket that pays for retries in scope, or nil.
-	quota(scope string) *TokenBucket
+	quota(scope string) Quota
 	// next decides on a retry after err and, if granted, returns the state
 	// of the next attempt. (States pass by value: a pointer handed to an
 	// interface method would move the loop's state to the heap.)
@@ -60,9 +60,9 @@ type engine interface {
 	// fields it needs rather than the state: copying a state that was just
 	// written field by field stalls the CPU (store forwarding fails) for
 	// longer than the whole success path takes otherwise.
-	succeed(bucket *TokenBucket, retries, cost int)
+	succeed(bucket Quota, retries, cost int)
 	// release takes back a granted retry that will not be made.
-	release(bucket *TokenBucket, cost int)
+	release(bucket Quota, cost int)
 }
 
 // issuer hands out single-use tokens without allocating. Each request borrows
