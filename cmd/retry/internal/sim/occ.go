@@ -46,7 +46,8 @@ var errConflict = retry.Transient(errors.New("conflict: the resource changed sin
 // RunOCC simulates policy p in the OCC scenario. It stops early, with ctx's
 // error, if ctx is done.
 func RunOCC(ctx context.Context, s OCCScenario, p Policy) (OCCResult, error) {
-	strategy := p.New(rand.New(rand.NewPCG(s.Seed, 3)).Float64)
+	var clock time.Duration // when the strategy is consulted
+	strategy := p.New(Env{Rand: rand.New(rand.NewPCG(s.Seed, 3)).Float64, Now: func() time.Time { return Epoch.Add(clock) }})
 	network := rand.New(rand.NewPCG(s.Seed, 4))
 	hop := func() time.Duration {
 		return time.Duration(math.Abs(network.NormFloat64()*float64(s.Hop)/5 + float64(s.Hop)))
@@ -83,6 +84,7 @@ func RunOCC(ctx context.Context, s OCCScenario, p Policy) (OCCResult, error) {
 		e := heap.Pop(&q).(*event)
 		res.Calls++
 		answered := e.at + hop() // when the client hears the outcome
+		clock = answered
 		st := strategy(e.c)
 		if lastCommit <= e.read {
 			lastCommit = e.at

@@ -14,57 +14,62 @@ func Policies() []Policy {
 	exp := func(base, limit time.Duration, j retry.Jitter, rnd func() float64) retry.Backoff {
 		return retry.Exponential{Base: base, Max: limit, Jitter: j, Rand: rnd}
 	}
-	perClient := func(mk func(rnd func() float64) retry.Strategy) func(func() float64) func(int) retry.Strategy {
-		return func(rnd func() float64) func(int) retry.Strategy {
+	perClient := func(mk func(env Env) retry.Strategy) func(Env) func(int) retry.Strategy {
+		return func(env Env) func(int) retry.Strategy {
 			byClient := map[int]retry.Strategy{}
 			return func(c int) retry.Strategy {
 				s, ok := byClient[c]
 				if !ok {
-					s = mk(rnd)
+					s = mk(env)
 					byClient[c] = s
 				}
 				return s
 			}
 		}
 	}
-	shared := func(mk func(rnd func() float64) retry.Strategy) func(func() float64) func(int) retry.Strategy {
-		return func(rnd func() float64) func(int) retry.Strategy {
-			s := mk(rnd)
+	shared := func(mk func(env Env) retry.Strategy) func(Env) func(int) retry.Strategy {
+		return func(env Env) func(int) retry.Strategy {
+			s := mk(env)
 			return func(int) retry.Strategy { return s }
 		}
 	}
 	// standard is retry.NewStandard with its default numbers, its jitter
 	// drawn from the run's seeded randomness.
-	standard := func(rnd func() float64) retry.Strategy {
+	standard := func(env Env) retry.Strategy {
 		return retry.NewStandard(retry.StandardOptions{
-			Backoff:         exp(50*time.Millisecond, 20*time.Second, retry.FullJitter, rnd),
-			ThrottleBackoff: exp(time.Second, 20*time.Second, retry.FullJitter, rnd),
+			Backoff:         exp(50*time.Millisecond, 20*time.Second, retry.FullJitter, env.Rand),
+			ThrottleBackoff: exp(time.Second, 20*time.Second, retry.FullJitter, env.Rand),
 		})
 	}
 	return []Policy{
-		{Name: "no retries", New: shared(func(func() float64) retry.Strategy { return &retry.No{} })},
-		{Name: "immediate, 3 attempts", New: shared(func(func() float64) retry.Strategy {
+		{Name: "no retries", New: shared(func(Env) retry.Strategy { return &retry.No{} })},
+		{Name: "immediate, 3 attempts", New: shared(func(Env) retry.Strategy {
 			return &retry.Simple{MaxAttempts: 3, Backoff: retry.Constant(0)}
 		})},
-		{Name: "exp 100ms-10s no jitter, 3 att.", New: shared(func(rnd func() float64) retry.Strategy {
+		{Name: "exp 100ms-10s no jitter, 3 att.", New: shared(func(env Env) retry.Strategy {
+			rnd := env.Rand
 			return &retry.Simple{MaxAttempts: 3, Backoff: exp(100*time.Millisecond, 10*time.Second, retry.NoJitter, rnd)}
 		})},
-		{Name: "exp 100ms-10s full jitter, 3 att.", New: shared(func(rnd func() float64) retry.Strategy {
+		{Name: "exp 100ms-10s full jitter, 3 att.", New: shared(func(env Env) retry.Strategy {
+			rnd := env.Rand
 			return &retry.Simple{MaxAttempts: 3, Backoff: exp(100*time.Millisecond, 10*time.Second, retry.FullJitter, rnd)}
 		})},
 		{Name: "Standard, quota per client", New: perClient(standard)},
 		{Name: "Standard, one shared quota", New: shared(standard)},
-		{Name: "10 att., 100ms·2^n + ≤100ms jitter", RetryAfter: IgnoreRetryAfter, New: shared(func(rnd func() float64) retry.Strategy {
+		{Name: "10 att., 100ms·2^n + ≤100ms jitter", RetryAfter: IgnoreRetryAfter, New: shared(func(env Env) retry.Strategy {
+			rnd := env.Rand
 			// avast/retry-go's defaults: 10 attempts, BackOffDelay from
 			// 100 ms combined with a random delay of up to 100 ms.
 			return &retry.Simple{MaxAttempts: 10, Backoff: plusJitter{exp(100*time.Millisecond, 0, retry.NoJitter, rnd), 100 * time.Millisecond, rnd}}
 		})},
-		{Name: "5 att., exp 1s-30s no jitter", RetryAfter: ReplaceWithRetryAfter, New: shared(func(rnd func() float64) retry.Strategy {
+		{Name: "5 att., exp 1s-30s no jitter", RetryAfter: ReplaceWithRetryAfter, New: shared(func(env Env) retry.Strategy {
+			rnd := env.Rand
 			// hashicorp/go-retryablehttp's defaults: 4 retries, 1 s to 30 s;
 			// on 429 and 503 it waits the Retry-After instead.
 			return &retry.Simple{MaxAttempts: 5, Backoff: exp(time.Second, 30*time.Second, retry.NoJitter, rnd)}
 		})},
-		{Name: "500ms·1.5^n ±50% for 15 min", MaxElapsed: 15 * time.Minute, RetryAfter: IgnoreRetryAfter, New: shared(func(rnd func() float64) retry.Strategy {
+		{Name: "500ms·1.5^n ±50% for 15 min", MaxElapsed: 15 * time.Minute, RetryAfter: IgnoreRetryAfter, New: shared(func(env Env) retry.Strategy {
+			rnd := env.Rand
 			// cenkalti/backoff's defaults: 500 ms growing 1.5× up to 60 s,
 			// randomised ±50 %, for up to 15 minutes.
 			return &retry.Simple{MaxAttempts: 1 << 20, Backoff: geometric{500 * time.Millisecond, 1.5, 60 * time.Second, 0.5, rnd}}
@@ -108,8 +113,8 @@ func (g geometric) Delay(n int, _ time.Duration) time.Duration {
 func OCCPolicies(base, limit time.Duration) []Policy {
 	var out []Policy
 	for _, j := range []retry.Jitter{retry.NoJitter, retry.FullJitter, retry.EqualJitter, retry.DecorrelatedJitter} {
-		out = append(out, Policy{Name: "exponential, " + jitterName(j), New: func(rnd func() float64) func(int) retry.Strategy {
-			s := &retry.Simple{MaxAttempts: 1 << 20, Backoff: retry.Exponential{Base: base, Max: limit, Jitter: j, Rand: rnd}}
+		out = append(out, Policy{Name: "exponential, " + jitterName(j), New: func(env Env) func(int) retry.Strategy {
+			s := &retry.Simple{MaxAttempts: 1 << 20, Backoff: retry.Exponential{Base: base, Max: limit, Jitter: j, Rand: env.Rand}}
 			return func(int) retry.Strategy { return s }
 		}})
 	}

@@ -60,15 +60,25 @@ type Scenario struct {
 // with the other clients' (one quota for the whole process).
 type Policy struct {
 	Name string
-	// New returns the strategies of a run: strategy(i) is client i's. rnd is
-	// the run's seeded randomness for backoff jitter.
-	New func(rnd func() float64) (strategy func(client int) retry.Strategy)
+	// New returns the strategies of a run: strategy(i) is client i's.
+	New func(env Env) (strategy func(client int) retry.Strategy)
 	// MaxElapsed, if set, abandons a request this long after it was issued
 	// (some libraries bound the time spent retrying rather than attempts).
 	MaxElapsed time.Duration
 	// RetryAfter is how the policy treats a 429's Retry-After.
 	RetryAfter RetryAfterMode
 }
+
+// Env is what a run gives the strategies it makes: its seeded randomness,
+// for backoff jitter, and its virtual clock, for strategies that read the
+// time (rates, windows).
+type Env struct {
+	Rand func() float64
+	Now  func() time.Time
+}
+
+// Epoch is the virtual clock's reading when a run starts.
+var Epoch = time.Date(2026, time.January, 1, 0, 0, 0, 0, time.UTC)
 
 // RetryAfterMode is how a policy treats the server's Retry-After.
 type RetryAfterMode uint8
@@ -242,6 +252,7 @@ type runner struct {
 	jitter   *rand.Rand // the strategies' randomness
 
 	strategy   func(int) retry.Strategy
+	clock      time.Duration // virtual time: when the event being handled happens
 	serverFree time.Duration // when the server finishes the work queued so far
 	tokens     float64       // Throttle: the server's rate-limit bucket
 	lastRefill time.Duration
@@ -259,7 +270,7 @@ func (r *runner) run() (Result, error) {
 	r.arrivals = rand.New(rand.NewPCG(s.Seed, 1))
 	r.server = rand.New(rand.NewPCG(s.Seed, 2))
 	r.jitter = rand.New(rand.NewPCG(s.Seed, 3))
-	r.strategy = r.p.New(r.jitter.Float64)
+	r.strategy = r.p.New(Env{Rand: r.jitter.Float64, Now: func() time.Time { return Epoch.Add(r.clock) }})
 	r.tokens = s.ThrottleRate
 
 	n := int(s.Duration / bucket)
@@ -280,6 +291,7 @@ func (r *runner) run() (Result, error) {
 			return Result{}, r.ctx.Err()
 		}
 		e := heap.Pop(&r.q).(*event)
+		r.clock = e.at
 		if e.at > end {
 			r.unfinished(e, end)
 			continue

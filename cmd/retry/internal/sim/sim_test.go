@@ -20,7 +20,7 @@ func run(t *testing.T, s Scenario, p Policy) Result {
 }
 
 func policy(name string, mk func() retry.Strategy) Policy {
-	return Policy{Name: name, New: func(func() float64) func(int) retry.Strategy {
+	return Policy{Name: name, New: func(Env) func(int) retry.Strategy {
 		s := mk()
 		return func(int) retry.Strategy { return s }
 	}}
