@@ -16,6 +16,7 @@ type StandardOptions struct {
 	SuccessIncrement int           // 0 = 1
 	Capacity         int           // capacity of each scope's bucket when Bucket is nil; 0 = 500
 	MaxScopes        int           // scopes with their own bucket when Bucket is nil; 0 = 1024
+	Budget           *Budget       // nil = none; else a retry needs both the quota and the budget, and every request counts towards it
 }
 
 // Defaults of StandardOptions.
@@ -58,7 +59,7 @@ func LegacyStandardOptions() StandardOptions {
 type Standard struct {
 	opts   StandardOptions
 	tokens issuer
-	scopes scopes
+	scopes scopes[TokenBucket, *TokenBucket]
 }
 
 // NewStandard returns a Standard strategy with the given options.
@@ -96,19 +97,27 @@ func (s *Standard) RecordSuccess(t Token) error { return s.tokens.record(s, t) }
 // quota. It implements Releaser.
 func (s *Standard) ReleaseToken(t Token) error { return s.tokens.releaseToken(s, t) }
 
-func (s *Standard) release(bucket Quota, cost int) { refund(bucket, cost) }
+func (s *Standard) release(bucket Quota, cost int) {
+	refund(bucket, cost)
+	if b := s.opts.Budget; b != nil && cost > 0 {
+		b.refund()
+	}
+}
 
 func (s *Standard) quota(scope string) Quota {
 	if s.opts.Bucket != nil {
 		return s.opts.Bucket
 	}
 	if b := s.scopes.unscoped.Load(); b != nil && scope == "" {
-		return &b.TokenBucket
+		return &b.val
 	}
-	return s.scopes.bucket(scope, orDefault(s.opts.Capacity, DefaultBucketCapacity), orDefault(s.opts.MaxScopes, defaultMaxScopes))
+	return s.scopes.get(scope, scopeConfig{capacity: orDefault(s.opts.Capacity, DefaultBucketCapacity)}, orDefault(s.opts.MaxScopes, defaultMaxScopes))
 }
 
 func (s *Standard) next(st state, err error) (state, error) {
+	if st.retries == 0 && s.opts.Budget != nil {
+		s.opts.Budget.Deposit() // the request, counted once, when its first attempt ends
+	}
 	p := s.policy()
 	info, delay, refused := p.decide(&st, err)
 	if refused != nil {
@@ -118,6 +127,10 @@ func (s *Standard) next(st state, err error) (state, error) {
 	if !st.bucket.Take(cost) {
 		return st, &QuotaError{Scope: st.scope, Cost: cost, Available: st.bucket.Available(), Delay: delay}
 	}
+	if b := s.opts.Budget; b != nil && !b.TryWithdraw() {
+		refund(st.bucket, cost)
+		return st, errBudget
+	}
 	st.retries++
 	st.delay, st.cost = delay, cost
 	return st, nil
@@ -126,6 +139,9 @@ func (s *Standard) next(st state, err error) (state, error) {
 func (s *Standard) succeed(bucket Quota, retries, cost int) {
 	if retries == 0 {
 		refund(bucket, orDefault(s.opts.SuccessIncrement, 1))
+		if b := s.opts.Budget; b != nil {
+			b.Deposit()
+		}
 	} else {
 		refund(bucket, cost)
 	}

@@ -420,18 +420,22 @@ func TestStandardScopesLRU(t *testing.T) {
 	use("a")
 	use("b")
 	use("a") // b is now least recently used
-	use("c") // evicts b
+	use("c") // evicts b; c starts no fuller than b was (486), then pays 14
 	if got := s.Available("a"); got != 472 {
 		t.Errorf("a = %d, want 472 (kept)", got)
 	}
-	if got := s.Available("c"); got != 486 {
-		t.Errorf("c = %d, want 486", got)
+	if got := s.Available("c"); got != 472 {
+		t.Errorf("c = %d, want 472: it replaced b, drained to 486, and paid 14", got)
 	}
 	if got := s.Available("b"); got != 500 {
-		t.Errorf("b = %d, want 500 (dropped, so it starts full again)", got)
+		t.Errorf("b = %d, want 500 (unused now)", got)
 	}
 	if n := s.scopes.count; n != 2 {
 		t.Errorf("%d scopes kept, want 2", n)
+	}
+	use("b") // back, evicting a (472): it must not come back full
+	if got := s.Available("b"); got != 458 {
+		t.Errorf("b = %d, want 458: a drained scope evicted and used again must not get a full quota", got)
 	}
 	// The empty scope does not count against the bound and is never dropped.
 	use("")

@@ -43,6 +43,7 @@ type state struct {
 	cost    int           // tokens paid to the quota for the next attempt
 	bucket  Quota         // the quota this request pays into; nil for none
 	scope   string
+	limited bool // the attempt holds a token of an Adaptive's send-rate limiter
 }
 
 // engine is implemented by this package's strategies. Their Strategy methods

@@ -1,0 +1,513 @@
+package retry
+
+import (
+	"math"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Defaults of AdaptiveOptions.
+const (
+	DefaultAdaptiveStreak     = 3
+	DefaultAdaptiveMultiplier = 2.0
+	DefaultAdaptiveWindow     = 10 * time.Second
+	DefaultAdaptiveMaxWait    = time.Second
+)
+
+// AdaptiveOptions configure an Adaptive strategy. The zero value is the
+// recommended configuration; each zero field takes its default.
+type AdaptiveOptions struct {
+	// StandardOptions are the attempts, backoffs, the cap on a service's
+	// Retry-After, the retry quota and an optional Budget, as for Standard.
+	// Unlike Standard, Adaptive takes retry tokens from a quota only if one
+	// is given (Bucket) or sized (Capacity): its failure streaks do the
+	// quota's work, and unlike a quota that costs 14 tokens a retry they
+	// keep retrying through a brownout that fails 30 % of attempts.
+	StandardOptions
+
+	// Streak is how many attempts in a row may fail in a scope before its
+	// retries stop, until an attempt in it succeeds. While retries in the
+	// scope are working (one succeeded within Window) it is 2·Streak+2,
+	// except after throttling errors. 0 = 3; negative = no limit.
+	Streak int
+	// Multiplier is K in the client-side throttling of the Google SRE
+	// book: when a scope's attempts over Window exceed K times those the
+	// service accepted, a retry is refused with probability
+	// (attempts − K·accepts) / (attempts + 1). 0 = 2; negative = off.
+	Multiplier float64
+	// Window is how long attempts and accepts count, and how recent a
+	// successful retry must be to relax the streak. 0 = 10 s.
+	Window time.Duration
+	// RetryTimeouts lets attempts that timed out be retried. By default
+	// they are not: see Adaptive.
+	RetryTimeouts bool
+
+	// MaxWait is the longest wait the send-rate limiter imposes on an
+	// attempt. 0 = 1 s.
+	MaxWait time.Duration
+	// MinRate is the send rate, in attempts per second per scope, that the
+	// limiter never goes below. 0 = 0.5, AWS's number.
+	MinRate float64
+	// Beta is what a throttle multiplies the send rate by; 0 = 0.7.
+	Beta float64
+	// Scale is how fast the send rate grows back after a throttle (the
+	// CUBIC curve's C); 0 = 0.4.
+	Scale float64
+
+	// Rand draws the probability of refusing a retry; nil = math/rand/v2.
+	Rand func() float64
+	// Now is the clock of the limiter and the windows; nil = time.Now.
+	// Simulations and tests set it.
+	Now func() time.Time
+}
+
+// Adaptive is the strategy to use when nothing else is known: it adapts to
+// the health of the service in every process on its own, so that a fleet of
+// clients that each run it cannot turn an outage, an overload or throttling
+// into a retry storm, and it still retries through a brownout. It is the
+// default of httpretry.Transport and of the Forrst client.
+//
+// Per scope, it keeps three signals, each cheap enough for every request:
+//
+// Failure streaks. After 3 attempts in a row fail with no success between
+// them, the scope's retries stop until an attempt succeeds. A client that
+// was healthy and meets an outage thus retries its first failing request
+// and no other: 2 retries in all, whether it sends one request a second or
+// a thousand. While retries are working (one succeeded in the last 10 s) a
+// streak of 8 is allowed instead: a brownout that fails 30 % of attempts at
+// random is retried in full, because there retries are what succeeds.
+// Throttling errors never relax the streak: a retry the service refused for
+// load is no evidence that retrying helps.
+//
+// Client-side throttling, after the Google SRE book. Over 10 s it counts
+// the attempts sent and those the service accepted; when attempts exceed
+// twice the accepts, a retry is refused with probability
+// (attempts − 2·accepts)/(attempts + 1). The counts are kept for the
+// strategy as a whole too, and a retry must pass both: a failing service
+// reached under many scope names (one per host, say) cannot collect a fresh
+// allowance under each.
+//
+// A send-rate limiter, after AWS's adaptive retry mode: a token bucket
+// whose rate follows the CUBIC curve (beta 0.7, scale 0.4, send rate
+// measured over 0.5 s and smoothed 0.8, at least 0.5 attempts per second,
+// at most twice the measured rate). It starts unlimited; a throttling error
+// (HTTP 429, a throttling code) cuts the rate to 0.7 times what the client
+// was sending, and successes grow it back along the curve. Where it makes
+// an attempt wait, first attempts included, the wait is the token's Delay:
+// Do waits it, cancellably, and never past the context's deadline. Two
+// changes from the AWS SDKs: no wait exceeds MaxWait (1 s), since a wait
+// fixed at the rate of the worst moment would outlast the throttling and a
+// queue of them would leave in a burst; and once no throttle has been heard
+// for twice the curve's recovery time (at least 2 s) the limiter stops
+// limiting, where the AWS SDKs' limiter, once throttled, limits for the
+// life of the client.
+//
+// An attempt that timed out is not retried unless RetryTimeouts is set. A
+// timeout is the usual face of overload: the attempt may still be queued at
+// the server, and its retry doubles the work exactly when the server can do
+// least; gRPC's retry design and Finagle make the same choice by default.
+// A failure that never reached the server (a refused connection) is not a
+// timeout and is retried.
+//
+// Why these. A ratio budget cannot tell an outage from a brownout, and a
+// token-bucket quota drains in both; what tells them apart is whether
+// retries succeed, which the streak reads from the first failures. The
+// same streak is what limits a client that sends one request a second,
+// where a quota of 500 tokens is 35 retries. Limits from latency (Netflix's
+// gradient limiter, Envoy's adaptive concurrency) need a latency baseline a
+// retry strategy does not see. The retry command's simulator (retry sim)
+// measures each choice; the README has its tables.
+//
+// The first attempt is never refused, only delayed by the limiter. With
+// the defaults there is no token quota (see AdaptiveOptions.StandardOptions);
+// a Budget in the options bounds retries further. The success path reads no
+// clock while the limiter is not limiting, and allocates nothing.
+//
+// An Adaptive is safe for concurrent use; one should be shared by every
+// caller of a service in a process. Its zero value uses the defaults;
+// NewAdaptive sets options. It must not be copied after first use.
+type Adaptive struct {
+	opts   AdaptiveOptions
+	tokens issuer
+	scopes scopes[adaptiveScope, *adaptiveScope]
+	all    outcomes // every scope's, together
+}
+
+// NewAdaptive returns an Adaptive strategy with the given options.
+func NewAdaptive(opts AdaptiveOptions) *Adaptive {
+	if b, ok := opts.Bucket.(*TokenBucket); ok && b == nil {
+		opts.Bucket = nil
+	}
+	return &Adaptive{opts: opts}
+}
+
+// adaptiveScope is what an Adaptive keeps per scope. It is the Quota the
+// scope's tokens carry (its methods reach the scope's quota, if any), so
+// that a token leads back to its scope.
+type adaptiveScope struct {
+	bucket   TokenBucket // the scope's own quota, when it has one
+	quota    Quota       // the quota retries pay: &bucket, a shared one, or nil
+	outcomes outcomes
+	limiting atomic.Bool // the limiter is enabled: consult it on every attempt
+	mu       sync.Mutex  // guards limiter; never held while waiting
+	limiter  cubic
+	started  bool         // limiter has its clock
+	streak   atomic.Int64 // failed attempts since the last success
+	worked   atomic.Int64 // when a retry last succeeded, ns since the Unix epoch
+}
+
+func (sc *adaptiveScope) init(cfg scopeConfig) {
+	switch {
+	case cfg.shared != nil:
+		sc.quota = cfg.shared
+	case cfg.capacity > 0:
+		sc.bucket.fill(cfg.capacity)
+		sc.quota = &sc.bucket
+	}
+}
+
+func (sc *adaptiveScope) idle() bool {
+	return !sc.limiting.Load() && sc.streak.Load() == 0 && (sc.quota != &sc.bucket || sc.bucket.idle())
+}
+
+func (sc *adaptiveScope) inherit(old any) {
+	o, ok := old.(*adaptiveScope)
+	if !ok {
+		return
+	}
+	sc.bucket.inherit(&o.bucket)
+	// The window's counts and the limiter go with the name's replacement:
+	// a drained, throttled scope dropped for room comes back no better.
+	o.mu.Lock()
+	sc.limiter, sc.started = o.limiter, o.started
+	o.mu.Unlock()
+	sc.limiting.Store(o.limiting.Load())
+	sc.streak.Store(o.streak.Load())
+	sc.worked.Store(o.worked.Load())
+	sc.outcomes.pending.Store(o.outcomes.pending.Load())
+	sc.outcomes.placed.Store(o.outcomes.placed.Load())
+	for i := range rollingSlots {
+		sc.outcomes.attempts.slots[i].Store(o.outcomes.attempts.slots[i].Load())
+		sc.outcomes.accepts.slots[i].Store(o.outcomes.accepts.slots[i].Load())
+	}
+}
+
+// Take, Refund and Available reach the scope's quota; a scope without one
+// takes anything.
+func (sc *adaptiveScope) Take(n int) bool {
+	if sc.quota == nil {
+		return true
+	}
+	return sc.quota.Take(n)
+}
+
+func (sc *adaptiveScope) Refund(n int) {
+	if sc.quota != nil {
+		refund(sc.quota, n)
+	}
+}
+
+func (sc *adaptiveScope) Available() int {
+	if sc.quota == nil {
+		return math.MaxInt
+	}
+	return sc.quota.Available()
+}
+
+// AcquireInitialToken returns the token for a request's first attempt. It
+// never fails; its Delay is the wait the send-rate limiter imposes, if it is
+// limiting.
+func (a *Adaptive) AcquireInitialToken(scope string) (Token, error) {
+	t := a.tokens.acquire(a, scope)
+	sc := t.st.bucket.(*adaptiveScope)
+	if sc.limiting.Load() {
+		t.st.delay = a.reserve(sc)
+		t.st.limited = true
+	}
+	return t, nil
+}
+
+// RefreshToken spends the token of a failed attempt and returns the token
+// for the next one. It checks what Standard checks (ErrInvalidToken,
+// ErrNotRetryable, ErrMaxAttempts, ErrRetryAfterTooLong, and
+// ErrQuotaExhausted if there is a quota), then the client-side throttling
+// and the Budget (ErrBudgetExhausted). The new token's delay is the longest
+// of the backoff, the service's RetryAfter and the limiter's wait.
+func (a *Adaptive) RefreshToken(t Token, err error) (Token, error) {
+	return a.tokens.refresh(a, t, err)
+}
+
+// RecordSuccess spends the token of a successful attempt, counts the
+// success, and refunds a quota as Standard does.
+func (a *Adaptive) RecordSuccess(t Token) error { return a.tokens.record(a, t) }
+
+// ReleaseToken spends a token whose attempt will not be made: what its
+// retry took from the quota and the budget goes back, and so does the
+// limiter's token. It implements Releaser.
+func (a *Adaptive) ReleaseToken(t Token) error {
+	c, ok := a.tokens.spend(t)
+	if !ok {
+		return errForeignToken
+	}
+	a.undo(t.st)
+	a.tokens.cells.Put(c)
+	return nil
+}
+
+// Rate returns the send rate the limiter allows in scope, in attempts per
+// second, and whether it is limiting at all (it is not until the service
+// throttles the scope, and stops some time after the throttling ends).
+func (a *Adaptive) Rate(scope string) (rate float64, limiting bool) {
+	sc := a.scopes.peek(scope)
+	if sc == nil || !sc.limiting.Load() {
+		return math.Inf(1), false
+	}
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	return sc.limiter.fillRate, true
+}
+
+// Available returns the tokens left in scope's quota, or math.MaxInt if
+// the strategy has none.
+func (a *Adaptive) Available(scope string) int {
+	if q := a.opts.Bucket; q != nil {
+		return q.Available()
+	}
+	if sc := a.scopes.peek(scope); sc != nil {
+		return sc.Available()
+	}
+	if a.opts.Capacity > 0 {
+		return a.opts.Capacity
+	}
+	return math.MaxInt
+}
+
+func (a *Adaptive) quota(scope string) Quota {
+	var sc *adaptiveScope
+	if b := a.scopes.unscoped.Load(); b != nil && scope == "" {
+		sc = &b.val
+	} else {
+		sc = a.scopes.get(scope, scopeConfig{capacity: a.opts.Capacity, shared: a.opts.Bucket}, orDefault(a.opts.MaxScopes, defaultMaxScopes))
+	}
+	return sc
+}
+
+func (a *Adaptive) next(st state, err error) (state, error) {
+	sc := st.bucket.(*adaptiveScope)
+	p := newPolicy(a.opts.MaxAttempts, a.opts.Backoff, a.opts.ThrottleBackoff, a.opts.MaxRetryAfter)
+	info, delay, refused := p.decide(&st, err)
+	if st.retries == 0 {
+		a.deposit()
+	}
+	now := a.now()
+	attempts, accepts := sc.outcomes.failure(now, a.window())
+	allAttempts, allAccepts := a.all.failure(now, a.window())
+	streak := sc.streak.Add(1)
+	if info.Throttle || sc.limiting.Load() {
+		a.tell(sc, now, info.Throttle)
+	}
+	switch {
+	case refused != nil:
+		return st, refused
+	case info.Timeout && !a.opts.RetryTimeouts:
+		return st, errTimeoutNotRetried
+	case a.streakTooLong(sc, streak, info, now):
+		return st, errStreak
+	}
+	if reject := max(a.rejection(attempts, accepts), a.rejection(allAttempts, allAccepts)); reject > 0 && a.rand() < reject {
+		return st, errThrottledClient
+	}
+	cost := a.cost(info)
+	if !sc.Take(cost) {
+		return st, &QuotaError{Scope: st.scope, Cost: cost, Available: sc.Available(), Delay: delay}
+	}
+	if b := a.opts.Budget; b != nil && !b.TryWithdraw() {
+		sc.Refund(cost)
+		return st, errBudget
+	}
+	st.limited = false
+	if sc.limiting.Load() {
+		delay = max(delay, a.reserve(sc))
+		st.limited = true
+	}
+	st.retries++
+	st.delay, st.cost = delay, cost
+	return st, nil
+}
+
+// Refusals of Adaptive's own.
+var (
+	errStreak            = &refusal{ErrBudgetExhausted, "too many attempts in a row failed in this scope; retries resume after a success"}
+	errThrottledClient   = &refusal{ErrBudgetExhausted, "the service accepts too few attempts in this scope to retry (client-side throttling)"}
+	errTimeoutNotRetried = &refusal{ErrNotRetryable, "the attempt timed out, a sign of overload (AdaptiveOptions.RetryTimeouts allows it)"}
+)
+
+// streakTooLong reports whether a scope's failures in a row, streak, stop
+// its retries.
+func (a *Adaptive) streakTooLong(sc *adaptiveScope, streak int64, info Info, now time.Time) bool {
+	limit := int64(a.opts.Streak)
+	switch {
+	case limit < 0:
+		return false
+	case limit == 0:
+		limit = DefaultAdaptiveStreak
+	}
+	if last := sc.worked.Load(); !info.Throttle && last != 0 && now.UnixNano()-last < int64(a.window()) {
+		limit = 2*limit + 2 // retries are working: a brownout, not an outage
+	}
+	return streak >= limit
+}
+
+// rejection is the client-side throttling probability of the Google SRE
+// book for a window's counts.
+func (a *Adaptive) rejection(attempts, accepts float64) float64 {
+	k := a.opts.Multiplier
+	switch {
+	case k == 0 || math.IsNaN(k) || math.IsInf(k, 0):
+		k = DefaultAdaptiveMultiplier
+	case k < 0:
+		return 0
+	}
+	return max(0, (attempts-k*accepts)/(attempts+1))
+}
+
+func (a *Adaptive) cost(info Info) int {
+	if a.opts.Bucket == nil && a.opts.Capacity <= 0 {
+		return 0
+	}
+	retry := orDefault(a.opts.RetryCost, DefaultRetryCost)
+	switch {
+	case info.Throttle:
+		return orDefault(a.opts.ThrottleCost, DefaultThrottleCost)
+	case info.Timeout:
+		return orDefault(a.opts.TimeoutCost, retry)
+	}
+	return retry
+}
+
+func (a *Adaptive) succeed(bucket Quota, retries, cost int) {
+	sc := bucket.(*adaptiveScope)
+	if retries == 0 {
+		a.deposit()
+		sc.Refund(orDefault(a.opts.SuccessIncrement, 1))
+	} else {
+		sc.Refund(cost)
+		sc.worked.Store(a.now().UnixNano())
+	}
+	if sc.streak.Load() != 0 {
+		sc.streak.Store(0)
+	}
+	if sc.outcomes.success() {
+		sc.outcomes.count(a.now(), a.window())
+	}
+	if a.all.success() {
+		a.all.count(a.now(), a.window())
+	}
+	if sc.limiting.Load() {
+		a.tell(sc, a.now(), false)
+	}
+}
+
+func (a *Adaptive) release(bucket Quota, cost int) {
+	a.undo(state{bucket: bucket, cost: cost, limited: true})
+}
+
+// undo takes back a granted attempt that will not be made.
+func (a *Adaptive) undo(st state) {
+	sc, ok := st.bucket.(*adaptiveScope)
+	if !ok {
+		return
+	}
+	if st.retries > 0 || st.cost > 0 {
+		sc.Refund(st.cost)
+		if b := a.opts.Budget; b != nil && st.retries > 0 {
+			b.refund()
+		}
+	}
+	if st.limited {
+		sc.mu.Lock()
+		sc.limiter.cancel()
+		sc.mu.Unlock()
+	}
+}
+
+// deposit counts a request in the Budget, if there is one.
+func (a *Adaptive) deposit() {
+	if b := a.opts.Budget; b != nil {
+		b.Deposit()
+	}
+}
+
+// tell updates sc's limiter with an answer at now, a throttle or not,
+// starts it limiting on a throttle, and stops it once the throttling has
+// been over for a while.
+func (a *Adaptive) tell(sc *adaptiveScope, now time.Time, throttled bool) {
+	t := seconds(now)
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	a.startLimiter(sc, t)
+	if throttled && !sc.limiter.enabled {
+		// The limiter did not hear the successes while it was off: take
+		// the send rate from the window's counts instead.
+		attempts, _ := sc.outcomes.count(now, a.window())
+		sc.limiter.measured = attempts / a.window().Seconds()
+	}
+	sc.limiter.update(t, throttled)
+	switch {
+	case sc.limiter.enabled && !sc.limiting.Load():
+		sc.limiting.Store(true)
+	case !throttled && sc.limiter.settled(t, quietSeconds):
+		sc.limiter.enabled = false
+		sc.limiting.Store(false)
+	}
+}
+
+// quietSeconds is the least time without a throttle after which the
+// limiter stops limiting.
+const quietSeconds = 2
+
+// reserve takes a limiter token for an attempt now and returns its wait.
+func (a *Adaptive) reserve(sc *adaptiveScope) time.Duration {
+	t := seconds(a.now())
+	sc.mu.Lock()
+	a.startLimiter(sc, t)
+	wait := sc.limiter.reserve(t, orDuration(a.opts.MaxWait, DefaultAdaptiveMaxWait).Seconds())
+	sc.mu.Unlock()
+	return time.Duration(wait * float64(time.Second))
+}
+
+func (a *Adaptive) startLimiter(sc *adaptiveScope, t float64) {
+	if !sc.started {
+		sc.limiter.start(t, a.opts.MinRate, a.opts.Beta, a.opts.Scale)
+		sc.started = true
+	}
+}
+
+func (a *Adaptive) rand() float64 {
+	if a.opts.Rand != nil {
+		return a.opts.Rand()
+	}
+	return rand.Float64()
+}
+
+func (a *Adaptive) now() time.Time {
+	if a.opts.Now != nil {
+		return a.opts.Now()
+	}
+	return time.Now()
+}
+
+// seconds is t in seconds since the Unix epoch, the limiter's clock.
+func seconds(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
+
+func (a *Adaptive) window() time.Duration { return orDuration(a.opts.Window, DefaultAdaptiveWindow) }
+
+// orDuration returns d, or def if d is zero or negative.
+func orDuration(d, def time.Duration) time.Duration {
+	if d <= 0 {
+		return def
+	}
+	return d
+}

@@ -1,0 +1,149 @@
+package retry
+
+import (
+	"errors"
+	"math"
+	"sync/atomic"
+	"time"
+)
+
+// ErrBudgetExhausted: the retry budget allows no more retries now, because
+// retries already make up its ratio of recent requests.
+var ErrBudgetExhausted = errors.New("retry: retry budget exhausted")
+
+// errBudget is the refusal of a retry that the budget could not pay for.
+var errBudget = &refusal{ErrBudgetExhausted, "retries already make up the budget's share of recent requests"}
+
+// Defaults of BudgetOptions.
+const (
+	DefaultBudgetRatio        = 0.2
+	DefaultBudgetMinPerSecond = 1.0
+	DefaultBudgetWindow       = 10 * time.Second
+)
+
+// BudgetOptions configure a Budget. Each zero field takes its default.
+type BudgetOptions struct {
+	// Ratio is the share of requests that may be retried over the window:
+	// 0.2 lets retries add at most 20 % to the load. 0 = 0.2, as Finagle's
+	// retry budget; negative = no retries beyond the floor.
+	Ratio float64
+	// MinPerSecond is the floor: retries allowed per second whatever the
+	// traffic, so that a client sending a few requests can still retry one.
+	// 0 = 1; negative = no floor.
+	MinPerSecond float64
+	// Window is how long a request counts towards the budget, and a retry
+	// against it. 0 = 10 s.
+	Window time.Duration
+	// Now is the clock; nil = time.Now. Simulations and tests set it.
+	Now func() time.Time
+}
+
+// Budget is a retry budget in the manner of Finagle's and the Google SRE
+// book's: over a sliding window, retries may not exceed a ratio of the
+// requests made plus a small floor. Where a token-bucket quota (TokenBucket)
+// drains when failures outnumber successes, a budget bounds the load that
+// retries add, whatever happens: with a ratio of 0.2 a fleet of clients can
+// never send more than 1.2 times its requests (plus the floor), however long
+// the service fails.
+//
+// Call Deposit once per request and TryWithdraw before each retry. Deposit
+// reads no clock and takes no lock: it is one atomic add, and the deposits
+// are placed in the window when the budget is next consulted, spread evenly
+// over the time since then (a burst of requests long before a failure
+// therefore counts for less than the same requests made just before it,
+// which errs on the side of fewer retries). TryWithdraw is lock-free; under
+// contention it may let through at most one retry per concurrent caller more
+// than the budget holds.
+//
+// A Budget is safe for concurrent use. The zero value is ready to use with
+// the default options; NewBudget sets others. It must not be copied after
+// first use.
+type Budget struct {
+	opts        BudgetOptions
+	pending     atomic.Int64 // deposits not yet placed in a slot
+	placed      atomic.Int64 // when deposits were last placed, in ns since the Unix epoch; 0 = never
+	deposits    rolling      // requests, placed
+	withdrawals rolling      // retries
+}
+
+// NewBudget returns a Budget with the given options.
+func NewBudget(opts BudgetOptions) *Budget {
+	return &Budget{opts: opts}
+}
+
+// Deposit records one request. It costs one atomic add and no clock read.
+func (b *Budget) Deposit() { b.pending.Add(1) }
+
+// TryWithdraw reports whether the budget allows one more retry now, and if
+// it does, records the retry.
+func (b *Budget) TryWithdraw() bool {
+	now := b.now()
+	slot := slotOf(now, b.window())
+	b.place(now, slot)
+	if b.balance(slot) < 1 {
+		return false
+	}
+	b.withdrawals.add(slot, milli)
+	return true
+}
+
+// Available returns how many retries the budget would allow now.
+func (b *Budget) Available() int {
+	now := b.now()
+	slot := slotOf(now, b.window())
+	b.place(now, slot)
+	return int(max(b.balance(slot), 0))
+}
+
+// refund gives back a withdrawal whose retry was not made.
+func (b *Budget) refund() {
+	slot := slotOf(b.now(), b.window())
+	b.withdrawals.add(slot, -milli)
+}
+
+// place moves the pending deposits into the window. Deposits made since the
+// last placement are taken to be spread evenly over the time since then, so
+// only the share of them that falls inside the window counts.
+func (b *Budget) place(now time.Time, slot int64) {
+	n := b.pending.Swap(0)
+	share := placeShare(&b.placed, now, b.window())
+	if n == 0 {
+		return
+	}
+	b.deposits.add(slot, int64(float64(n)*share*milli))
+}
+
+// balance is the retries the budget holds in the window ending with slot.
+func (b *Budget) balance(slot int64) float64 {
+	ratio, floor := b.opts.Ratio, b.opts.MinPerSecond
+	if ratio == 0 {
+		ratio = DefaultBudgetRatio
+	}
+	if floor == 0 {
+		floor = DefaultBudgetMinPerSecond
+	}
+	ratio, floor = max(ratio, 0), max(floor, 0)
+	if math.IsNaN(ratio) || math.IsInf(ratio, 0) {
+		ratio = DefaultBudgetRatio
+	}
+	if math.IsNaN(floor) || math.IsInf(floor, 0) {
+		floor = DefaultBudgetMinPerSecond
+	}
+	deposits := float64(b.deposits.sum(slot)) / milli
+	withdrawals := float64(b.withdrawals.sum(slot)) / milli
+	return ratio*deposits + floor*b.window().Seconds() - withdrawals
+}
+
+func (b *Budget) window() time.Duration {
+	if b.opts.Window <= 0 {
+		return DefaultBudgetWindow
+	}
+	return b.opts.Window
+}
+
+func (b *Budget) now() time.Time {
+	if b.opts.Now != nil {
+		return b.opts.Now()
+	}
+	return time.Now()
+}

@@ -1,0 +1,86 @@
+package retry
+
+import (
+	"sync/atomic"
+	"time"
+)
+
+// rollingSlots is how many slots a sliding window is cut into: counts leave
+// the window a tenth of it at a time.
+const rollingSlots = 10
+
+// milli is one event in a rolling count, which counts thousandths so that
+// events can be placed in part (see Budget).
+const milli = 1000
+
+// rolling counts events over a sliding window of rollingSlots slots, without
+// a lock. Each slot packs its index (its epoch) with its count, so that a slot
+// is reused and counted in one atomic step. Slot indexes are absolute (time
+// divided by the slot's width), so the zero value is ready to use.
+type rolling struct {
+	slots [rollingSlots]atomic.Uint64
+}
+
+// The low 40 bits of a slot count thousandths, the high 24 hold the slot's
+// index modulo 2^24. (An index seen again after 2^24 slots, 194 days of 1 s
+// slots, would be read as current: only if the slot was not used in all that
+// time, and then it holds at most one slot's old counts.)
+const (
+	countBits = 40
+	countMask = 1<<countBits - 1
+	epochMask = 1<<(64-countBits) - 1
+)
+
+// add adds delta thousandths (which may be negative) to slot, resetting it
+// first if it holds an older slot. Counts never go below zero.
+func (r *rolling) add(slot int64, delta int64) {
+	w := &r.slots[slot%rollingSlots]
+	for {
+		old := w.Load()
+		count := int64(0)
+		if int64(old>>countBits) == slot&epochMask {
+			count = int64(old & countMask)
+		}
+		next := min(max(count+delta, 0), countMask)
+		if w.CompareAndSwap(old, uint64(slot&epochMask)<<countBits|uint64(next)) {
+			return
+		}
+	}
+}
+
+// sum returns the thousandths counted in the window that ends with slot.
+func (r *rolling) sum(slot int64) int64 {
+	var total int64
+	for i := range int64(rollingSlots) {
+		s := slot - i
+		if s < 0 {
+			break
+		}
+		w := r.slots[s%rollingSlots].Load()
+		if int64(w>>countBits) == s&epochMask {
+			total += int64(w & countMask)
+		}
+	}
+	return total
+}
+
+// slotOf returns the index of the slot of a window's rolling count that
+// holds instant t. A clock before 1970 is wrong, not a reason to panic: it
+// reads as 1970.
+func slotOf(t time.Time, window time.Duration) int64 {
+	width := max(int64(window)/rollingSlots, 1)
+	return max(t.UnixNano(), 0) / width
+}
+
+// placeShare records now as the last placement of counts that were pending
+// since the previous one, and returns the share of those counts that falls
+// in a window ending now, taking them to be spread evenly over the time
+// between the two placements.
+func placeShare(placed *atomic.Int64, now time.Time, window time.Duration) float64 {
+	ns := now.UnixNano()
+	last := placed.Swap(ns)
+	if last != 0 && ns-last > int64(window) {
+		return float64(window) / float64(ns-last)
+	}
+	return 1
+}
