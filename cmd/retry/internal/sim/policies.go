@@ -41,6 +41,47 @@ func Policies() []Policy {
 			ThrottleBackoff: exp(time.Second, 20*time.Second, retry.FullJitter, env.Rand),
 		})
 	}
+	// standardBudget adds a retry budget with its default ratio to Standard.
+	standardBudget := func(env Env) retry.Strategy {
+		return retry.NewStandard(retry.StandardOptions{
+			Backoff:         exp(50*time.Millisecond, 20*time.Second, retry.FullJitter, env.Rand),
+			ThrottleBackoff: exp(time.Second, 20*time.Second, retry.FullJitter, env.Rand),
+			Budget:          retry.NewBudget(retry.BudgetOptions{Now: env.Now}),
+		})
+	}
+	// adaptive is retry.NewAdaptive with its defaults: what a user who
+	// configures nothing gets.
+	adaptive := func(env Env) retry.Strategy {
+		return retry.NewAdaptive(retry.AdaptiveOptions{
+			StandardOptions: retry.StandardOptions{
+				Backoff:         exp(50*time.Millisecond, 20*time.Second, retry.FullJitter, env.Rand),
+				ThrottleBackoff: exp(time.Second, 20*time.Second, retry.FullJitter, env.Rand),
+			},
+			Rand: env.Rand,
+			Now:  env.Now,
+		})
+	}
+	// awsAdaptive is AWS's adaptive retry mode as the AWS SDKs ship it, as
+	// near as Adaptive's dials reach: the standard mode's quota of 500 per
+	// client, timeouts retried, no failure streaks or client-side
+	// throttling, and a send-rate limiter that only throttling errors slow
+	// down and whose waits are not bounded (an hour). (Adaptive's limiter
+	// still stops limiting after the throttling ends; AWS's does not.)
+	awsAdaptive := func(env Env) retry.Strategy {
+		return retry.NewAdaptive(retry.AdaptiveOptions{
+			StandardOptions: retry.StandardOptions{
+				Backoff:         exp(50*time.Millisecond, 20*time.Second, retry.FullJitter, env.Rand),
+				ThrottleBackoff: exp(time.Second, 20*time.Second, retry.FullJitter, env.Rand),
+				Capacity:        retry.DefaultBucketCapacity,
+			},
+			Streak:        -1,
+			Multiplier:    -1,
+			RetryTimeouts: true,
+			MaxWait:       time.Hour,
+			Rand:          env.Rand,
+			Now:           env.Now,
+		})
+	}
 	return []Policy{
 		{Name: "no retries", New: shared(func(Env) retry.Strategy { return &retry.No{} })},
 		{Name: "immediate, 3 attempts", New: shared(func(Env) retry.Strategy {
@@ -56,6 +97,11 @@ func Policies() []Policy {
 		})},
 		{Name: "Standard, quota per client", New: perClient(standard)},
 		{Name: "Standard, one shared quota", New: shared(standard)},
+		{Name: "Standard + Budget, per client", New: perClient(standardBudget)},
+		{Name: "Standard + Budget, one shared", New: shared(standardBudget)},
+		{Name: "AWS adaptive mode, per client", New: perClient(awsAdaptive)},
+		{Name: Default + ", per client", New: perClient(adaptive)},
+		{Name: Default + ", one shared", New: shared(adaptive)},
 		{Name: "10 att., 100ms·2^n + ≤100ms jitter", RetryAfter: IgnoreRetryAfter, New: shared(func(env Env) retry.Strategy {
 			rnd := env.Rand
 			// avast/retry-go's defaults: 10 attempts, BackOffDelay from
@@ -76,6 +122,10 @@ func Policies() []Policy {
 		})},
 	}
 }
+
+// Default names the rows of the strategy users get when they configure
+// nothing.
+const Default = "Adaptive (default)"
 
 // plusJitter adds a uniform random delay of up to extra to a backoff.
 type plusJitter struct {
