@@ -220,13 +220,22 @@ func (sc *adaptiveScope) Available() int {
 // never fails; its Delay is the wait the send-rate limiter imposes, if it is
 // limiting.
 func (a *Adaptive) AcquireInitialToken(scope string) (Token, error) {
-	t := a.tokens.acquire(a, scope)
-	sc := t.st.bucket.(*adaptiveScope)
+	return a.tokens.acquire(a, scope), nil
+}
+
+func (a *Adaptive) quick(scope string) (Quota, bool) {
+	sc := a.quota(scope).(*adaptiveScope)
+	return sc, !sc.limiting.Load()
+}
+
+func (a *Adaptive) begin(scope string) state {
+	sc := a.quota(scope).(*adaptiveScope)
+	st := state{bucket: sc, scope: scope}
 	if sc.limiting.Load() {
-		t.st.delay = a.reserve(sc)
-		t.st.limited = true
+		st.delay = a.reserve(sc)
+		st.limited = true
 	}
-	return t, nil
+	return st
 }
 
 // RefreshToken spends the token of a failed attempt and returns the token
@@ -251,7 +260,7 @@ func (a *Adaptive) ReleaseToken(t Token) error {
 	if !ok {
 		return errForeignToken
 	}
-	a.undo(t.st)
+	a.release(t.st)
 	a.tokens.cells.Put(c)
 	return nil
 }
@@ -410,12 +419,8 @@ func (a *Adaptive) succeed(bucket Quota, retries, cost int) {
 	}
 }
 
-func (a *Adaptive) release(bucket Quota, cost int) {
-	a.undo(state{bucket: bucket, cost: cost, limited: true})
-}
-
-// undo takes back a granted attempt that will not be made.
-func (a *Adaptive) undo(st state) {
+// release takes back a granted attempt that will not be made.
+func (a *Adaptive) release(st state) {
 	sc, ok := st.bucket.(*adaptiveScope)
 	if !ok {
 		return

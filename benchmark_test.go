@@ -20,6 +20,24 @@ func BenchmarkDo(b *testing.B) {
 			}
 		}
 	})
+	b.Run("success/Adaptive", func(b *testing.B) {
+		s := NewAdaptive(AdaptiveOptions{})
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := Do(ctx, s, succeed); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("success/Standard+Budget", func(b *testing.B) {
+		s := NewStandard(StandardOptions{Budget: NewBudget(BudgetOptions{})})
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := Do(ctx, s, succeed); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 	b.Run("success/Simple", func(b *testing.B) {
 		s := &Simple{}
 		b.ReportAllocs()

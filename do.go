@@ -32,7 +32,12 @@ func Do(ctx context.Context, s Strategy, op func(context.Context) error, opts ..
 	if len(opts) == 0 {
 		// As in DoValue, without the wrapper on the first attempt.
 		if e := builtin(s); e != nil && ctx.Err() == nil {
-			st := state{bucket: e.quota("")}
+			q, now := e.quick("")
+			if !now {
+				_, err := loop(ctx, s, wrapped, nil) // the loop waits the first attempt's turn
+				return err
+			}
+			st := state{bucket: q}
 			err := op(ctx)
 			if err == nil {
 				e.succeed(st.bucket, 0, 0)
@@ -55,16 +60,23 @@ func DoValue[T any](ctx context.Context, s Strategy, op func(context.Context) (T
 		// The common case, a built-in strategy without options, gets a path
 		// of its own for the first attempt; a failure joins the loop.
 		if e := builtin(s); e != nil && ctx.Err() == nil {
-			st := state{bucket: e.quota("")}
-			v, err := op(ctx)
-			if err == nil {
-				e.succeed(st.bucket, 0, 0)
-				return v, nil
+			if q, now := e.quick(""); now {
+				st := state{bucket: q}
+				v, err := op(ctx)
+				if err == nil {
+					e.succeed(st.bucket, 0, 0)
+					return v, nil
+				}
+				var c config
+				return resume(ctx, s, op, &c, &first[T]{st, v, err})
 			}
-			var c config
-			return resume(ctx, s, op, &c, &first[T]{st, v, err})
 		}
 	}
+	return loop(ctx, s, op, opts)
+}
+
+// loop runs the general loop with opts.
+func loop[T any](ctx context.Context, s Strategy, op func(context.Context) (T, error), opts []Option) (T, error) {
 	var c config
 	c.apply(opts)
 	if c.maxElapsed > 0 {
@@ -103,6 +115,8 @@ func builtin(s Strategy) engine {
 	case *Simple:
 		return e
 	case *No:
+		return e
+	case *Adaptive:
 		return e
 	}
 	return nil
@@ -198,7 +212,7 @@ type driver struct {
 func (d *driver) begin(scope string) error {
 	switch {
 	case d.e != nil:
-		d.st.bucket, d.st.scope = d.e.quota(scope), scope
+		d.st = d.e.begin(scope)
 		return nil
 	case d.s == nil:
 		return errNilStrategy
@@ -242,8 +256,8 @@ func (d *driver) success() {
 func (d *driver) release() {
 	switch {
 	case d.e != nil:
-		d.e.release(d.st.bucket, d.st.cost)
-		d.st.cost = 0
+		d.e.release(d.st)
+		d.st.cost, d.st.limited = 0, false
 	case d.s != nil:
 		if r, ok := d.s.(Releaser); ok {
 			_ = r.ReleaseToken(d.tok)

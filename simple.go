@@ -32,7 +32,9 @@ func (s *Simple) RefreshToken(t Token, err error) (Token, error) {
 // RecordSuccess spends the token of a successful attempt.
 func (s *Simple) RecordSuccess(t Token) error { return s.tokens.record(s, t) }
 
-func (s *Simple) quota(string) Quota { return nil }
+func (s *Simple) begin(scope string) state { return state{scope: scope} }
+
+func (s *Simple) quick(string) (Quota, bool) { return nil, true }
 
 func (s *Simple) next(st state, err error) (state, error) {
 	p := newPolicy(s.MaxAttempts, s.Backoff, s.Backoff, s.MaxRetryAfter)
@@ -45,7 +47,7 @@ func (s *Simple) succeed(Quota, int, int) {}
 // Releaser.
 func (s *Simple) ReleaseToken(t Token) error { return s.tokens.releaseToken(s, t) }
 
-func (s *Simple) release(Quota, int) {}
+func (s *Simple) release(state) {}
 
 // No never retries: every request gets exactly one attempt. Its refusals still
 // say why (ErrNotRetryable or ErrMaxAttempts), and its tokens are single-use
@@ -66,7 +68,9 @@ func (n *No) RefreshToken(t Token, err error) (Token, error) { return n.tokens.r
 // RecordSuccess spends t.
 func (n *No) RecordSuccess(t Token) error { return n.tokens.record(n, t) }
 
-func (n *No) quota(string) Quota { return nil }
+func (n *No) begin(scope string) state { return state{scope: scope} }
+
+func (n *No) quick(string) (Quota, bool) { return nil, true }
 
 func (n *No) next(st state, err error) (state, error) {
 	p := newPolicy(1, nil, nil, 0)
@@ -79,7 +83,7 @@ func (n *No) succeed(Quota, int, int) {}
 // Releaser.
 func (n *No) ReleaseToken(t Token) error { return n.tokens.releaseToken(n, t) }
 
-func (n *No) release(Quota, int) {}
+func (n *No) release(state) {}
 
 // advance is next for a strategy without a quota.
 func advance(p *policy, st state, err error) (state, error) {

@@ -97,12 +97,16 @@ func (s *Standard) RecordSuccess(t Token) error { return s.tokens.record(s, t) }
 // quota. It implements Releaser.
 func (s *Standard) ReleaseToken(t Token) error { return s.tokens.releaseToken(s, t) }
 
-func (s *Standard) release(bucket Quota, cost int) {
-	refund(bucket, cost)
-	if b := s.opts.Budget; b != nil && cost > 0 {
+func (s *Standard) release(st state) {
+	refund(st.bucket, st.cost)
+	if b := s.opts.Budget; b != nil && st.cost > 0 {
 		b.refund()
 	}
 }
+
+func (s *Standard) begin(scope string) state { return state{bucket: s.quota(scope), scope: scope} }
+
+func (s *Standard) quick(scope string) (Quota, bool) { return s.quota(scope), true }
 
 func (s *Standard) quota(scope string) Quota {
 	if s.opts.Bucket != nil {

@@ -51,8 +51,13 @@ type state struct {
 // state on its own stack, where no token can be reused, so that the path
 // where nothing fails costs a few nanoseconds.
 type engine interface {
-	// quota returns the bucket that pays for retries in scope, or nil.
-	quota(scope string) Quota
+	// begin returns the state of a request's first attempt in scope: the
+	// quota that pays for its retries, and any wait before it.
+	begin(scope string) state
+	// quick returns the quota of scope and true if a request's first
+	// attempt may go at once, without begin: the success path, where even
+	// returning a state costs more than the rest.
+	quick(scope string) (Quota, bool)
 	// next decides on a retry after err and, if granted, returns the state
 	// of the next attempt. (States pass by value: a pointer handed to an
 	// interface method would move the loop's state to the heap.)
@@ -62,8 +67,8 @@ type engine interface {
 	// written field by field stalls the CPU (store forwarding fails) for
 	// longer than the whole success path takes otherwise.
 	succeed(bucket Quota, retries, cost int)
-	// release takes back a granted retry that will not be made.
-	release(bucket Quota, cost int)
+	// release takes back a granted attempt that will not be made.
+	release(st state)
 }
 
 // issuer hands out single-use tokens without allocating. Each request borrows
@@ -86,7 +91,7 @@ func (is *issuer) acquire(e engine, scope string) Token {
 	if c == nil {
 		c = &cell{owner: is}
 	}
-	return Token{st: state{bucket: e.quota(scope), scope: scope}, value: c, gen: c.gen.Load()}
+	return Token{st: e.begin(scope), value: c, gen: c.gen.Load()}
 }
 
 // refresh is RefreshToken for engine e.
@@ -120,7 +125,7 @@ func (is *issuer) releaseToken(e engine, t Token) error {
 	if !ok {
 		return errForeignToken
 	}
-	e.release(t.st.bucket, t.st.cost)
+	e.release(t.st)
 	is.cells.Put(c)
 	return nil
 }
