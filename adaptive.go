@@ -223,6 +223,33 @@ func (a *Adaptive) AcquireInitialToken(scope string) (Token, error) {
 	return a.tokens.acquire(a, scope), nil
 }
 
+// local returns the state of the empty scope when it exists, is not
+// limiting, and nothing but the scope needs to hear of a success: the
+// common case, which Do serves without an interface call.
+func (a *Adaptive) local() *adaptiveScope {
+	if a.opts.Bucket != nil || a.opts.Budget != nil || a.opts.Capacity > 0 {
+		return nil
+	}
+	if b := a.scopes.unscoped.Load(); b != nil && !b.val.limiting.Load() {
+		return &b.val
+	}
+	return nil
+}
+
+// firstSucceeded is succeed for a first attempt in sc, a scope local
+// returned; succeed calls it too, for what every success does.
+func (a *Adaptive) firstSucceeded(sc *adaptiveScope) {
+	if sc.streak.Load() != 0 {
+		sc.streak.Store(0)
+	}
+	if sc.outcomes.success() {
+		sc.outcomes.count(a.now(), a.window())
+	}
+	if a.all.success() {
+		a.all.count(a.now(), a.window())
+	}
+}
+
 func (a *Adaptive) quick(scope string) (Quota, bool) {
 	sc := a.quota(scope).(*adaptiveScope)
 	return sc, !sc.limiting.Load()
@@ -405,15 +432,7 @@ func (a *Adaptive) succeed(bucket Quota, retries, cost int) {
 		sc.Refund(cost)
 		sc.worked.Store(a.now().UnixNano())
 	}
-	if sc.streak.Load() != 0 {
-		sc.streak.Store(0)
-	}
-	if sc.outcomes.success() {
-		sc.outcomes.count(a.now(), a.window())
-	}
-	if a.all.success() {
-		a.all.count(a.now(), a.window())
-	}
+	a.firstSucceeded(sc)
 	if sc.limiting.Load() {
 		a.tell(sc, a.now(), false)
 	}

@@ -141,14 +141,19 @@ func (s *Standard) next(st state, err error) (state, error) {
 }
 
 func (s *Standard) succeed(bucket Quota, retries, cost int) {
+	n := cost
 	if retries == 0 {
-		refund(bucket, orDefault(s.opts.SuccessIncrement, 1))
+		n = orDefault(s.opts.SuccessIncrement, 1)
 		if b := s.opts.Budget; b != nil {
 			b.Deposit()
 		}
-	} else {
-		refund(bucket, cost)
 	}
+	// The bucket's own Refund, inlined here: this runs on every success.
+	if b, ok := bucket.(*TokenBucket); ok {
+		b.Refund(n)
+		return
+	}
+	bucket.Refund(n)
 }
 
 // Available returns the tokens left in scope's quota: in the shared Bucket if
@@ -185,4 +190,23 @@ func orDefault(v, def int) int {
 		return def
 	}
 	return v
+}
+
+// local returns the bucket of the empty scope when the strategy has no
+// shared quota and the scope exists: the common case, which Do serves
+// without an interface call.
+func (s *Standard) local() *TokenBucket {
+	if s.opts.Bucket != nil || s.opts.Budget != nil {
+		return nil // succeed handles these
+	}
+	if b := s.scopes.unscoped.Load(); b != nil {
+		return &b.val
+	}
+	return nil
+}
+
+// firstSucceeded is succeed for a first attempt paid from b, a bucket of
+// the strategy's own.
+func (s *Standard) firstSucceeded(b *TokenBucket) {
+	b.Refund(orDefault(s.opts.SuccessIncrement, 1))
 }

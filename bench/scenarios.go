@@ -83,6 +83,8 @@ func Libs() []Lib {
 	return []Lib{
 		retrykitLib(),
 		retrykitStandardLib(),
+		retrykitAdaptiveLib(),
+		retrykitBudgetLib(),
 		cenkaltiLib(),
 		avastV4Lib(),
 		avastV5Lib(),
@@ -141,6 +143,43 @@ func retrykitStandardLib() Lib {
 			err := retry.Do(ctx, s, op)
 			b.Refund(retry.DefaultRetryCost)
 			return err
+		},
+		op: f,
+	}
+}
+
+// retrykitAdaptiveLib: a shared Adaptive, the default of httpretry and the
+// Forrst client, with no delay. Two failures in a row stay under its streak
+// of three, and the success that ends each run resets it.
+func retrykitAdaptiveLib() Lib {
+	f := &flaky{err: retry.Transient(errors.New("transient failure"))}
+	op := func(context.Context) error { return f.call() }
+	s := retry.NewAdaptive(retry.AdaptiveOptions{StandardOptions: retry.StandardOptions{Backoff: retry.Constant(0)}})
+	return Lib{
+		Name: "retrykit-adaptive",
+		Success: func(ctx context.Context) error {
+			f.reset(0)
+			return retry.Do(ctx, s, op)
+		},
+		TwoRetries: func(ctx context.Context) error {
+			f.reset(2)
+			return retry.Do(ctx, s, op)
+		},
+		op: f,
+	}
+}
+
+// retrykitBudgetLib: a shared Standard with a retry Budget, on success only
+// (two retries per request are more than a 20 % budget allows for long).
+func retrykitBudgetLib() Lib {
+	f := &flaky{err: retry.Transient(errors.New("transient failure"))}
+	op := func(context.Context) error { return f.call() }
+	s := retry.NewStandard(retry.StandardOptions{Budget: retry.NewBudget(retry.BudgetOptions{})})
+	return Lib{
+		Name: "retrykit-standard+budget",
+		Success: func(ctx context.Context) error {
+			f.reset(0)
+			return retry.Do(ctx, s, op)
 		},
 		op: f,
 	}
