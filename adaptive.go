@@ -83,7 +83,8 @@ type AdaptiveOptions struct {
 //
 // Client-side throttling, after the Google SRE book. Over 10 s it counts
 // the attempts sent and those the service accepted; when attempts exceed
-// twice the accepts, a retry is refused with probability
+// twice the accepts (and number at least 10: a window of a few attempts
+// says too little), a retry is refused with probability
 // (attempts − 2·accepts)/(attempts + 1). The counts are kept for the
 // strategy as a whole too, and a retry must pass both: a failing service
 // reached under many scope names (one per host, say) cannot collect a fresh
@@ -406,8 +407,18 @@ func (a *Adaptive) rejection(attempts, accepts float64) float64 {
 	case k < 0:
 		return 0
 	}
+	if attempts < minEvidence {
+		// A window with a handful of attempts says little: the formula
+		// would refuse half the retries of a client whose very first
+		// request failed. The streak covers a cold start.
+		return 0
+	}
 	return max(0, (attempts-k*accepts)/(attempts+1))
 }
+
+// minEvidence is the attempts a window must hold before client-side
+// throttling judges the service by it.
+const minEvidence = 10
 
 func (a *Adaptive) cost(info Info) int {
 	if a.opts.Bucket == nil && a.opts.Capacity <= 0 {

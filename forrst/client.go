@@ -43,7 +43,7 @@ import (
 type Client struct {
 	URL              string         // the server's endpoint
 	HTTPClient       *http.Client   // nil = http.DefaultClient; its transport should not retry too
-	Strategy         retry.Strategy // nil = a retry.Standard owned by the client
+	Strategy         retry.Strategy // nil = a retry.Adaptive owned by the client
 	NoIdempotencyKey bool           // do not add idempotency keys to calls
 	MaxDocumentSize  int64          // bound on response documents; 0 = 1 MiB
 	Options          []retry.Option // options for every call's retry.Do (hooks, logging)
@@ -78,7 +78,7 @@ func (c *Client) Call(ctx context.Context, function string, args, result any, op
 	c.once.Do(func() {
 		s := c.Strategy
 		if s == nil {
-			s = retry.NewStandard(retry.StandardOptions{})
+			s = retry.NewAdaptive(retry.AdaptiveOptions{})
 		}
 		c.guided = guided{s}
 	})

@@ -67,6 +67,8 @@
 //
 // A retry happens only when all three agree, and the strategy, which charges
 // the quota, is asked last. Without a Strategy, the Transport owns a
-// retry.Standard with its defaults: 3 attempts, jittered exponential backoff,
-// and a retry quota per host.
+// retry.Adaptive with its defaults, scoped per host: 3 attempts, jittered
+// exponential backoff, retries that stop after 3 failures in a row to a host
+// (and across hosts as most attempts fail), a send-rate limiter when a host
+// throttles, and no retry of an attempt that timed out (see retry.Adaptive).
 package httpretry

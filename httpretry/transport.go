@@ -43,7 +43,7 @@ var errRetriesOff = fmt.Errorf("%w: retries are off (Retries < 0)", retry.ErrMax
 // client, as with http.Transport.
 type Transport struct {
 	Base     http.RoundTripper // nil = http.DefaultTransport
-	Strategy retry.Strategy    // nil = a Standard strategy owned by this Transport
+	Strategy retry.Strategy    // nil = a retry.Adaptive owned by this Transport
 	// MaxRetryAfter bounds the server's wait (Retry-After, RateLimit): a
 	// longer one, or one past the request's deadline, ends retrying at once
 	// and the response comes back. 0 = 5 min.
@@ -189,7 +189,7 @@ func (t *Transport) strategy() retry.Strategy {
 		if t.Retries > 0 {
 			opts.MaxAttempts = t.Retries + 1
 		}
-		t.owned = retry.NewStandard(opts)
+		t.owned = retry.NewAdaptive(retry.AdaptiveOptions{StandardOptions: opts})
 	})
 	return t.owned
 }
