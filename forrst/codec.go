@@ -16,9 +16,13 @@ const DefaultMaxDocumentSize = 1 << 20
 var (
 	// ErrTooLarge: the document is larger than the size limit.
 	ErrTooLarge = errors.New("forrst: document too large")
-	// ErrMalformed: the document is not valid JSON, or not a single object.
+	// ErrMalformed: the document is not valid JSON, or is followed by more
+	// data. A server answers it with PARSE_ERROR.
 	ErrMalformed = errors.New("forrst: malformed document")
-	// ErrInvalid: the document is JSON but breaks the protocol.
+	// ErrInvalid: the document is JSON but breaks the protocol, a document
+	// that is not an object (an array, a number, a string, null) among them.
+	// A server answers it with INVALID_REQUEST, as the Forrst reference
+	// server does.
 	ErrInvalid = errors.New("forrst: invalid document")
 )
 
@@ -63,6 +67,11 @@ func decode(r io.Reader, limit int64, v any) error {
 		return fmt.Errorf("%w: more than %d bytes", ErrTooLarge, limit)
 	}
 	if t := bytes.TrimSpace(data); len(t) == 0 || t[0] != '{' {
+		// Well-formed JSON of another kind is a document that breaks the
+		// protocol, not one that cannot be parsed.
+		if len(t) > 0 && json.Valid(t) {
+			return fmt.Errorf("%w: a document is a JSON object, not %s", ErrInvalid, kind(t[0]))
+		}
 		return fmt.Errorf("%w: not a JSON object", ErrMalformed)
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
@@ -77,6 +86,21 @@ func decode(r io.Reader, limit int64, v any) error {
 		return fmt.Errorf("%w: data after the document", ErrMalformed)
 	}
 	return nil
+}
+
+// kind names the kind of the JSON value that starts with c.
+func kind(c byte) string {
+	switch c {
+	case '[':
+		return "an array"
+	case '"':
+		return "a string"
+	case 't', 'f':
+		return "a boolean"
+	case 'n':
+		return "null"
+	}
+	return "a number"
 }
 
 // decodeData decodes an extension's data or options strictly: wrong types

@@ -26,6 +26,7 @@ var fuzzResponses = []string{
 	`{"protocol":{"name":"forrst","version":"0.1.0"},"id":"r","result":null,"errors":[{"code":"X","message":"\u003c\u00e9\ud83d\ude00","details":{"retry_after":{"value":1,"unit":"hour"}}}]}`,
 	`{"protocol":"forrst/0.1","id":5}`,
 	`[]`,
+	`true`,
 	`{"protocol":{"name":"forrst","version":"0.1.0"},"id":"r","result":null} {}`,
 }
 
@@ -80,6 +81,10 @@ var fuzzRequests = []string{
 	`{"protocol":{"name":"forrst","version":"0.1.0"},"id":"","call":{"function":"f"}}`,
 	`{"id":7}`,
 	`"x"`,
+	"[\n    1,\n    2,\n    3\n]", // JSON but not an object: INVALID_REQUEST
+	` null `,
+	`-1.5e3`,
+	`[1,`, // malformed: PARSE_ERROR
 }
 
 func FuzzDecodeRequest(f *testing.F) {

@@ -278,7 +278,7 @@ func TestServerProtocolErrors(t *testing.T) {
 	})
 	t.Run("batch", func(t *testing.T) {
 		r := post(t, srv.URL, `[`+requestDoc("req_1", "f", "")+`]`)
-		checkFailure(t, r, "", 400, "PARSE_ERROR", "")
+		checkFailure(t, r, "", 400, "INVALID_REQUEST", "") // JSON, but not an object
 	})
 	t.Run("invalid document", func(t *testing.T) {
 		r := post(t, srv.URL, `{"protocol":{"name":"forrst","version":"0.1.0"},"id":"req_1","call":{"arguments":{}}}`)
