@@ -92,7 +92,7 @@ func (b *Budget) Available() int {
 	now := b.now()
 	slot := slotOf(now, b.window())
 	b.place(now, slot)
-	return int(max(b.balance(slot), 0))
+	return int(min(max(b.balance(slot), 0), 1<<53)) // a huge ratio must not overflow the conversion
 }
 
 // refund gives back a withdrawal whose retry was not made.
