@@ -269,7 +269,7 @@ func TestAdaptiveDoWaitsTheLimiterNeverPastTheDeadline(t *testing.T) {
 			time.Sleep(100 * time.Millisecond)
 		}
 		_ = Do(ctx, a, func(context.Context) error { return errThrottle }) // the limiter starts
-		for range 5 { // reservations kept: the bucket owes tokens
+		for range 5 {                                                      // reservations kept: the bucket owes tokens
 			_, _ = a.AcquireInitialToken("")
 		}
 		short, cancel := context.WithTimeout(ctx, time.Millisecond)
