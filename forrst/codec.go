@@ -29,7 +29,9 @@ var (
 // DecodeRequest reads one request document of at most limit bytes (0 means
 // DefaultMaxDocumentSize) and checks it: the protocol name, an id, a
 // function, objects where objects belong. Members it does not know are
-// ignored, as the protocol asks of receivers.
+// ignored, as the protocol asks of receivers. Extension URNs in the reference
+// server's form (urn:cline:forrst:ext:…) are rewritten in the
+// specification's (urn:forrst:ext:…).
 func DecodeRequest(r io.Reader, limit int64) (*Request, error) {
 	var req Request
 	if err := decode(r, limit, &req); err != nil {
@@ -38,11 +40,13 @@ func DecodeRequest(r io.Reader, limit int64) (*Request, error) {
 	if err := req.validate(); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
+	canonicalize(req.Extensions)
 	return &req, nil
 }
 
 // DecodeResponse reads one response document of at most limit bytes (0
-// means DefaultMaxDocumentSize) and checks it.
+// means DefaultMaxDocumentSize) and checks it. Like DecodeRequest, it
+// rewrites the reference server's extension URNs in the specification's form.
 func DecodeResponse(r io.Reader, limit int64) (*Response, error) {
 	var resp Response
 	if err := decode(r, limit, &resp); err != nil {
@@ -51,6 +55,7 @@ func DecodeResponse(r io.Reader, limit int64) (*Response, error) {
 	if err := resp.validate(); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
+	canonicalize(resp.Extensions)
 	return &resp, nil
 }
 

@@ -15,12 +15,40 @@ const (
 	ProtocolVersion = "0.1.0"
 )
 
-// Extension URNs.
+// Extension URNs, in the Forrst specification's form. The reference server
+// (the PHP implementation of the specification) names the same extensions
+// urn:cline:forrst:ext:…; this package reads those as aliases and writes the
+// specification's form.
 const (
 	URNRetry       = "urn:forrst:ext:retry"
 	URNRateLimit   = "urn:forrst:ext:rate-limit"
 	URNIdempotency = "urn:forrst:ext:idempotency"
 )
+
+// The prefixes of extension URNs: the specification's, and the reference
+// server's alias of it.
+const (
+	extPrefix       = "urn:forrst:ext:"
+	referencePrefix = "urn:cline:forrst:ext:"
+)
+
+// canonicalURN returns urn in the specification's form: the reference
+// server's urn:cline:forrst:ext:NAME becomes urn:forrst:ext:NAME; any other
+// URN, another vendor's included, is left as it is.
+func canonicalURN(urn string) string {
+	if name, ok := strings.CutPrefix(urn, referencePrefix); ok {
+		return extPrefix + name
+	}
+	return urn
+}
+
+// canonicalize rewrites the extension URNs of a decoded document in the
+// specification's form, so that what is read is written back in that form.
+func canonicalize(exts []Extension) {
+	for i := range exts {
+		exts[i].URN = canonicalURN(exts[i].URN)
+	}
+}
 
 // Protocol names the protocol and version of a document.
 type Protocol struct {
@@ -105,15 +133,18 @@ type Extension struct {
 	Data    json.RawMessage `json:"data,omitempty"`
 }
 
-// Extension returns the first extension with the given URN.
+// Extension returns the first extension with the given URN, a reference
+// server's alias (urn:cline:forrst:ext:…) matching its specification form.
 func (r *Request) Extension(urn string) (Extension, bool) { return find(r.Extensions, urn) }
 
-// Extension returns the first extension with the given URN.
+// Extension returns the first extension with the given URN, a reference
+// server's alias (urn:cline:forrst:ext:…) matching its specification form.
 func (r *Response) Extension(urn string) (Extension, bool) { return find(r.Extensions, urn) }
 
 func find(exts []Extension, urn string) (Extension, bool) {
+	urn = canonicalURN(urn)
 	for _, e := range exts {
-		if e.URN == urn {
+		if canonicalURN(e.URN) == urn {
 			return e, true
 		}
 	}

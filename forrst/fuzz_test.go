@@ -10,6 +10,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -28,6 +29,7 @@ var fuzzResponses = []string{
 	`[]`,
 	`true`,
 	`{"protocol":{"name":"forrst","version":"0.1.0"},"id":"r","result":null} {}`,
+	`{"protocol":{"name":"forrst","version":"0.1.0"},"id":"r","result":null,"errors":[{"code":"LOCK_TIMEOUT","message":"m"}],"extensions":[{"urn":"urn:cline:forrst:ext:retry","data":{"allowed":true,"strategy":"exponential","after":{"value":1,"unit":"second"},"max_attempts":3}},{"urn":"urn:cline:forrst:ext:rate-limit","data":{}},{"urn":"urn:cline:forrst:ext:","data":null}]}`,
 }
 
 func FuzzDecodeResponse(f *testing.F) {
@@ -63,8 +65,12 @@ func FuzzDecodeResponse(f *testing.F) {
 		if resp.ID != again.ID || len(resp.Errors) != len(again.Errors) || len(resp.Extensions) != len(again.Extensions) {
 			t.Fatalf("decoded differently: %+v / %+v", resp, again)
 		}
-		// The extension decoders never panic on what a peer sends.
+		// The extension decoders never panic on what a peer sends, and the
+		// reference server's URNs are read in the specification's form.
 		for _, e := range resp.Extensions {
+			if strings.HasPrefix(e.URN, "urn:cline:forrst:ext:") {
+				t.Fatalf("decoded URN %q not in the specification's form", e.URN)
+			}
 			_, _ = e.Retry()
 			_, _ = e.RateLimit()
 			_, _ = e.Idempotency()
@@ -81,6 +87,7 @@ var fuzzRequests = []string{
 	`{"protocol":{"name":"forrst","version":"0.1.0"},"id":"","call":{"function":"f"}}`,
 	`{"id":7}`,
 	`"x"`,
+	`{"protocol":{"name":"forrst","version":"0.1.0"},"id":"req_6","call":{"function":"f","arguments":{"a":1}},"extensions":[{"urn":"urn:cline:forrst:ext:idempotency","options":{"key":"k"}},{"urn":"urn:cline:forrst:fn:ping"}]}`,
 	"[\n    1,\n    2,\n    3\n]", // JSON but not an object: INVALID_REQUEST
 	` null `,
 	`-1.5e3`,
@@ -110,6 +117,9 @@ func FuzzDecodeRequest(f *testing.F) {
 				t.Fatalf("the document changed on a second round trip:\n%s\n%s", first, second)
 			}
 			for _, e := range req.Extensions {
+				if strings.HasPrefix(e.URN, "urn:cline:forrst:ext:") {
+					t.Fatalf("decoded URN %q not in the specification's form", e.URN)
+				}
 				_, _ = e.IdempotencyOptions()
 			}
 		} else if !errors.Is(err, ErrMalformed) && !errors.Is(err, ErrInvalid) && !errors.Is(err, ErrTooLarge) {
