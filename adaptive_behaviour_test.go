@@ -11,36 +11,36 @@ import (
 	"time"
 )
 
-// manualClock is a clock tests move by hand.
-type manualClock struct {
+// handClock is a clock tests move by hand.
+type handClock struct {
 	mu sync.Mutex
 	t  time.Time
 }
 
-func newManualClock() *manualClock { return &manualClock{t: time.Unix(1_700_000_000, 0)} }
+func newHandClock() *handClock { return &handClock{t: time.Unix(1_700_000_000, 0)} }
 
-func (c *manualClock) Now() time.Time {
+func (c *handClock) Now() time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.t
 }
 
-func (c *manualClock) Advance(d time.Duration) {
+func (c *handClock) Advance(d time.Duration) {
 	c.mu.Lock()
 	c.t = c.t.Add(d)
 	c.mu.Unlock()
 }
 
 var (
-	errServer    = WithInfo(errors.New("503"), Info{Safety: Safe, Fault: FaultServer})
-	errThrottle  = WithInfo(errors.New("429"), Info{Safety: Safe, Throttle: true, Fault: FaultClient})
-	errTimedOut  = WithInfo(errors.New("timed out"), Info{Safety: Safe, Timeout: true, Fault: FaultServer})
-	neverRefuses = func() float64 { return 0.999999 } // client-side throttling refuses only at probability 1
+	errAdaptive503    = WithInfo(errors.New("503"), Info{Safety: Safe, Fault: FaultServer})
+	errAdaptive429  = WithInfo(errors.New("429"), Info{Safety: Safe, Throttle: true, Fault: FaultClient})
+	errAdaptiveTimeout  = WithInfo(errors.New("timed out"), Info{Safety: Safe, Timeout: true, Fault: FaultServer})
+	noRefusal = func() float64 { return 0.999999 } // client-side throttling refuses only at probability 1
 )
 
-// attempt runs one failed attempt of a new request in scope and reports
+// failOnce runs one failed attempt of a new request in scope and reports
 // whether its retry was granted, spending the granted token.
-func attempt(t *testing.T, a *Adaptive, scope string, err error) error {
+func failOnce(t *testing.T, a *Adaptive, scope string, err error) error {
 	t.Helper()
 	tok, _ := a.AcquireInitialToken(scope)
 	next, refused := a.RefreshToken(tok, err)
@@ -50,7 +50,7 @@ func attempt(t *testing.T, a *Adaptive, scope string, err error) error {
 	return refused
 }
 
-func succeedOnce(t *testing.T, a *Adaptive, scope string) {
+func passOnce(t *testing.T, a *Adaptive, scope string) {
 	t.Helper()
 	tok, _ := a.AcquireInitialToken(scope)
 	if err := a.RecordSuccess(tok); err != nil {
@@ -61,21 +61,21 @@ func succeedOnce(t *testing.T, a *Adaptive, scope string) {
 // TestAdaptiveStreakStopsRetries: three failed attempts in a row stop a
 // scope's retries until an attempt succeeds; other scopes are not affected.
 func TestAdaptiveStreakStopsRetries(t *testing.T) {
-	clock := newManualClock()
-	a := NewAdaptive(AdaptiveOptions{Now: clock.Now, Rand: neverRefuses})
+	clock := newHandClock()
+	a := NewAdaptive(AdaptiveOptions{Now: clock.Now, Rand: noRefusal})
 	for i := range 2 {
-		if err := attempt(t, a, "svc", errServer); err != nil {
+		if err := failOnce(t, a, "svc", errAdaptive503); err != nil {
 			t.Fatalf("failure %d: %v, want a retry", i+1, err)
 		}
 	}
-	if err := attempt(t, a, "svc", errServer); !errors.Is(err, ErrBudgetExhausted) {
+	if err := failOnce(t, a, "svc", errAdaptive503); !errors.Is(err, ErrBudgetExhausted) {
 		t.Fatalf("third failure in a row: %v, want ErrBudgetExhausted", err)
 	}
-	if err := attempt(t, a, "other", errServer); err != nil {
+	if err := failOnce(t, a, "other", errAdaptive503); err != nil {
 		t.Fatalf("another scope: %v, want a retry", err)
 	}
-	succeedOnce(t, a, "svc")
-	if err := attempt(t, a, "svc", errServer); err != nil {
+	passOnce(t, a, "svc")
+	if err := failOnce(t, a, "svc", errAdaptive503); err != nil {
 		t.Fatalf("after a success: %v, want a retry", err)
 	}
 }
@@ -84,10 +84,10 @@ func TestAdaptiveStreakStopsRetries(t *testing.T) {
 // streak of 2·3+2 = 8 is allowed within the window; throttling errors never
 // get the longer streak.
 func TestAdaptiveStreakRelaxesWhileRetriesWork(t *testing.T) {
-	clock := newManualClock()
-	a := NewAdaptive(AdaptiveOptions{Now: clock.Now, Rand: neverRefuses, Multiplier: -1})
+	clock := newHandClock()
+	a := NewAdaptive(AdaptiveOptions{Now: clock.Now, Rand: noRefusal, Multiplier: -1})
 	tok, _ := a.AcquireInitialToken("")
-	tok, err := a.RefreshToken(tok, errServer)
+	tok, err := a.RefreshToken(tok, errAdaptive503)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,45 +95,45 @@ func TestAdaptiveStreakRelaxesWhileRetriesWork(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range 7 {
-		if err := attempt(t, a, "", errServer); err != nil {
+		if err := failOnce(t, a, "", errAdaptive503); err != nil {
 			t.Fatalf("failure %d after a working retry: %v, want a retry", i+1, err)
 		}
 	}
-	if err := attempt(t, a, "", errServer); !errors.Is(err, ErrBudgetExhausted) {
+	if err := failOnce(t, a, "", errAdaptive503); !errors.Is(err, ErrBudgetExhausted) {
 		t.Fatalf("eighth failure: %v, want ErrBudgetExhausted", err)
 	}
 
-	b := NewAdaptive(AdaptiveOptions{Now: clock.Now, Rand: neverRefuses, Multiplier: -1})
+	b := NewAdaptive(AdaptiveOptions{Now: clock.Now, Rand: noRefusal, Multiplier: -1})
 	tok, _ = b.AcquireInitialToken("")
-	tok, _ = b.RefreshToken(tok, errServer)
+	tok, _ = b.RefreshToken(tok, errAdaptive503)
 	_ = b.RecordSuccess(tok)
-	_ = attempt(t, b, "", errThrottle)
-	_ = attempt(t, b, "", errThrottle)
-	if err := attempt(t, b, "", errThrottle); !errors.Is(err, ErrBudgetExhausted) {
+	_ = failOnce(t, b, "", errAdaptive429)
+	_ = failOnce(t, b, "", errAdaptive429)
+	if err := failOnce(t, b, "", errAdaptive429); !errors.Is(err, ErrBudgetExhausted) {
 		t.Fatalf("third throttle in a row: %v, want the short streak", err)
 	}
 
 	// Out of the window, the streak is short again.
-	c := NewAdaptive(AdaptiveOptions{Now: clock.Now, Rand: neverRefuses, Multiplier: -1})
+	c := NewAdaptive(AdaptiveOptions{Now: clock.Now, Rand: noRefusal, Multiplier: -1})
 	tok, _ = c.AcquireInitialToken("")
-	tok, _ = c.RefreshToken(tok, errServer)
+	tok, _ = c.RefreshToken(tok, errAdaptive503)
 	_ = c.RecordSuccess(tok)
 	clock.Advance(11 * time.Second)
-	_ = attempt(t, c, "", errServer)
-	_ = attempt(t, c, "", errServer)
-	if err := attempt(t, c, "", errServer); !errors.Is(err, ErrBudgetExhausted) {
+	_ = failOnce(t, c, "", errAdaptive503)
+	_ = failOnce(t, c, "", errAdaptive503)
+	if err := failOnce(t, c, "", errAdaptive503); !errors.Is(err, ErrBudgetExhausted) {
 		t.Fatalf("third failure 11 s after the working retry: %v, want the short streak", err)
 	}
 }
 
 // TestAdaptiveTimeouts: a timed-out attempt is not retried unless asked.
 func TestAdaptiveTimeouts(t *testing.T) {
-	a := NewAdaptive(AdaptiveOptions{Rand: neverRefuses})
-	if err := attempt(t, a, "", errTimedOut); !errors.Is(err, ErrNotRetryable) {
+	a := NewAdaptive(AdaptiveOptions{Rand: noRefusal})
+	if err := failOnce(t, a, "", errAdaptiveTimeout); !errors.Is(err, ErrNotRetryable) {
 		t.Fatalf("timeout: %v, want ErrNotRetryable", err)
 	}
-	b := NewAdaptive(AdaptiveOptions{Rand: neverRefuses, RetryTimeouts: true})
-	if err := attempt(t, b, "", errTimedOut); err != nil {
+	b := NewAdaptive(AdaptiveOptions{Rand: noRefusal, RetryTimeouts: true})
+	if err := failOnce(t, b, "", errAdaptiveTimeout); err != nil {
 		t.Fatalf("timeout with RetryTimeouts: %v, want a retry", err)
 	}
 }
@@ -141,11 +141,11 @@ func TestAdaptiveTimeouts(t *testing.T) {
 // TestAdaptiveThrottlingAcrossScopes: a service that fails under many scope
 // names is judged across them: fresh scopes stop retrying too.
 func TestAdaptiveThrottlingAcrossScopes(t *testing.T) {
-	clock := newManualClock()
+	clock := newHandClock()
 	a := NewAdaptive(AdaptiveOptions{Now: clock.Now, Rand: func() float64 { return 0.5 }})
 	granted := 0
 	for i := range 200 {
-		if attempt(t, a, fmt.Sprint("host", i), errServer) == nil {
+		if failOnce(t, a, fmt.Sprint("host", i), errAdaptive503) == nil {
 			granted++
 		}
 	}
@@ -153,10 +153,10 @@ func TestAdaptiveThrottlingAcrossScopes(t *testing.T) {
 		t.Fatalf("%d of 200 fresh scopes retried a failing service, want few", granted)
 	}
 	// With a healthy service in between, fresh scopes retry.
-	b := NewAdaptive(AdaptiveOptions{Now: clock.Now, Rand: neverRefuses})
+	b := NewAdaptive(AdaptiveOptions{Now: clock.Now, Rand: noRefusal})
 	for i := range 200 {
-		succeedOnce(t, b, fmt.Sprint("host", i))
-		if err := attempt(t, b, fmt.Sprint("host", i), errServer); err != nil {
+		passOnce(t, b, fmt.Sprint("host", i))
+		if err := failOnce(t, b, fmt.Sprint("host", i), errAdaptive503); err != nil {
 			t.Fatalf("scope %d of a healthy service: %v", i, err)
 		}
 	}
@@ -166,16 +166,16 @@ func TestAdaptiveThrottlingAcrossScopes(t *testing.T) {
 // wait, first attempts included, for at most MaxWait; Rate reports it; once
 // the throttling is over the limiter stops.
 func TestAdaptiveLimiter(t *testing.T) {
-	clock := newManualClock()
-	a := NewAdaptive(AdaptiveOptions{Now: clock.Now, Rand: neverRefuses, MaxWait: 2 * time.Second})
+	clock := newHandClock()
+	a := NewAdaptive(AdaptiveOptions{Now: clock.Now, Rand: noRefusal, MaxWait: 2 * time.Second})
 	for range 50 { // a client sending 5 requests a second
-		succeedOnce(t, a, "api")
+		passOnce(t, a, "api")
 		clock.Advance(200 * time.Millisecond)
 	}
 	if _, limiting := a.Rate("api"); limiting {
 		t.Fatal("limiting before any throttle")
 	}
-	_ = attempt(t, a, "api", errThrottle)
+	_ = failOnce(t, a, "api", errAdaptive429)
 	rate, limiting := a.Rate("api")
 	if !limiting || rate <= 0 || rate > 5 {
 		t.Fatalf("after a throttle: rate %v, limiting %v; want a limit below 5/s", rate, limiting)
@@ -197,7 +197,7 @@ func TestAdaptiveLimiter(t *testing.T) {
 	// stops limiting (AWS's limits for the life of the client).
 	for range 100 {
 		clock.Advance(100 * time.Millisecond)
-		succeedOnce(t, a, "api")
+		passOnce(t, a, "api")
 	}
 	if _, limiting := a.Rate("api"); limiting {
 		t.Fatal("still limiting 10 s after the last throttle")
@@ -212,27 +212,27 @@ func TestAdaptiveLimiter(t *testing.T) {
 // retry gives its tokens back.
 func TestAdaptiveQuotaRefills(t *testing.T) {
 	a := NewAdaptive(AdaptiveOptions{StandardOptions: StandardOptions{Capacity: 30}, Streak: -1, Multiplier: -1})
-	_ = attempt(t, a, "", errServer) // granted and released: refunded
+	_ = failOnce(t, a, "", errAdaptive503) // granted and released: refunded
 	if got := a.Available(""); got != 30 {
 		t.Fatalf("after a released retry: %d, want 30", got)
 	}
 	tok, _ := a.AcquireInitialToken("")
-	if _, err := a.RefreshToken(tok, errServer); err != nil {
+	if _, err := a.RefreshToken(tok, errAdaptive503); err != nil {
 		t.Fatal(err)
 	}
 	tok, _ = a.AcquireInitialToken("")
-	if _, err := a.RefreshToken(tok, errServer); err != nil {
+	if _, err := a.RefreshToken(tok, errAdaptive503); err != nil {
 		t.Fatal(err)
 	}
 	if got := a.Available(""); got != 2 {
 		t.Fatalf("after two retries: %d, want 2", got)
 	}
 	tok, _ = a.AcquireInitialToken("")
-	if _, err := a.RefreshToken(tok, errServer); !errors.Is(err, ErrQuotaExhausted) {
+	if _, err := a.RefreshToken(tok, errAdaptive503); !errors.Is(err, ErrQuotaExhausted) {
 		t.Fatalf("drained: %v, want ErrQuotaExhausted", err)
 	}
 	for range 10 {
-		succeedOnce(t, a, "")
+		passOnce(t, a, "")
 	}
 	if got := a.Available(""); got != 12 {
 		t.Fatalf("after 10 successes: %d, want 12", got)
@@ -249,7 +249,7 @@ func TestAdaptiveTokensAreSingleUse(t *testing.T) {
 	if err := a.RecordSuccess(tok); !errors.Is(err, ErrInvalidToken) {
 		t.Fatalf("second use: %v", err)
 	}
-	if _, err := a.RefreshToken(tok, errServer); !errors.Is(err, ErrInvalidToken) {
+	if _, err := a.RefreshToken(tok, errAdaptive503); !errors.Is(err, ErrInvalidToken) {
 		t.Fatalf("refresh of a spent token: %v", err)
 	}
 	if err := a.ReleaseToken(tok); !errors.Is(err, ErrInvalidToken) {
@@ -268,7 +268,7 @@ func TestAdaptiveDoWaitsTheLimiterNeverPastTheDeadline(t *testing.T) {
 			_ = Do(ctx, a, func(context.Context) error { return nil })
 			time.Sleep(100 * time.Millisecond)
 		}
-		_ = Do(ctx, a, func(context.Context) error { return errThrottle }) // the limiter starts
+		_ = Do(ctx, a, func(context.Context) error { return errAdaptive429 }) // the limiter starts
 		for range 5 {                                                      // reservations kept: the bucket owes tokens
 			_, _ = a.AcquireInitialToken("")
 		}
@@ -316,9 +316,9 @@ func TestAdaptiveConcurrent(t *testing.T) {
 					n++
 					switch (g + i + n) % 7 {
 					case 0:
-						return errThrottle
+						return errAdaptive429
 					case 1, 2:
-						return errServer
+						return errAdaptive503
 					}
 					return nil
 				}, Scope(scope))

@@ -11,9 +11,9 @@ import (
 	"time"
 )
 
-// withdrawAll withdraws until the budget refuses and returns how many
+// drainBudget withdraws until the budget refuses and returns how many
 // retries it allowed.
-func withdrawAll(b *Budget) int {
+func drainBudget(b *Budget) int {
 	n := 0
 	for b.TryWithdraw() {
 		n++
@@ -30,18 +30,18 @@ func withdrawAll(b *Budget) int {
 func TestBudgetWindowInVirtualTime(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := NewBudget(BudgetOptions{Ratio: 0.2, MinPerSecond: 0.5, Window: 10 * time.Second})
-		if got := withdrawAll(b); got != 5 {
+		if got := drainBudget(b); got != 5 {
 			t.Fatalf("no requests yet: %d retries, want the floor, 0.5/s × 10 s = 5", got)
 		}
 		for range 100 {
 			b.Deposit()
 		}
-		if got := withdrawAll(b); got != 20 {
+		if got := drainBudget(b); got != 20 {
 			t.Fatalf("after 100 requests: %d more retries, want 20 (20%%)", got)
 		}
 		// Half a window later nothing has left it yet.
 		time.Sleep(5 * time.Second)
-		if got := withdrawAll(b); got != 0 {
+		if got := drainBudget(b); got != 0 {
 			t.Fatalf("5 s later: %d retries, want none", got)
 		}
 		// A whole window after the first look, the requests and the

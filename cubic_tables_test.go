@@ -9,7 +9,7 @@ import (
 // (aws-sdk-go-v2 aws/retry/adaptive_ratelimit_test.go, and the same numbers
 // in the Java, .NET, Kotlin and Rust SDKs). These tests hold cubic to them.
 
-func closeTo(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
+func nearly(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
 
 // TestCubicCurveMatchesAWSTables replays the published CUBIC cases: the
 // curve after a throttle at t=5 s from a rate of 10, with successes only and
@@ -47,7 +47,7 @@ func TestCubicCurveMatchesAWSTables(t *testing.T) {
 				} else {
 					rate = c.curve(s.at)
 				}
-				if !closeTo(rate, s.rate) {
+				if !nearly(rate, s.rate) {
 					t.Fatalf("t=%v: rate %v, want %v", s.at, rate, s.rate)
 				}
 			}
@@ -75,7 +75,7 @@ func TestCubicUpdateMatchesAWSTables(t *testing.T) {
 	c.start(0, 0, 0, 0)
 	for _, s := range steps {
 		c.update(s.at, s.throttled)
-		if !closeTo(c.measured, s.measured) || !closeTo(c.fillRate, s.fill) {
+		if !nearly(c.measured, s.measured) || !nearly(c.fillRate, s.fill) {
 			t.Fatalf("t=%v: measured %v, fill %v; want %v, %v", s.at, c.measured, c.fillRate, s.measured, s.fill)
 		}
 	}
@@ -95,13 +95,13 @@ func TestCubicReserveWaitsAtTheRateAndNoLonger(t *testing.T) {
 	}
 	c.measured = 4
 	c.update(100, true) // rate 0.7·4 = 2.8/s, the bucket empty
-	if !c.enabled || !closeTo(c.fillRate, 2.8) {
+	if !c.enabled || !nearly(c.fillRate, 2.8) {
 		t.Fatalf("enabled %v, fill %v; want a 2.8/s limiter", c.enabled, c.fillRate)
 	}
-	if w := c.reserve(100, 1); !closeTo(w, 1/2.8) {
+	if w := c.reserve(100, 1); !nearly(w, 1/2.8) {
 		t.Fatalf("first wait %v s, want %v", w, 1/2.8)
 	}
-	if w := c.reserve(100, 1); !closeTo(w, 2/2.8) {
+	if w := c.reserve(100, 1); !nearly(w, 2/2.8) {
 		t.Fatalf("second wait %v s, want %v", w, 2/2.8)
 	}
 	for range 10 {
@@ -109,11 +109,11 @@ func TestCubicReserveWaitsAtTheRateAndNoLonger(t *testing.T) {
 			t.Fatalf("wait %v s beyond maxWait", w)
 		}
 	}
-	if !closeTo(c.tokens, -2.8) {
+	if !nearly(c.tokens, -2.8) {
 		t.Fatalf("debt %v tokens, want it held at maxWait·rate = 2.8", -c.tokens)
 	}
 	c.cancel()
-	if !closeTo(c.tokens, -1.8) {
+	if !nearly(c.tokens, -1.8) {
 		t.Fatalf("tokens %v after a cancel, want -1.8", c.tokens)
 	}
 	// Tokens come back with time.

@@ -6,10 +6,10 @@ import (
 	"time"
 )
 
-// FuzzAdaptiveOptions drives an Adaptive with arbitrary dials through an
+// FuzzAdaptiveDials drives an Adaptive with arbitrary dials through an
 // arbitrary sequence of outcomes and clock steps, backwards ones included:
 // no panic, no negative or not-a-number wait or rate, no negative quota.
-func FuzzAdaptiveOptions(f *testing.F) {
+func FuzzAdaptiveDials(f *testing.F) {
 	f.Add(0.0, 0.0, 0.0, 0.0, int64(0), int64(0), 0, []byte{0, 1, 2, 3, 4, 5})
 	f.Add(math.NaN(), math.Inf(1), -1.0, 1e308, int64(-1), int64(math.MaxInt64), -5, []byte{3, 3, 3, 3, 255, 0, 128})
 	f.Add(-2.0, 1e-300, 0.999, 1e-9, int64(1), int64(1), 1, []byte{2, 2, 2, 2, 2, 2, 2, 1, 1})
@@ -31,18 +31,18 @@ func FuzzAdaptiveOptions(f *testing.F) {
 			case 0:
 				_ = a.RecordSuccess(tok)
 			case 1:
-				if next, err := a.RefreshToken(tok, errServer); err == nil {
+				if next, err := a.RefreshToken(tok, errAdaptive503); err == nil {
 					if next.Delay() < 0 {
 						t.Fatalf("negative wait %v", next.Delay())
 					}
 					_ = a.ReleaseToken(next)
 				}
 			case 2:
-				if next, err := a.RefreshToken(tok, errThrottle); err == nil {
+				if next, err := a.RefreshToken(tok, errAdaptive429); err == nil {
 					_ = a.RecordSuccess(next)
 				}
 			case 3:
-				_, _ = a.RefreshToken(tok, errTimedOut)
+				_, _ = a.RefreshToken(tok, errAdaptiveTimeout)
 			case 4:
 				_ = a.ReleaseToken(tok)
 			}
@@ -57,9 +57,9 @@ func FuzzAdaptiveOptions(f *testing.F) {
 	})
 }
 
-// FuzzBudgetOptions: arbitrary options and clock steps never make a budget
+// FuzzBudgetDials: arbitrary options and clock steps never make a budget
 // panic, report a negative balance, or allow retries without end.
-func FuzzBudgetOptions(f *testing.F) {
+func FuzzBudgetDials(f *testing.F) {
 	f.Add(0.0, 0.0, int64(0), []byte{0, 1, 2})
 	f.Add(math.NaN(), math.Inf(-1), int64(-1), []byte{255, 255, 0})
 	f.Add(1e300, 1e300, int64(math.MaxInt64), []byte{1, 1, 1, 1})
