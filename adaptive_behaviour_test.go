@@ -32,10 +32,10 @@ func (c *handClock) Advance(d time.Duration) {
 }
 
 var (
-	errAdaptive503    = WithInfo(errors.New("503"), Info{Safety: Safe, Fault: FaultServer})
-	errAdaptive429  = WithInfo(errors.New("429"), Info{Safety: Safe, Throttle: true, Fault: FaultClient})
-	errAdaptiveTimeout  = WithInfo(errors.New("timed out"), Info{Safety: Safe, Timeout: true, Fault: FaultServer})
-	noRefusal = func() float64 { return 0.999999 } // client-side throttling refuses only at probability 1
+	errAdaptive503     = WithInfo(errors.New("503"), Info{Safety: Safe, Fault: FaultServer})
+	errAdaptive429     = WithInfo(errors.New("429"), Info{Safety: Safe, Throttle: true, Fault: FaultClient})
+	errAdaptiveTimeout = WithInfo(errors.New("timed out"), Info{Safety: Safe, Timeout: true, Fault: FaultServer})
+	noRefusal          = func() float64 { return 0.999999 } // client-side throttling refuses only at probability 1
 )
 
 // failOnce runs one failed attempt of a new request in scope and reports
@@ -269,7 +269,7 @@ func TestAdaptiveDoWaitsTheLimiterNeverPastTheDeadline(t *testing.T) {
 			time.Sleep(100 * time.Millisecond)
 		}
 		_ = Do(ctx, a, func(context.Context) error { return errAdaptive429 }) // the limiter starts
-		for range 5 {                                                      // reservations kept: the bucket owes tokens
+		for range 5 {                                                         // reservations kept: the bucket owes tokens
 			_, _ = a.AcquireInitialToken("")
 		}
 		short, cancel := context.WithTimeout(ctx, time.Millisecond)
