@@ -7,8 +7,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"mime"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -143,10 +145,17 @@ func (c *Client) attempt(ctx context.Context, req *Request, attempt int, keyed b
 		return retry.WithInfo(err, info)
 	}
 	defer resp.Body.Close()
-	doc, derr := DecodeResponse(resp.Body, c.MaxDocumentSize)
-	if derr != nil {
-		// Not a Forrst answer: judge it as HTTP.
-		herr := &HTTPError{StatusCode: resp.StatusCode, Status: resp.Status, Err: derr}
+	var doc *Response
+	err = contentType(resp.Header)
+	if err == nil {
+		doc, err = DecodeResponse(resp.Body, c.MaxDocumentSize)
+	}
+	if err == nil {
+		err = answers(doc, req.ID)
+	}
+	if err != nil {
+		// Not a Forrst answer to this request: judge it as HTTP.
+		herr := &HTTPError{StatusCode: resp.StatusCode, Status: resp.Status, Err: err}
 		if info, failed := c.http.Classify(resp, nil, keyed); failed {
 			return retry.WithInfo(herr, info)
 		}
@@ -164,11 +173,50 @@ func (c *Client) attempt(ctx context.Context, req *Request, attempt int, keyed b
 	return newCallError(req.Call.Function, doc, resp, attempt, keyed)
 }
 
-// HTTPError is an answer that is not a Forrst response document.
+// Errors of answers that are not this call's Forrst response: an
+// *HTTPError wraps one of them, or one of the decoding errors (ErrMalformed,
+// ErrInvalid, ErrTooLarge).
+var (
+	// ErrContentType: the answer's Content-Type is not JSON, so it is not a
+	// Forrst document whatever its body (the Forrst HTTP transport answers
+	// with application/json).
+	ErrContentType = errors.New("forrst: the answer's Content-Type is not JSON")
+	// ErrIDMismatch: the answer is a Forrst document about another request:
+	// its id is not the one sent. It wraps ErrInvalid.
+	ErrIDMismatch = fmt.Errorf("%w: the answer's id is not the request's", ErrInvalid)
+)
+
+// contentType checks that an answer is JSON: application/json, or a type
+// with the +json suffix of RFC 6839. An answer without a Content-Type is not.
+func contentType(h http.Header) error {
+	v := h.Get("Content-Type")
+	mt, _, err := mime.ParseMediaType(v)
+	if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
+		return fmt.Errorf("%w: Content-Type %q", ErrContentType, v)
+	}
+	return nil
+}
+
+// answers checks that doc answers the request with the given id. A failure
+// with no id answers it too: the protocol sends a null id when the server
+// could not read the request's.
+func answers(doc *Response, id string) error {
+	if doc.ID == id || (doc.ID == "" && len(doc.Errors) > 0) {
+		return nil
+	}
+	got := "null"
+	if doc.ID != "" {
+		got = strconv.Quote(doc.ID)
+	}
+	return fmt.Errorf("%w: sent %q, the answer has %s", ErrIDMismatch, id, got)
+}
+
+// HTTPError is an answer that is not a Forrst response document, or not one
+// that answers the request sent. It is judged by its HTTP status alone.
 type HTTPError struct {
 	StatusCode int
 	Status     string
-	Err        error // why it could not be read as a Forrst document
+	Err        error // why it is not this call's Forrst answer
 }
 
 // Error says the status and why the answer was not a Forrst document.

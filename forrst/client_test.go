@@ -556,7 +556,7 @@ func TestClientHostileServer(t *testing.T) {
 		}},
 		{"details retry_after", func(n int, w http.ResponseWriter, r *http.Request) {
 			w.WriteHeader(503)
-			_, _ = io.WriteString(w, `{"protocol":`+protocolJSON+`,"id":"x","result":null,"errors":[{"code":"UNAVAILABLE","message":"m","details":{"retry_after":{"value":30,"unit":"day"}}}],"extensions":[{"urn":"urn:forrst:ext:retry","data":{"allowed":true}}]}`)
+			_, _ = io.WriteString(w, `{"protocol":`+protocolJSON+`,"id":"req_x","result":null,"errors":[{"code":"UNAVAILABLE","message":"m","details":{"retry_after":{"value":30,"unit":"day"}}}],"extensions":[{"urn":"urn:forrst:ext:retry","data":{"allowed":true}}]}`)
 		}},
 	}
 	for _, c := range tooLong {

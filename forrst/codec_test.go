@@ -305,7 +305,7 @@ func TestDecodeResponseStrictness(t *testing.T) {
 		{"failed with result", `{` + proto + `,"id":"r1","result":{"ok":true},"errors":[{"code":"UNAVAILABLE","message":"m"}]}`, forrst.ErrInvalid, "result"},
 		{"failed with result false", `{` + proto + `,"id":"r1","result":false,"errors":[{"code":"UNAVAILABLE","message":"m"}]}`, forrst.ErrInvalid, "result"},
 		{"error without code", `{` + proto + `,"id":"r1","result":null,"errors":[{"message":"m"}]}`, forrst.ErrInvalid, "code"},
-		{"details as array", `{` + proto + `,"id":"r1","result":null,"errors":[{"code":"X","message":"m","details":[1]}]}`, forrst.ErrInvalid, "details"},
+		{"details as string", `{` + proto + `,"id":"r1","result":null,"errors":[{"code":"X","message":"m","details":"[1]"}]}`, forrst.ErrInvalid, "details"},
 		{"extension without urn", `{` + proto + `,"id":"r1","result":1,"extensions":[{"data":{}}]}`, forrst.ErrInvalid, "urn"},
 	}
 	for _, c := range cases {

@@ -115,7 +115,7 @@ type Error struct {
 	Code    Code            `json:"code"`
 	Message string          `json:"message"`
 	Source  *Source         `json:"source,omitempty"`
-	Details json.RawMessage `json:"details,omitempty"` // a JSON object
+	Details json.RawMessage `json:"details,omitempty"` // a JSON object, or a list (as the reference server sends)
 
 	guidance *RetryData // set by GuidanceFor; not sent as such
 }
@@ -240,8 +240,10 @@ func (r *Response) validate() error {
 		if e.Code == "" {
 			return fmt.Errorf("errors[%d].code missing", i)
 		}
-		if !isObjectOrNull(e.Details) {
-			return fmt.Errorf("errors[%d].details is not an object", i)
+		// The specification shows details as an object; the reference
+		// server also sends a list of objects.
+		if !isObjectOrNull(e.Details) && !strings.HasPrefix(strings.TrimSpace(string(e.Details)), "[") {
+			return fmt.Errorf("errors[%d].details is neither an object nor a list", i)
 		}
 	}
 	return validateExtensions(r.Extensions)

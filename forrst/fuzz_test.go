@@ -25,6 +25,8 @@ var fuzzResponses = []string{
 	`{"protocol":{"name":"forrst","version":"0.1.0"},"id":null,"result":{"a":[1,2,{"b":null}]},"meta":{"node":"x"}}`,
 	`{"protocol":{"name":"forrst","version":"0.1.0"},"id":"r","result":null,"errors":[],"extensions":[{"urn":"urn:forrst:ext:rate-limit","data":{"limit":1,"used":1,"remaining":0,"window":{"value":1,"unit":"minute"},"resets_in":{"value":9,"unit":"second"}}},{"urn":"u","data":null}]}`,
 	`{"protocol":{"name":"forrst","version":"0.1.0"},"id":"r","result":null,"errors":[{"code":"X","message":"\u003c\u00e9\ud83d\ude00","details":{"retry_after":{"value":1,"unit":"hour"}}}]}`,
+	`{"protocol":{"name":"forrst","version":"0.1.0"},"id":"req-694014b0c582d","result":null,"errors":[{"code":"INVALID_REQUEST","message":"Invalid request","details":[{"status":"400","source":{"pointer":"/"},"title":"Malformed request","detail":"Request must be a JSON object, not an array."}]}]}`,
+	`{"protocol":{"name":"forrst","version":"0.1.0"},"id":"r","result":null,"errors":[{"code":"X","message":"m","details":[]},{"code":"Y","message":"m","details":"s"}]}`,
 	`{"protocol":"forrst/0.1","id":5}`,
 	`[]`,
 	`true`,
@@ -243,4 +245,32 @@ func checkWaits(t *testing.T, g RetryData) {
 		}
 		prev = w
 	}
+}
+
+// FuzzAnswer checks how the client tells its own answer from anything else:
+// the Content-Type, the document, and the id it answers.
+func FuzzAnswer(f *testing.F) {
+	for i, s := range fuzzResponses {
+		f.Add("application/json", "req_123", []byte(s))
+		f.Add([]string{"application/json; charset=utf-8", "text/html", "", "application/problem+json", "application/json;;", "APPLICATION/JSON"}[i%6], "r", []byte(s))
+	}
+	f.Fuzz(func(t *testing.T, ct, id string, body []byte) {
+		err := contentType(http.Header{"Content-Type": {ct}})
+		if err != nil && !errors.Is(err, ErrContentType) {
+			t.Fatalf("contentType(%q) = %v, not ErrContentType", ct, err)
+		}
+		doc, err := DecodeResponse(bytes.NewReader(body), 0)
+		if err != nil {
+			return
+		}
+		err = answers(doc, id)
+		switch {
+		case err == nil && doc.ID != id && !(doc.ID == "" && len(doc.Errors) > 0):
+			t.Fatalf("an answer with id %q taken for request %q", doc.ID, id)
+		case err != nil && (!errors.Is(err, ErrIDMismatch) || !errors.Is(err, ErrInvalid)):
+			t.Fatalf("answers: %v wraps not ErrIDMismatch and ErrInvalid", err)
+		case err != nil && doc.ID == id:
+			t.Fatalf("the request's own answer rejected: %v", err)
+		}
+	})
 }

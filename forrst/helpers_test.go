@@ -169,15 +169,34 @@ func newServer(t *testing.T, h http.Handler) *httptest.Server {
 	return srv
 }
 
-// hostile serves raw answers: f gets the request's number, from 1.
+// hostile serves raw answers: f gets the request's number, from 1. The
+// answers are JSON unless f says otherwise, and answer the request: the
+// placeholder "id":"req_x" of what f writes becomes the request's id (the
+// client rejects an answer to another request).
 func hostile(t *testing.T, f func(n int, w http.ResponseWriter, r *http.Request)) (*httptest.Server, *atomic.Int32) {
 	t.Helper()
 	var n atomic.Int32
 	srv := newServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		f(int(n.Add(1)), w, r)
+		body, _ := io.ReadAll(r.Body)
+		var req struct{ ID string }
+		_ = json.Unmarshal(body, &req)
+		w.Header().Set("Content-Type", "application/json")
+		f(int(n.Add(1)), &answering{w, []byte(`"id":` + strconv.Quote(req.ID))}, r)
 	}))
 	return srv, &n
+}
+
+// answering writes the request's id in place of the placeholder req_x.
+type answering struct {
+	http.ResponseWriter
+	id []byte
+}
+
+func (a *answering) Write(p []byte) (int, error) {
+	if _, err := a.ResponseWriter.Write(bytes.ReplaceAll(p, []byte(`"id":"req_x"`), a.id)); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }
 
 // failDoc is a failed response document with the given retry data (a JSON

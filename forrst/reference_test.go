@@ -147,3 +147,130 @@ func TestClientFollowsReferenceURNs(t *testing.T) {
 		wantWaits(t, st, 20*time.Second)
 	})
 }
+
+// The reference server sends errors[].details as a list of JSON:API-style
+// objects (its fixture rpc-call-with-invalid-batch), where the specification
+// shows an object: a client takes both. Any other kind is still invalid.
+func TestClientAcceptsDetailsAsObjectOrList(t *testing.T) {
+	list := `[{"status":"400","source":{"pointer":"/"},"title":"Malformed request","detail":"Request must be a JSON object, not an array."}]`
+	srv, n := hostile(t, func(_ int, w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(400)
+		_, _ = io.WriteString(w, `{"protocol":`+protocolJSON+`,"id":"req_x","result":null,"errors":[{"code":"INVALID_REQUEST","message":"Invalid request","details":`+list+`}],"extensions":[{"urn":"urn:cline:forrst:ext:retry","data":{"allowed":false}}]}`)
+	})
+	err := (&forrst.Client{URL: srv.URL}).Call(context.Background(), "f", nil, nil)
+	ce := wantCallError(t, err, "INVALID_REQUEST", 400)
+	if !sameJSON(ce.Err.Details, []byte(list)) {
+		t.Errorf("details = %s, want the list as sent", ce.Err.Details)
+	}
+	if n.Load() != 1 {
+		t.Errorf("%d requests, want 1", n.Load())
+	}
+
+	for details, ok := range map[string]bool{`{"a":1}`: true, `[]`: true, list: true, `null`: true, `"x"`: false, `1`: false, `true`: false} {
+		doc := `{"protocol":` + protocolJSON + `,"id":"r","result":null,"errors":[{"code":"X","message":"m","details":` + details + `}]}`
+		_, err := forrst.DecodeResponse(strings.NewReader(doc), 0)
+		if ok && err != nil {
+			t.Errorf("details %s: %v", details, err)
+		}
+		if !ok && (!errors.Is(err, forrst.ErrInvalid) || !strings.Contains(err.Error(), "details")) {
+			t.Errorf("details %s: err = %v, want ErrInvalid naming details", details, err)
+		}
+	}
+}
+
+// An answer to another request (another id) is not this call's answer, even
+// a success: the client returns an *HTTPError wrapping ErrIDMismatch (and
+// ErrInvalid) and decodes no result from it. A failure whose id the server
+// could not read (null) still answers the call.
+func TestClientRejectsAnAnswerToAnotherRequest(t *testing.T) {
+	for _, c := range []struct {
+		name, doc string
+		status    int
+		wantCode  forrst.Code // "" = rejected
+	}{
+		{"other id", `{"protocol":` + protocolJSON + `,"id":"req_someone_else","result":{"balance":1000000}}`, 200, ""},
+		{"null id on a success", `{"protocol":` + protocolJSON + `,"id":null,"result":{"balance":1000000}}`, 200, ""},
+		{"other id on a failure", `{"protocol":` + protocolJSON + `,"id":"req_someone_else","result":null,"errors":[{"code":"NOT_FOUND","message":"m"}]}`, 404, ""},
+		{"null id on a failure", `{"protocol":` + protocolJSON + `,"id":null,"result":null,"errors":[{"code":"INVALID_REQUEST","message":"m"}]}`, 400, "INVALID_REQUEST"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			srv, n := hostile(t, func(_ int, w http.ResponseWriter, _ *http.Request) {
+				w.WriteHeader(c.status)
+				_, _ = io.WriteString(w, c.doc)
+			})
+			var result map[string]int
+			err := (&forrst.Client{URL: srv.URL}).Call(context.Background(), "f", nil, &result)
+			if n.Load() != 1 {
+				t.Errorf("%d requests, want 1", n.Load())
+			}
+			if c.wantCode != "" {
+				wantCallError(t, err, c.wantCode, c.status)
+				return
+			}
+			var he *forrst.HTTPError
+			if !errors.As(err, &he) || he.StatusCode != c.status || !errors.Is(err, forrst.ErrIDMismatch) || !errors.Is(err, forrst.ErrInvalid) {
+				t.Fatalf("err = %v, want an HTTPError %d wrapping ErrIDMismatch and ErrInvalid", err, c.status)
+			}
+			if !strings.Contains(err.Error(), "req_someone_else") && !strings.Contains(err.Error(), "null") {
+				t.Errorf("err %q does not say which id came back", err)
+			}
+			if result != nil {
+				t.Errorf("the result of another request was decoded: %v", result)
+			}
+		})
+	}
+}
+
+// The Forrst HTTP transport answers with application/json. An answer of
+// another type is not a Forrst document, whatever its body: the client
+// returns an *HTTPError wrapping ErrContentType, judged by its HTTP status
+// (a 503 is retried, a 200 is not).
+func TestClientRejectsAnswersThatAreNotJSON(t *testing.T) {
+	ok := `{"protocol":` + protocolJSON + `,"id":"req_x","result":{"ok":1}}`
+	for _, c := range []struct {
+		contentType string // "-" = none
+		status      int
+		accepted    bool
+		requests    int32
+	}{
+		{"application/json", 200, true, 1},
+		{"application/json; charset=utf-8", 200, true, 1},
+		{"Application/JSON", 200, true, 1},
+		{"application/vnd.forrst+json", 200, true, 1},
+		{"text/html; charset=utf-8", 200, false, 1},
+		{"text/plain", 200, false, 1},
+		{"-", 200, false, 1},
+		{"application/jsonp", 200, false, 1},
+		{"application/json;;", 200, false, 1},
+		{"text/html", 503, false, 3},
+	} {
+		t.Run(c.contentType+" "+strconv.Itoa(c.status), func(t *testing.T) {
+			srv, n := hostile(t, func(_ int, w http.ResponseWriter, _ *http.Request) {
+				if c.contentType == "-" {
+					w.Header()["Content-Type"] = nil // no header, and no sniffing
+				} else {
+					w.Header().Set("Content-Type", c.contentType)
+				}
+				w.WriteHeader(c.status)
+				_, _ = io.WriteString(w, ok)
+			})
+			err := (&forrst.Client{URL: srv.URL, Strategy: noWait(3)}).Call(context.Background(), "f", nil, nil)
+			if n.Load() != c.requests {
+				t.Errorf("%d requests, want %d", n.Load(), c.requests)
+			}
+			if c.accepted {
+				if err != nil {
+					t.Errorf("err = %v", err)
+				}
+				return
+			}
+			var he *forrst.HTTPError
+			if !errors.As(err, &he) || he.StatusCode != c.status || !errors.Is(err, forrst.ErrContentType) {
+				t.Fatalf("err = %v, want an HTTPError %d wrapping ErrContentType", err, c.status)
+			}
+			if !strings.Contains(err.Error(), "Content-Type") {
+				t.Errorf("err %q does not name the Content-Type", err)
+			}
+		})
+	}
+}
