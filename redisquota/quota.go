@@ -1,0 +1,481 @@
+package redisquota
+
+import (
+	"context"
+	crand "crypto/rand"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/retrykit/retry"
+)
+
+// Defaults of Options.
+const (
+	DefaultCapacity      = 500
+	DefaultLeaseTTL      = 10 * time.Second
+	DefaultFlushInterval = 100 * time.Millisecond
+	DefaultTimeout       = 100 * time.Millisecond
+	DefaultReconnectMax  = 5 * time.Second
+	DefaultKeyTTL        = 24 * time.Hour
+)
+
+// Options configure a Quota. The zero value of each field takes its default.
+type Options struct {
+	// Capacity is the most tokens the fleet's quota holds; 0 = 500, the
+	// Smithy guide's bucket. Every process sharing a key should use the same
+	// capacity: the last one to write wins.
+	Capacity int
+	// LeaseSize is how many tokens a process takes from Redis at a time; 0 =
+	// Capacity/10 (at least 1). A larger lease means fewer round trips and
+	// more tokens held away from the rest of the fleet: a process holds at
+	// most LeaseSize tokens, or one retry's cost if that is larger.
+	LeaseSize int
+	// LeaseTTL is how long a lease lives without being renewed; 0 = 10 s.
+	// Tokens leased by a process that dies come back to the fleet after it.
+	LeaseTTL time.Duration
+	// FlushInterval is the longest time refunds wait before they are sent;
+	// 0 = 100 ms. They go sooner when LeaseSize of them have piled up.
+	FlushInterval time.Duration
+	// Timeout bounds each round trip to Redis; 0 = 100 ms.
+	Timeout time.Duration
+	// FallbackCapacity is the capacity of the local quota used while Redis
+	// cannot be reached; 0 = Capacity, negative = no retries at all while
+	// Redis is away. The local quota starts full once and keeps its level
+	// across outages, so that flapping cannot refill it.
+	FallbackCapacity int
+	// ReconnectMax caps the jittered exponential backoff between attempts
+	// to reach Redis again; 0 = 5 s.
+	ReconnectMax time.Duration
+	// KeyTTL is the keys' time to live, renewed by every call, so that the
+	// keys of an abandoned quota go away; 0 = 24 h, negative = never.
+	KeyTTL time.Duration
+	// Logger receives one record when the quota falls back to its local
+	// quota and one when it rejoins; nil = slog.Default().
+	Logger *slog.Logger
+	// Rand returns numbers in [0, 1) for the reconnect jitter; nil =
+	// math/rand/v2. Tests pin it.
+	Rand func() float64
+}
+
+// Errors reported by Sync and Close, and logged. Test with errors.Is.
+var (
+	// ErrWrongType: a key the quota uses holds a value of another type,
+	// probably written by another program. The quota falls back to its
+	// local quota until the key is fixed.
+	ErrWrongType = errors.New("redisquota: a quota key holds a value of the wrong type")
+	// ErrLeaseLost: the process's lease was gone when it was renewed,
+	// because the keys expired, were evicted or deleted, or the lease
+	// outlived its TTL (the process was cut off from Redis or paused). The
+	// tokens it held were dropped; the quota carries on.
+	ErrLeaseLost = errors.New("redisquota: the lease was lost")
+	// ErrClosed: the quota was closed.
+	ErrClosed = errors.New("redisquota: quota closed")
+)
+
+// reply is the script's answer.
+type reply struct {
+	status, granted, balance, tokens, leased, capacity int64
+}
+
+const (
+	statusOK      = 0
+	statusCreated = 1
+	statusLost    = 2
+)
+
+// runner runs the script; New uses Redis, tests of the scheduling a
+// stand-in in virtual time.
+type runner func(ctx context.Context, keys []string, args ...any) (reply, error)
+
+// Quota is a retry quota shared by every process that uses the same Redis
+// key. It implements retry.Quota; see the package documentation for how it
+// works and how it fails. It is safe for concurrent use.
+type Quota struct {
+	run    runner
+	keys   []string
+	id     string
+	opts   Options
+	local  *retry.TokenBucket
+	logger *slog.Logger
+
+	lease    atomic.Int64 // tokens in hand
+	deadline atomic.Int64 // unix nanoseconds after which the lease may not be spent
+	refunds  atomic.Int64 // refunds recorded, cumulative
+	pool     atomic.Int64 // the pool's tokens at the last call
+	syncs    atomic.Int64 // calls answered
+	trips    atomic.Int64 // calls made
+	fallback atomic.Bool
+	closed   atomic.Bool
+	lastTake atomic.Int64 // unix nanoseconds
+	lastCost atomic.Int64
+
+	wake chan struct{}
+	done chan struct{}
+	wg   sync.WaitGroup
+	once sync.Once
+	cerr error
+
+	mu        sync.Mutex // one call at a time; guards the fields below
+	gAck      int64      // grants received, cumulative
+	rAck      int64      // refunds acknowledged, cumulative
+	lastSync  time.Time
+	failures  int
+	nextProbe time.Time
+}
+
+var _ retry.Quota = (*Quota)(nil)
+
+// New returns a Quota on key, shared by every process that calls New with
+// the same key on the same Redis, and starts its background goroutine; call
+// Close when done. The client may be a standalone, Sentinel (failover) or
+// Cluster client: the quota's keys share the hash tag {key}, so that they
+// live in one slot. New does not contact Redis.
+func New(client redis.UniversalClient, key string, opts Options) *Quota {
+	run := func(ctx context.Context, keys []string, args ...any) (reply, error) {
+		v, err := syncScript.Run(ctx, client, keys, args...).Int64Slice()
+		if err != nil {
+			return reply{}, err
+		}
+		if len(v) != 6 {
+			return reply{}, fmt.Errorf("redisquota: unexpected reply %v", v)
+		}
+		return reply{v[0], v[1], v[2], v[3], v[4], v[5]}, nil
+	}
+	return newQuota(run, key, opts)
+}
+
+func newQuota(run runner, key string, opts Options) *Quota {
+	opts = opts.withDefaults()
+	q := &Quota{
+		run:    run,
+		keys:   Keys(key),
+		id:     crand.Text(),
+		opts:   opts,
+		local:  retry.NewTokenBucket(max(opts.FallbackCapacity, 0)),
+		logger: opts.Logger,
+		wake:   make(chan struct{}, 1),
+		done:   make(chan struct{}),
+	}
+	q.pool.Store(int64(opts.Capacity))
+	q.wg.Add(1)
+	go q.loop()
+	return q
+}
+
+// Keys returns the Redis keys a quota on key uses: the pool (a hash), the
+// leases (a hash) and the leases' expiries (a sorted set). They share the
+// hash tag {key}, so a Redis Cluster keeps them in one slot.
+func Keys(key string) []string {
+	tag := "redisquota:{" + key + "}:"
+	return []string{tag + "pool", tag + "leases", tag + "expiry"}
+}
+
+func (o Options) withDefaults() Options {
+	if o.Capacity <= 0 {
+		o.Capacity = DefaultCapacity
+	}
+	if o.LeaseSize <= 0 {
+		o.LeaseSize = max(o.Capacity/10, 1)
+	}
+	if o.LeaseTTL <= 0 {
+		o.LeaseTTL = DefaultLeaseTTL
+	}
+	if o.FlushInterval <= 0 {
+		o.FlushInterval = DefaultFlushInterval
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = DefaultTimeout
+	}
+	if o.FallbackCapacity == 0 {
+		o.FallbackCapacity = o.Capacity
+	}
+	if o.ReconnectMax <= 0 {
+		o.ReconnectMax = DefaultReconnectMax
+	}
+	if o.KeyTTL == 0 {
+		o.KeyTTL = DefaultKeyTTL
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Rand == nil {
+		o.Rand = rand.Float64
+	}
+	return o
+}
+
+// Take removes n tokens if the quota holds them and reports whether it did.
+// It spends the process's lease; when the lease cannot pay, it makes one
+// round trip to Redis (bounded by Options.Timeout) for a new lease. While
+// Redis cannot be reached it takes from the local fallback quota instead.
+func (q *Quota) Take(n int) bool {
+	if n <= 0 {
+		return true
+	}
+	if q.fallback.Load() {
+		return q.local.Take(n)
+	}
+	cost := int64(n)
+	now := time.Now()
+	q.lastTake.Store(now.UnixNano())
+	q.lastCost.Store(cost)
+	if q.spend(cost, now) {
+		if q.lease.Load() < int64(q.opts.LeaseSize)/2 {
+			q.nudge()
+		}
+		return true
+	}
+	seen := q.syncs.Load()
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.fallback.Load() {
+		return q.local.Take(n)
+	}
+	if q.spend(cost, time.Now()) {
+		return true
+	}
+	if q.syncs.Load() != seen && q.pool.Load()+q.lease.Load() < cost {
+		return false // a call made while this one waited found the pool short
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), q.opts.Timeout)
+	defer cancel()
+	if err := q.syncLocked(ctx, max(int64(q.opts.LeaseSize), cost), cost); err != nil && q.fallback.Load() {
+		return q.local.Take(n)
+	}
+	return q.spend(cost, time.Now())
+}
+
+// spend takes cost from the lease if it holds enough and has not expired.
+func (q *Quota) spend(cost int64, now time.Time) bool {
+	if now.UnixNano() >= q.deadline.Load() {
+		return false
+	}
+	for {
+		l := q.lease.Load()
+		if l < cost {
+			return false
+		}
+		if q.lease.CompareAndSwap(l, l-cost) {
+			return true
+		}
+	}
+}
+
+// Refund records n tokens to give back to the fleet's quota. It never waits
+// on Redis: refunds are sent in the background. While Redis cannot be
+// reached they go to the local fallback quota.
+func (q *Quota) Refund(n int) {
+	if n <= 0 {
+		return
+	}
+	if q.fallback.Load() {
+		q.local.Refund(n)
+		return
+	}
+	if q.refunds.Add(int64(n))%int64(q.opts.LeaseSize) < int64(n) {
+		q.nudge() // another LeaseSize tokens since the last nudge: send them now
+	}
+}
+
+// Available returns the tokens the process can count on: its lease plus
+// the fleet's pool as last seen, or the local quota's while Redis is away.
+func (q *Quota) Available() int {
+	if q.fallback.Load() {
+		return q.local.Available()
+	}
+	return int(q.lease.Load() + q.pool.Load())
+}
+
+// RoundTrips returns how many calls the quota has made to Redis.
+func (q *Quota) RoundTrips() int64 { return q.trips.Load() }
+
+// Shared reports whether the quota is using the fleet's count in Redis, as
+// opposed to its local fallback quota.
+func (q *Quota) Shared() bool { return !q.fallback.Load() && !q.closed.Load() }
+
+// Sync sends the pending refunds and renews the lease now, and returns what
+// went wrong: an error wrapping ErrWrongType, ErrLeaseLost, ErrClosed, or the
+// Redis client's error.
+func (q *Quota) Sync(ctx context.Context) error {
+	if q.closed.Load() {
+		return ErrClosed
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.syncLocked(ctx, q.want(time.Now()), 0)
+}
+
+// Close stops the background goroutine, sends the pending refunds and
+// returns the unspent lease to the fleet. It returns the error of that last
+// call, if any (the lease then comes back when it expires). After Close the
+// quota answers from its local fallback quota and never calls Redis.
+func (q *Quota) Close() error {
+	q.once.Do(func() {
+		close(q.done)
+		q.wg.Wait()
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), q.opts.Timeout)
+		defer cancel()
+		if !q.fallback.Load() || q.lease.Load() > 0 || q.refunds.Load() != q.rAck {
+			q.cerr = q.syncLocked(ctx, -1, 0)
+		}
+		q.closed.Store(true)
+		q.fallback.Store(true)
+	})
+	return q.cerr
+}
+
+func (q *Quota) nudge() {
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+}
+
+// loop flushes and renews in the background until Close.
+func (q *Quota) loop() {
+	defer q.wg.Done()
+	t := time.NewTimer(q.opts.FlushInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-q.done:
+			return
+		case <-q.wake:
+		case <-t.C:
+		}
+		d := q.tick(time.Now())
+		t.Reset(d)
+	}
+}
+
+// tick makes the background call if one is due and returns when to look
+// again.
+func (q *Quota) tick(now time.Time) time.Duration {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.fallback.Load() {
+		if now.Before(q.nextProbe) {
+			return q.nextProbe.Sub(now)
+		}
+	} else if !q.due(now) {
+		return q.opts.FlushInterval
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), q.opts.Timeout)
+	defer cancel()
+	want := q.want(now)
+	need := min(want, q.lease.Load()+q.lastCost.Load())
+	_ = q.syncLocked(ctx, want, need)
+	if q.fallback.Load() {
+		return q.nextProbe.Sub(time.Now())
+	}
+	return q.opts.FlushInterval
+}
+
+// due reports whether a call is needed: refunds are waiting, the lease runs
+// low while the process retries, or the lease must be renewed or given back.
+func (q *Quota) due(now time.Time) bool {
+	if q.refunds.Load() != q.rAck {
+		return true
+	}
+	lease := q.lease.Load()
+	if q.active(now) && lease < int64(q.opts.LeaseSize)/2 {
+		return true
+	}
+	return lease > 0 && now.Sub(q.lastSync) >= q.opts.LeaseTTL/3
+}
+
+// active reports whether the process took tokens recently.
+func (q *Quota) active(now time.Time) bool {
+	last := q.lastTake.Load()
+	return last != 0 && now.UnixNano()-last < int64(q.opts.LeaseTTL/3)
+}
+
+// want is the lease the process should hold: a full one while it retries,
+// none when it has not retried for a third of the lease TTL, so that idle
+// processes do not sit on the fleet's tokens.
+func (q *Quota) want(now time.Time) int64 {
+	if q.active(now) {
+		return max(int64(q.opts.LeaseSize), q.lastCost.Load())
+	}
+	return 0
+}
+
+// syncLocked makes one call: it reports the lease in hand and the refunds
+// recorded, and asks for a balance of want tokens (-1 = give the lease
+// back), granted only if it reaches need. Holding q.mu.
+func (q *Quota) syncLocked(ctx context.Context, want, need int64) error {
+	bal := q.lease.Load()
+	rtotal := q.refunds.Load()
+	start := time.Now()
+	q.trips.Add(1)
+	r, err := q.run(ctx, q.keys, q.id, q.opts.Capacity, bal, q.gAck, q.rAck, rtotal, want, need,
+		q.opts.LeaseTTL.Milliseconds(), q.opts.KeyTTL.Milliseconds())
+	if err != nil {
+		return q.failLocked(err)
+	}
+	wasFallback := q.fallback.Load()
+	q.gAck += r.granted
+	q.rAck = rtotal
+	q.lastSync = start
+	q.adjustLease(r.balance - bal)
+	q.deadline.Store(start.Add(q.opts.LeaseTTL * 9 / 10).UnixNano())
+	q.pool.Store(r.tokens)
+	q.syncs.Add(1)
+	if wasFallback && !q.closed.Load() {
+		q.failures = 0
+		q.fallback.Store(false)
+		q.logger.Info("redisquota: Redis is back; rejoined the fleet's quota",
+			"key", q.keys[0], "pool", r.tokens)
+	}
+	if r.status == statusLost {
+		err := fmt.Errorf("redisquota: %d tokens leased on %s were gone when the lease was renewed (the keys expired, were evicted or deleted, or the lease outlived its %v TTL); they were dropped: %w",
+			bal, q.keys[1], q.opts.LeaseTTL, ErrLeaseLost)
+		if !wasFallback {
+			q.logger.Warn(err.Error(), "key", q.keys[0])
+		}
+		return err
+	}
+	return nil
+}
+
+// adjustLease adds d to the lease, never below zero: tokens spent from a
+// lease that Redis had already taken back are not owed twice.
+func (q *Quota) adjustLease(d int64) {
+	for {
+		l := q.lease.Load()
+		if q.lease.CompareAndSwap(l, max(l+d, 0)) {
+			return
+		}
+	}
+}
+
+// failLocked switches to the local quota after a failed call, logging once
+// per outage, and schedules the next attempt with jittered backoff.
+func (q *Quota) failLocked(err error) error {
+	if strings.Contains(err.Error(), "WRONGTYPE") {
+		err = fmt.Errorf("redisquota: keys %s: %w: %w", strings.Join(q.keys, ", "), ErrWrongType, err)
+	} else {
+		err = fmt.Errorf("redisquota: keys %s: %w", strings.Join(q.keys, ", "), err)
+	}
+	q.failures++
+	// Equal jitter: at least half the exponential step, so that a fleet
+	// cut off at once comes back spread out, never in lockstep.
+	step := q.opts.FlushInterval << min(q.failures-1, 16)
+	step = min(step, q.opts.ReconnectMax)
+	q.nextProbe = time.Now().Add(step/2 + time.Duration(q.opts.Rand()*float64(step/2)))
+	if !q.fallback.Load() && !q.closed.Load() {
+		q.fallback.Store(true)
+		q.logger.Warn("redisquota: Redis is unavailable; falling back to a local quota",
+			"key", q.keys[0], "fallback_capacity", q.local.Capacity(), "error", err)
+	}
+	return err
+}
