@@ -1,0 +1,127 @@
+package redisquota_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/retrykit/retry/redisquota"
+	"github.com/retrykit/retry/redisquota/internal/fleet"
+)
+
+// sharedRedis is the address of the redis-server TestMain starts for the
+// tests that do not kill theirs. Each test uses keys of its own.
+var sharedRedis string
+
+func TestMain(m *testing.M) {
+	if fleet.IsWorker() {
+		if err := worker(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	dir, err := os.MkdirTemp("", "redisquota-test")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	// No skipping: without redis-server the tests fail.
+	r, err := fleet.StartRedis(context.Background(), dir)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "redisquota tests need redis-server:", err)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	sharedRedis = r.Addr
+	code := m.Run()
+	_ = r.Kill()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// worker is the body of a process this test binary starts as a worker.
+func worker() error {
+	if os.Getenv("REDISQUOTA_TEST_HOLD") != "" {
+		return holdLease()
+	}
+	return fleet.Worker(context.Background())
+}
+
+// client returns a client of the shared Redis, closed with the test.
+func client(t testing.TB) *redis.Client {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: sharedRedis})
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// startRedis starts a redis-server of the test's own.
+func startRedis(t testing.TB, extra ...string) *fleet.Redis {
+	t.Helper()
+	r, err := fleet.StartRedis(t.Context(), t.TempDir(), extra...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Kill() })
+	return r
+}
+
+// logs records the messages of slog records.
+type logs struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (l *logs) Enabled(context.Context, slog.Level) bool { return true }
+func (l *logs) Handle(_ context.Context, r slog.Record) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	msg := r.Level.String() + " " + r.Message
+	r.Attrs(func(a slog.Attr) bool {
+		msg += " " + a.String()
+		return true
+	})
+	l.msgs = append(l.msgs, msg)
+	return nil
+}
+func (l *logs) WithAttrs([]slog.Attr) slog.Handler { return l }
+func (l *logs) WithGroup(string) slog.Handler      { return l }
+
+// count returns how many records contain s.
+func (l *logs) count(s string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(slices.DeleteFunc(slices.Clone(l.msgs), func(m string) bool { return !strings.Contains(m, s) }))
+}
+
+func (l *logs) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Join(l.msgs, "\n")
+}
+
+// pool reads the fleet's pool of key: tokens free and tokens leased.
+func pool(t testing.TB, c redis.UniversalClient, key string) (tokens, leased int) {
+	t.Helper()
+	v, err := c.HMGet(t.Context(), redisquota.Keys(key)[0], "tokens", "leased").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n [2]int
+	for i, s := range v {
+		if s == nil {
+			t.Fatalf("pool of %q: field %d missing", key, i)
+		}
+		if _, err := fmt.Sscan(s.(string), &n[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return n[0], n[1]
+}
