@@ -40,6 +40,8 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	sharedRedis = r.Addr
+	// go-redis logs every failed dial; the tests kill Redis on purpose.
+	redis.SetLogger(quietLogger{})
 	code := m.Run()
 	_ = r.Kill()
 	os.RemoveAll(dir)
@@ -125,3 +127,8 @@ func pool(t testing.TB, c redis.UniversalClient, key string) (tokens, leased int
 	}
 	return n[0], n[1]
 }
+
+// quietLogger drops go-redis's own log lines.
+type quietLogger struct{}
+
+func (quietLogger) Printf(context.Context, string, ...any) {}

@@ -433,8 +433,12 @@ func (q *Quota) syncLocked(ctx context.Context, want, need int64) error {
 	if wasFallback && !q.closed.Load() {
 		q.failures = 0
 		q.fallback.Store(false)
+		var lost int64
+		if r.status == statusLost {
+			lost = bal
+		}
 		q.logger.Info("redisquota: Redis is back; rejoined the fleet's quota",
-			"key", q.keys[0], "pool", r.tokens)
+			"key", q.keys[0], "pool", r.tokens, "lease_lost", lost)
 	}
 	if r.status == statusLost {
 		err := fmt.Errorf("redisquota: %d tokens leased on %s were gone when the lease was renewed (the keys expired, were evicted or deleted, or the lease outlived its %v TTL); they were dropped: %w",
@@ -477,5 +481,6 @@ func (q *Quota) failLocked(err error) error {
 		q.logger.Warn("redisquota: Redis is unavailable; falling back to a local quota",
 			"key", q.keys[0], "fallback_capacity", q.local.Capacity(), "error", err)
 	}
+	q.nudge() // the loop sets its timer to the next attempt
 	return err
 }

@@ -1,0 +1,182 @@
+package redisquota_test
+
+import (
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/retrykit/retry/redisquota"
+)
+
+// TestRedisRestart kills Redis (SIGKILL) under a quota and starts it again
+// on the same port. The quota falls back to its local quota and logs it
+// once, rejoins when Redis is back and logs that once, and loses no refund:
+// with an append-only file that survives the kill, the pool ends exactly at
+// capacity - taken + refunded; without one, the pool starts again full and
+// the lost lease is reported. Meanwhile 8 goroutines hammer another quota on
+// the same Redis, which must not panic or leave the bounds.
+func TestRedisRestart(t *testing.T) {
+	for _, persist := range []bool{true, false} {
+		t.Run(fmt.Sprintf("persist=%v", persist), func(t *testing.T) {
+			var extra []string
+			if persist {
+				extra = []string{"--appendonly", "yes", "--appendfsync", "always"}
+			}
+			r := startRedis(t, extra...)
+			c := redis.NewClient(&redis.Options{Addr: r.Addr})
+			defer c.Close()
+			var l logs
+			const capacity = 10000
+			opts := redisquota.Options{Capacity: capacity, LeaseSize: 50, FlushInterval: time.Hour, LeaseTTL: time.Minute,
+				Timeout: 200 * time.Millisecond, ReconnectMax: 100 * time.Millisecond, Logger: slog.New(&l)}
+			q := redisquota.New(c, "restart", opts)
+
+			load := redisquota.New(c, "restart-load", redisquota.Options{Capacity: 500, FlushInterval: 5 * time.Millisecond,
+				Timeout: 50 * time.Millisecond, ReconnectMax: 50 * time.Millisecond, Logger: slog.New(&logs{})})
+			stop := make(chan struct{})
+			var wg sync.WaitGroup
+			for g := range 8 {
+				wg.Go(func() {
+					rnd := rand.New(rand.NewPCG(uint64(g), 2))
+					for {
+						select {
+						case <-stop:
+							return
+						default:
+						}
+						if !load.Take(14) {
+							load.Refund(1 + rnd.IntN(14))
+						} else if rnd.IntN(2) == 0 {
+							load.Refund(14)
+						}
+						time.Sleep(100 * time.Microsecond)
+					}
+				})
+			}
+
+			for range 10 {
+				if !q.Take(14) {
+					t.Fatal("Take failed with Redis up")
+				}
+			}
+			if err := q.Sync(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			if err := r.Kill(); err != nil {
+				t.Fatal(err)
+			}
+			q.Refund(30) // pending: sent when Redis is back
+			for range 3 {
+				if err := q.Sync(t.Context()); err == nil {
+					t.Fatal("Sync succeeded with Redis down")
+				}
+			}
+			if q.Shared() {
+				t.Fatal("still shared with Redis down")
+			}
+			if !q.Take(14) {
+				t.Error("the fallback quota refused a retry")
+			}
+			q.Refund(7) // to the fallback quota
+			time.Sleep(150 * time.Millisecond)
+			if err := r.Start(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			deadline := time.Now().Add(5 * time.Second)
+			for !q.Shared() || !load.Shared() {
+				if time.Now().After(deadline) {
+					t.Fatalf("never rejoined (quota %v, load %v):\n%s", q.Shared(), load.Shared(), &l)
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			close(stop)
+			wg.Wait()
+			if err := load.Close(); err != nil && persist {
+				t.Errorf("closing the loaded quota: %v", err)
+			}
+			if err := q.Close(); err != nil {
+				t.Fatalf("Close after the restart: %v", err)
+			}
+			if n := l.count("falling back"); n != 1 {
+				t.Errorf("%d fallback records, want 1:\n%s", n, &l)
+			}
+			if n := l.count("rejoined"); n != 1 {
+				t.Errorf("%d rejoin records, want 1:\n%s", n, &l)
+			}
+			if !strings.Contains(l.String(), "fallback_capacity=10000") {
+				t.Errorf("the fallback record does not give the local quota's capacity:\n%s", &l)
+			}
+			lost := "lease_lost=0"
+			if !persist {
+				lost = "lease_lost=50" // the lease in hand at the kill, gone with the data
+			}
+			if !strings.Contains(l.String(), lost) {
+				t.Errorf("the rejoin record does not say %s:\n%s", lost, &l)
+			}
+			tokens, leased := pool(t, c, "restart")
+			want := capacity - 10*14 + 30
+			if !persist {
+				want = capacity
+			}
+			if tokens != want || leased != 0 {
+				t.Errorf("after the restart the pool holds %d free and %d leased; want %d free, 0 leased", tokens, leased, want)
+			}
+			lt, ll := pool(t, c, "restart-load")
+			if lt < 0 || ll != 0 || lt > 500 {
+				t.Errorf("loaded pool: %d free, %d leased", lt, ll)
+			}
+			t.Logf("pool %d, loaded pool %d; log:\n%s", tokens, lt, &l)
+		})
+	}
+}
+
+// TestCluster runs a quota through a Redis Cluster client against a
+// one-node cluster on loopback: the three keys map to one slot, so the
+// script runs (a cross-slot script would fail with CROSSSLOT).
+func TestCluster(t *testing.T) {
+	r := startRedis(t, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf")
+	ctx := t.Context()
+	admin := redis.NewClient(&redis.Options{Addr: r.Addr})
+	defer admin.Close()
+	if err := admin.Do(ctx, "CLUSTER", "ADDSLOTSRANGE", "0", "16383").Err(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(admin.ClusterInfo(ctx).Val(), "cluster_state:ok") {
+		if time.Now().After(deadline) {
+			t.Fatal("the cluster never became ready")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	keys := redisquota.Keys("svc")
+	slot := admin.ClusterKeySlot(ctx, keys[0]).Val()
+	for _, k := range keys {
+		if s := admin.ClusterKeySlot(ctx, k).Val(); s != slot {
+			t.Errorf("key %s in slot %d, %s in slot %d", k, s, keys[0], slot)
+		}
+	}
+	if s := admin.ClusterKeySlot(ctx, "svc").Val(); s != slot {
+		t.Errorf("the keys are in slot %d, not that of the hash tag svc (%d)", slot, s)
+	}
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{r.Addr}})
+	defer cc.Close()
+	q := redisquota.New(cc, "svc", redisquota.Options{Capacity: 100, LeaseSize: 20})
+	if !q.Take(14) {
+		t.Fatal("Take through the cluster failed")
+	}
+	q.Refund(14)
+	if err := q.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if tokens, leased := pool(t, cc, "svc"); tokens != 100 || leased != 0 {
+		t.Errorf("pool through the cluster: %d free, %d leased; want 100, 0", tokens, leased)
+	}
+}
