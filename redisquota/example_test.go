@@ -1,0 +1,32 @@
+package redisquota_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/redisquota"
+)
+
+// Every process of a fleet that calls a service builds its strategy on the
+// same quota key: together they hold one retry quota of 500 tokens.
+func Example() {
+	client := redis.NewClient(&redis.Options{Addr: sharedRedis}) // e.g. "localhost:6379"
+	defer client.Close()
+	quota := redisquota.New(client, "payments-api", redisquota.Options{Capacity: 500})
+	defer quota.Close()
+	strategy := retry.NewStandard(retry.StandardOptions{Bucket: quota})
+
+	attempts := 0
+	err := retry.Do(context.Background(), strategy, func(ctx context.Context) error {
+		attempts++
+		if attempts == 1 {
+			return retry.Transient(errors.New("503 Service Unavailable"))
+		}
+		return nil
+	})
+	fmt.Println("attempts:", attempts, "error:", err, "shared:", quota.Shared())
+	// Output: attempts: 2 error: <nil> shared: true
+}
