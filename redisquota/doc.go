@@ -1,0 +1,99 @@
+// Package redisquota is a retry quota shared by a fleet of processes through
+// Redis: a retry.Quota that every process calling a service takes its retry
+// tokens from, so that the fleet as a whole, not each process on its own,
+// stops retrying when the service is failing.
+//
+// A retry quota (the token bucket of Smithy's retry guidance,
+// https://smithy.io/2.0/guides/client-guidance/retries.html) keeps one
+// process from multiplying the load on a service that is down. But a retry
+// storm is a fleet phenomenon: a thousand processes, each with a full bucket
+// of its own, retry a thousand buckets' worth; and a process that restarts,
+// scales out or runs a short job starts with a full bucket every time. The
+// Google SRE book ("Handling Overload",
+// https://sre.google/sre-book/handling-overload/) caps retries per client for
+// the same reason. A Quota puts one bucket in Redis for every process that
+// uses the same key:
+//
+//	client := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
+//	quota := redisquota.New(client, "payments-api", redisquota.Options{Capacity: 500})
+//	defer quota.Close()
+//	strategy := retry.NewStandard(retry.StandardOptions{Bucket: quota})
+//
+// # How it works
+//
+// The request path never waits on Redis. Refunds (a first-attempt success
+// adds a token, a successful retry returns its cost) are counted locally and
+// sent by a background goroutine at most FlushInterval (100 ms) later, or at
+// once when LeaseSize of them have piled up. A retry takes its cost from a
+// lease: tokens the process has taken out of the shared pool in a batch of
+// LeaseSize (Capacity/10). When the lease runs below half, the background
+// goroutine tops it up; only when a retry finds the lease too small does it
+// make a round trip itself, bounded by Options.Timeout. A retry therefore
+// costs at most one round trip and usually none; a success never costs one.
+//
+// Every change to the shared state is one Lua script, run atomically by
+// Redis. The state is three keys sharing the hash tag {key}, so that a Redis
+// Cluster keeps them in one slot (Keys lists them): a hash with the pool's
+// free tokens, the tokens leased out and the capacity; a hash with each
+// process's lease (its balance, and cumulative counts of the grants it was
+// given and the refunds it sent); and a sorted set of the leases' expiry
+// times. The script keeps free + leased within [0, capacity]: refunds beyond
+// the capacity are dropped, grants never exceed the free tokens.
+//
+// The script is idempotent where it matters. A process reports the balance
+// it holds, not what it spent, and cumulative counts of grants received and
+// refunds sent: if a reply is lost, the next call returns the grant it never
+// received to the pool and does not count the refunds twice.
+//
+// # Leases expire
+//
+// A lease lives LeaseTTL (10 s) unless renewed; the process renews it in the
+// background while it holds tokens, and gives it back after a third of the
+// TTL without a retry, so that idle processes hold nothing. Expiry is judged
+// by the Redis server's clock (the script reads TIME), never by the clients'.
+// Each call of the script, by any process, first reclaims the leases whose
+// time has passed: the tokens of a process that died, was partitioned from
+// Redis or stopped for longer than the TTL go back to the pool. The process
+// itself stops spending its lease at 90 % of the TTL after the call that
+// granted or renewed it, measured on its own monotonic clock, so that a
+// lease is never spent by its holder and reclaimed by the fleet at once
+// (barring a process paused in the middle of a take). When such a process
+// comes back, its next call finds its lease gone: the tokens it held are
+// dropped, and Sync reports ErrLeaseLost.
+//
+// # How it fails
+//
+// Redis unreachable or answering errors: the process falls back to a local
+// quota of its own, a retry.TokenBucket of FallbackCapacity (Capacity by
+// default), and logs one Warn record through log/slog. It fails safe: each
+// process is then limited as it would be with no fleet quota, never
+// unlimited, and a negative FallbackCapacity refuses every retry while Redis
+// is away. The local quota starts full once and keeps its level across
+// outages, so that a flapping Redis cannot refill it. The process tries
+// Redis again with exponential backoff from FlushInterval to ReconnectMax (5
+// s) with equal jitter, so that a fleet cut off at once does not come back
+// in lockstep; on the first answer it rejoins, logs one Info record, and
+// sends the refunds it counted before the outage (refunds made during the
+// outage went to the local quota). A retry that finds its lease empty just
+// as Redis goes away waits for at most Timeout (twice if a background call
+// was under way).
+//
+// Tokens that can be lost: a process killed with a lease loses at most
+// LeaseSize tokens for at most LeaseTTL (they come back when the lease
+// expires). A Redis that loses its data (a restart without persistence, a
+// failover to a replica that had not received the last writes, eviction
+// under maxmemory, the keys' KeyTTL after 24 h of disuse) starts the pool
+// again full; the processes' next calls report their leases lost. A key of
+// the wrong type (another program writing it) is an error wrapping
+// ErrWrongType that names the key, and the processes use their local quotas
+// until it is fixed.
+//
+// Accuracy: the fleet can hold up to LeaseSize tokens per process away from
+// the pool, and Available returns the pool as last seen plus the lease in
+// hand. Refunds reach the pool up to FlushInterval late. Processes sharing a
+// key should use the same Capacity (the last call's wins).
+//
+// Standalone Redis, Sentinel (redis.NewFailoverClient) and Cluster
+// (redis.NewClusterClient) clients all work; the tests run a standalone
+// server and a one-node cluster.
+package redisquota
