@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/retrykit/retry/redisquota"
+	"github.com/retrykit/retry/redisquota/internal/fleet"
 )
 
 // TestRedisRestart kills Redis (SIGKILL) under a quota and starts it again
@@ -178,5 +179,33 @@ func TestCluster(t *testing.T) {
 	}
 	if tokens, leased := pool(t, cc, "svc"); tokens != 100 || leased != 0 {
 		t.Errorf("pool through the cluster: %d free, %d leased; want 100, 0", tokens, leased)
+	}
+}
+
+// TestSentinel runs a quota through a Sentinel (failover) client: the
+// client finds the master through a Redis Sentinel on loopback.
+func TestSentinel(t *testing.T) {
+	master := startRedis(t)
+	s, err := fleet.StartSentinel(t.Context(), t.TempDir(), "quota-master", master.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Kill() })
+	fc := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: "quota-master", SentinelAddrs: []string{s.Addr}})
+	defer fc.Close()
+	q := redisquota.New(fc, "sentinel", redisquota.Options{Capacity: 100, LeaseSize: 20})
+	if !q.Take(14) {
+		t.Fatal("Take through Sentinel failed")
+	}
+	if err := q.Sync(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Close(); err != nil {
+		t.Fatal(err)
+	}
+	direct := redis.NewClient(&redis.Options{Addr: master.Addr})
+	defer direct.Close()
+	if tokens, leased := pool(t, direct, "sentinel"); tokens != 100-14 || leased != 0 {
+		t.Errorf("pool on the master: %d free, %d leased; want %d, 0", tokens, leased, 100-14)
 	}
 }

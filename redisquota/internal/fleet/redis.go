@@ -35,14 +35,40 @@ func StartRedis(ctx context.Context, dir string, extra ...string) (*Redis, error
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrNoRedisServer, err)
 	}
+	return start(ctx, dir, []string{path}, extra)
+}
+
+// StartSentinel starts a Redis Sentinel on a free loopback port that
+// watches the master at masterAddr under the name master.
+func StartSentinel(ctx context.Context, dir, master, masterAddr string) (*Redis, error) {
+	path, err := exec.LookPath("redis-server")
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrNoRedisServer, err)
+	}
+	host, port, err := net.SplitHostPort(masterAddr)
+	if err != nil {
+		return nil, err
+	}
+	conf := filepath.Join(dir, "sentinel.conf")
+	text := fmt.Sprintf("sentinel monitor %s %s %s 1\nsentinel down-after-milliseconds %s 1000\n", master, host, port, master)
+	if err := os.WriteFile(conf, []byte(text), 0o600); err != nil {
+		return nil, err
+	}
+	return start(ctx, dir, []string{path, conf, "--sentinel"}, nil)
+}
+
+func start(ctx context.Context, dir string, cmd, extra []string) (*Redis, error) {
 	port, err := freePort()
 	if err != nil {
 		return nil, err
 	}
 	r := &Redis{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), dir: dir}
-	r.args = append([]string{path, "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
-		"--save", "", "--dir", dir, "--protected-mode", "no", "--loglevel", "warning",
-		"--logfile", filepath.Join(dir, "redis.log")}, extra...)
+	r.args = append(append(cmd, "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
+		"--dir", dir, "--protected-mode", "no", "--loglevel", "warning",
+		"--logfile", filepath.Join(dir, "redis.log")), extra...)
+	if len(cmd) == 1 {
+		r.args = append(r.args, "--save", "")
+	}
 	return r, r.Start(ctx)
 }
 
