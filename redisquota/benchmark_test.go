@@ -32,6 +32,18 @@ func BenchmarkTake(b *testing.B) {
 	}
 }
 
+// BenchmarkPing is one bare round trip to the local Redis: the floor under
+// BenchmarkTake/lease=1.
+func BenchmarkPing(b *testing.B) {
+	c := client(b)
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := c.Ping(b.Context()).Err(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 // BenchmarkSuccess is the success path, retry.Do with a Standard strategy
 // and an operation that succeeds at once, with a *retry.TokenBucket and
 // with a Redis quota (whose refunds are sent in the background).
