@@ -110,6 +110,7 @@ type Quota struct {
 	refunds  atomic.Int64 // refunds recorded, cumulative
 	pool     atomic.Int64 // the pool's tokens at the last call
 	syncs    atomic.Int64 // calls answered
+	replied  atomic.Int64 // unix nanoseconds of the last answer
 	trips    atomic.Int64 // calls made
 	fallback atomic.Bool
 	closed   atomic.Bool
@@ -213,8 +214,11 @@ func (o Options) withDefaults() Options {
 
 // Take removes n tokens if the quota holds them and reports whether it did.
 // It spends the process's lease; when the lease cannot pay, it makes one
-// round trip to Redis (bounded by Options.Timeout) for a new lease. While
-// Redis cannot be reached it takes from the local fallback quota instead.
+// round trip to Redis (bounded by Options.Timeout) for a new lease, unless
+// Redis said less than FlushInterval ago that the pool could not pay either:
+// during an outage, when the pool is empty, retries are refused without a
+// call. While Redis cannot be reached it takes from the local fallback quota
+// instead.
 func (q *Quota) Take(n int) bool {
 	if n <= 0 {
 		return true
@@ -231,6 +235,9 @@ func (q *Quota) Take(n int) bool {
 			q.nudge()
 		}
 		return true
+	}
+	if now.UnixNano()-q.replied.Load() <= int64(q.opts.FlushInterval) && q.pool.Load()+q.lease.Load() < cost {
+		return false // Redis said the pool was short less than FlushInterval ago
 	}
 	seen := q.syncs.Load()
 	q.mu.Lock()
@@ -429,6 +436,7 @@ func (q *Quota) syncLocked(ctx context.Context, want, need int64) error {
 	q.adjustLease(r.balance - bal)
 	q.deadline.Store(start.Add(q.opts.LeaseTTL * 9 / 10).UnixNano())
 	q.pool.Store(r.tokens)
+	q.replied.Store(time.Now().UnixNano())
 	q.syncs.Add(1)
 	if wasFallback && !q.closed.Load() {
 		q.failures = 0

@@ -213,3 +213,28 @@ func TestIdleLeaseReturned(t *testing.T) {
 		}
 	})
 }
+
+// When the fleet's pool is empty, as in an outage, retries are refused
+// without a round trip each: the process asks Redis again at most once per
+// FlushInterval.
+func TestEmptyPool(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := &store{pool: 0}
+		q := newQuota(s.run, "k", Options{Capacity: 1000, Logger: quiet()})
+		defer q.Close()
+		if q.Take(14) {
+			t.Fatal("Take from an empty pool succeeded")
+		}
+		for range 100 {
+			if q.Take(14) {
+				t.Fatal("Take from an empty pool succeeded")
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		synctest.Wait()
+		// 1 s of retries every 10 ms: about one call per FlushInterval.
+		if n := len(s.log()); n < 5 || n > 12 {
+			t.Errorf("%d calls in 1 s of 100 refused retries; want about 10", n)
+		}
+	})
+}
