@@ -55,8 +55,12 @@ func TestFleetAmplification(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			t.Logf("per-process quotas: %d attempts for %d requests, %.3fx; fleet quota: %d attempts, %.3fx",
-				local.Attempts, local.Requests, local.Amplification(), shared.Attempts, shared.Amplification())
+			t.Logf("per-process quotas: %d attempts for %d requests, %.3fx; fleet quota: %d attempts, %.3fx, %d round trips to Redis (%.2f per request)",
+				local.Attempts, local.Requests, local.Amplification(), shared.Attempts, shared.Amplification(),
+				shared.RoundTrips, float64(shared.RoundTrips)/float64(shared.Requests))
+			if shared.RoundTrips == 0 || shared.RoundTrips > int64(shared.Requests) {
+				t.Errorf("%d round trips to Redis for %d requests; want at most one per request", shared.RoundTrips, shared.Requests)
+			}
 			if a := local.Amplification(); a < tc.localAtLeast {
 				t.Errorf("per-process quotas gave %.3fx, want at least %.2fx (the comparison is void)", a, tc.localAtLeast)
 			}

@@ -90,7 +90,11 @@ func run(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		fmt.Printf("%-34s %5d requests  %5d attempts  amplification %.2fx\n", name, res.Requests, res.Attempts, res.Amplification())
+		fmt.Printf("%-34s %5d requests  %5d attempts  amplification %.2fx", name, res.Requests, res.Attempts, res.Amplification())
+		if shared {
+			fmt.Printf("  (%d round trips to Redis)", res.RoundTrips)
+		}
+		fmt.Println()
 	}
 	return nil
 }

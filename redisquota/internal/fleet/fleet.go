@@ -47,8 +47,9 @@ type Config struct {
 
 // Result is what the failing server saw.
 type Result struct {
-	Requests int   // requests the processes sent
-	Attempts int64 // attempts the server received
+	Requests   int   // requests the processes sent
+	Attempts   int64 // attempts the server received
+	RoundTrips int64 // calls the processes made to Redis, Close's last ones included
 }
 
 // Amplification is attempts per request.
@@ -70,6 +71,7 @@ func Run(ctx context.Context, c Config) (Result, error) {
 	defer srv.Close()
 	env := append(os.Environ(), envWorker+"=1", envURL+"="+srv.URL, envRedis+"="+c.Redis,
 		envKey+"="+c.Key, envRequests+"="+strconv.Itoa(c.Requests), envCapacity+"="+strconv.Itoa(c.Capacity))
+	var trips atomic.Int64
 	for range max(c.Waves, 1) {
 		var (
 			wg   sync.WaitGroup
@@ -89,6 +91,11 @@ func Run(ctx context.Context, c Config) (Result, error) {
 					mu.Lock()
 					errs = append(errs, fmt.Errorf("worker: %w\n%s", err, out.String()))
 					mu.Unlock()
+					return
+				}
+				var n int64
+				if _, err := fmt.Sscanf(out.String(), "round trips %d", &n); err == nil {
+					trips.Add(n)
 				}
 			})
 		}
@@ -100,7 +107,7 @@ func Run(ctx context.Context, c Config) (Result, error) {
 			return Result{}, err
 		}
 	}
-	return Result{Requests: max(c.Waves, 1) * c.Processes * c.Requests, Attempts: attempts.Load()}, nil
+	return Result{Requests: max(c.Waves, 1) * c.Processes * c.Requests, Attempts: attempts.Load(), RoundTrips: trips.Load()}, nil
 }
 
 // statusError is a failed response: a server fault, so retried.
@@ -127,7 +134,10 @@ func Worker(ctx context.Context) error {
 		client := redis.NewClient(&redis.Options{Addr: addr})
 		defer client.Close()
 		q := redisquota.New(client, os.Getenv(envKey), redisquota.Options{Capacity: capacity})
-		defer q.Close()
+		defer func() {
+			_ = q.Close()
+			fmt.Printf("round trips %d\n", q.RoundTrips())
+		}()
 		quota = q
 	}
 	s := retry.NewStandard(retry.StandardOptions{
