@@ -99,6 +99,7 @@ type runner func(ctx context.Context, keys []string, args ...any) (reply, error)
 // works and how it fails. It is safe for concurrent use.
 type Quota struct {
 	run    runner
+	epoch  time.Time // the clock's origin: times are kept as monotonic offsets from it
 	keys   []string
 	id     string
 	opts   Options
@@ -106,15 +107,15 @@ type Quota struct {
 	logger *slog.Logger
 
 	lease    atomic.Int64 // tokens in hand
-	deadline atomic.Int64 // unix nanoseconds after which the lease may not be spent
+	deadline atomic.Int64 // clock after which the lease may not be spent
 	refunds  atomic.Int64 // refunds recorded, cumulative
 	pool     atomic.Int64 // the pool's tokens at the last call
 	syncs    atomic.Int64 // calls answered
-	replied  atomic.Int64 // unix nanoseconds of the last answer
+	replied  atomic.Int64 // clock of the last answer
 	trips    atomic.Int64 // calls made
 	fallback atomic.Bool
 	closed   atomic.Bool
-	lastTake atomic.Int64 // unix nanoseconds
+	lastTake atomic.Int64 // clock of the last take; 0 = never
 	lastCost atomic.Int64
 
 	wake chan struct{}
@@ -156,6 +157,7 @@ func newQuota(run runner, key string, opts Options) *Quota {
 	opts = opts.withDefaults()
 	q := &Quota{
 		run:    run,
+		epoch:  time.Now(),
 		keys:   Keys(key),
 		id:     crand.Text(),
 		opts:   opts,
@@ -228,7 +230,7 @@ func (q *Quota) Take(n int) bool {
 	}
 	cost := int64(n)
 	now := time.Now()
-	q.lastTake.Store(now.UnixNano())
+	q.lastTake.Store(q.clock(now))
 	q.lastCost.Store(cost)
 	if q.spend(cost, now) {
 		if q.lease.Load() < int64(q.opts.LeaseSize)/2 {
@@ -236,7 +238,7 @@ func (q *Quota) Take(n int) bool {
 		}
 		return true
 	}
-	if now.UnixNano()-q.replied.Load() <= int64(q.opts.FlushInterval) && q.pool.Load()+q.lease.Load() < cost {
+	if q.clock(now)-q.replied.Load() <= int64(q.opts.FlushInterval) && q.pool.Load()+q.lease.Load() < cost {
 		return false // Redis said the pool was short less than FlushInterval ago
 	}
 	seen := q.syncs.Load()
@@ -259,9 +261,14 @@ func (q *Quota) Take(n int) bool {
 	return q.spend(cost, time.Now())
 }
 
+// clock returns t as an offset from the quota's epoch on the monotonic
+// clock, plus one so that zero means never: a step of the wall clock moves
+// no deadline.
+func (q *Quota) clock(t time.Time) int64 { return int64(t.Sub(q.epoch)) + 1 }
+
 // spend takes cost from the lease if it holds enough and has not expired.
 func (q *Quota) spend(cost int64, now time.Time) bool {
-	if now.UnixNano() >= q.deadline.Load() {
+	if q.clock(now) >= q.deadline.Load() {
 		return false
 	}
 	for {
@@ -322,19 +329,20 @@ func (q *Quota) Sync(ctx context.Context) error {
 // Close stops the background goroutine, sends the pending refunds and
 // returns the unspent lease to the fleet. It returns the error of that last
 // call, if any (the lease then comes back when it expires). After Close the
-// quota answers from its local fallback quota and never calls Redis.
+// quota answers from its local fallback quota and never calls Redis. Call it
+// once the strategies using the quota are done.
 func (q *Quota) Close() error {
 	q.once.Do(func() {
 		close(q.done)
 		q.wg.Wait()
 		q.mu.Lock()
 		defer q.mu.Unlock()
+		q.closed.Store(true)
 		ctx, cancel := context.WithTimeout(context.Background(), q.opts.Timeout)
 		defer cancel()
 		if !q.fallback.Load() || q.lease.Load() > 0 || q.refunds.Load() != q.rAck {
 			q.cerr = q.syncLocked(ctx, -1, 0)
 		}
-		q.closed.Store(true)
 		q.fallback.Store(true)
 	})
 	return q.cerr
@@ -403,7 +411,7 @@ func (q *Quota) due(now time.Time) bool {
 // active reports whether the process took tokens recently.
 func (q *Quota) active(now time.Time) bool {
 	last := q.lastTake.Load()
-	return last != 0 && now.UnixNano()-last < int64(q.opts.LeaseTTL/3)
+	return last != 0 && q.clock(now)-last < int64(q.opts.LeaseTTL/3)
 }
 
 // want is the lease the process should hold: a full one while it retries,
@@ -434,9 +442,9 @@ func (q *Quota) syncLocked(ctx context.Context, want, need int64) error {
 	q.rAck = rtotal
 	q.lastSync = start
 	q.adjustLease(r.balance - bal)
-	q.deadline.Store(start.Add(q.opts.LeaseTTL * 9 / 10).UnixNano())
+	q.deadline.Store(q.clock(start.Add(q.opts.LeaseTTL * 9 / 10)))
 	q.pool.Store(r.tokens)
-	q.replied.Store(time.Now().UnixNano())
+	q.replied.Store(q.clock(time.Now()))
 	q.syncs.Add(1)
 	if wasFallback && !q.closed.Load() {
 		q.failures = 0
