@@ -390,7 +390,7 @@ func (q *Quota) tick(now time.Time) time.Duration {
 	need := min(want, q.lease.Load()+q.lastCost.Load())
 	_ = q.syncLocked(ctx, want, need)
 	if q.fallback.Load() {
-		return q.nextProbe.Sub(time.Now())
+		return time.Until(q.nextProbe)
 	}
 	return q.opts.FlushInterval
 }
