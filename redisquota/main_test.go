@@ -132,3 +132,15 @@ func pool(t testing.TB, c redis.UniversalClient, key string) (tokens, leased int
 type quietLogger struct{}
 
 func (quietLogger) Printf(context.Context, string, ...any) {}
+
+// fresh deletes the keys of a quota on key in the shared Redis, left by an
+// earlier run (go test -count), and returns key.
+func fresh(t testing.TB, key string) string {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: sharedRedis})
+	defer c.Close()
+	if err := c.Del(t.Context(), redisquota.Keys(key)...).Err(); err != nil {
+		t.Fatal(err)
+	}
+	return key
+}

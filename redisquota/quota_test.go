@@ -45,7 +45,7 @@ func TestFleetAmplification(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := fleet.Config{Processes: 8, Waves: tc.waves, Requests: tc.requests, Capacity: 500,
-				Key: "amplification-" + strconv.Itoa(tc.waves), Command: command}
+				Key: fresh(t, "amplification-"+strconv.Itoa(tc.waves)), Command: command}
 			local, err := fleet.Run(t.Context(), cfg)
 			if err != nil {
 				t.Fatal(err)
@@ -84,7 +84,7 @@ func TestConcurrentTakes(t *testing.T) {
 	for _, refunds := range []bool{false, true} {
 		t.Run(fmt.Sprintf("refunds=%v", refunds), func(t *testing.T) {
 			const capacity = 1000
-			key := fmt.Sprintf("concurrent-%v", refunds)
+			key := fresh(t, fmt.Sprintf("concurrent-%v", refunds))
 			opts := redisquota.Options{Capacity: capacity, LeaseSize: 30, FlushInterval: 5 * time.Millisecond}
 			quotas := make([]*redisquota.Quota, 4)
 			for i := range quotas {
@@ -163,7 +163,7 @@ func TestConcurrentTakes(t *testing.T) {
 // rejoins when the key is fixed.
 func TestWrongType(t *testing.T) {
 	c := client(t)
-	key := "wrongtype"
+	key := fresh(t, "wrongtype")
 	if err := c.Set(t.Context(), redisquota.Keys(key)[0], "not a quota", 0).Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -204,7 +204,7 @@ func TestWrongType(t *testing.T) {
 // quota carries on with a new pool. The keys carry their time to live.
 func TestKeyExpiry(t *testing.T) {
 	c := client(t)
-	key := "expiry"
+	key := fresh(t, "expiry")
 	var l logs
 	q := redisquota.New(c, key, redisquota.Options{Capacity: 100, LeaseSize: 50, KeyTTL: time.Minute, Logger: slog.New(&l)})
 	defer q.Close()
@@ -255,7 +255,7 @@ func holdLease() error {
 // tokens come back to the fleet once the lease expires.
 func TestDeadProcessLease(t *testing.T) {
 	c := client(t)
-	key := "dead"
+	key := fresh(t, "dead")
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)

@@ -12,7 +12,7 @@ import (
 // pool, and refunds sent again are not counted twice.
 func TestLostReplies(t *testing.T) {
 	c := client(t)
-	key := "lost-replies"
+	key := fresh(t, "lost-replies")
 	call := func(bal, gack, rack, rtotal, want int64) []int64 {
 		t.Helper()
 		v, err := redisquota.RunScript(t.Context(), c, key, "p", 100, bal, gack, rack, rtotal, want, 0, 10000, 0)
