@@ -28,8 +28,11 @@
 // lease: tokens the process has taken out of the shared pool in a batch of
 // LeaseSize (Capacity/10). When the lease runs below half, the background
 // goroutine tops it up; only when a retry finds the lease too small does it
-// make a round trip itself, bounded by Options.Timeout. A retry therefore
-// costs at most one round trip and usually none; a success never costs one.
+// make a round trip itself, bounded by Options.Timeout, and not even then
+// if Redis said less than FlushInterval ago that the pool was short: in an
+// outage, when the pool is empty, a process asks Redis about once per
+// FlushInterval however many retries it refuses. A retry therefore costs at
+// most one round trip and usually none; a success never costs one.
 //
 // Every change to the shared state is one Lua script, run atomically by
 // Redis. The state is three keys sharing the hash tag {key}, so that a Redis
