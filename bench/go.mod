@@ -19,5 +19,3 @@ require (
 	github.com/hashicorp/go-cleanhttp v0.5.2 // indirect
 	github.com/influxdata/tdigest v0.0.1 // indirect
 )
-
-replace github.com/retrykit/retry => ../

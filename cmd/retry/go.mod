@@ -17,5 +17,3 @@ require (
 	github.com/golang/freetype v0.0.0-20170609003504-e2365dfdc4a0 // indirect
 	golang.org/x/text v0.28.0 // indirect
 )
-
-replace github.com/retrykit/retry => ../..
