@@ -25,9 +25,13 @@ var errNilStrategy = &refusal{ErrMaxAttempts, "no strategy (nil), so one attempt
 // so errors.Is and errors.As reach both, and reports the attempts made.
 //
 // op receives ctx, or a context bounded by AttemptTimeout. A nil s means one
-// attempt without retries. Errors that op returns are classified with Classify:
-// an error nobody marked as retryable (see Transient) is not retried.
+// attempt without retries. A nil op makes no attempt: the *Error's Reason is
+// ErrNilOperation. Errors that op returns are classified with Classify: an
+// error nobody marked as retryable (see Transient) is not retried.
 func Do(ctx context.Context, s Strategy, op func(context.Context) error, opts ...Option) error {
+	if op == nil {
+		return nilOperation(ctx, opts)
+	}
 	wrapped := func(ctx context.Context) (struct{}, error) { return struct{}{}, op(ctx) }
 	if len(opts) == 0 && ctx.Err() == nil {
 		// The strategies most calls use, on their own unscoped quota, are
@@ -88,6 +92,10 @@ func again(ctx context.Context, s Strategy, op func(context.Context) (struct{}, 
 // the value of the successful attempt; on failure, the value the last attempt
 // returned (often the zero value) with an *Error.
 func DoValue[T any](ctx context.Context, s Strategy, op func(context.Context) (T, error), opts ...Option) (T, error) {
+	if op == nil {
+		var zero T
+		return zero, nilOperation(ctx, opts)
+	}
 	if len(opts) == 0 {
 		// The common case, a built-in strategy without options, gets a path
 		// of its own for the first attempt; a failure joins the loop.
@@ -105,6 +113,14 @@ func DoValue[T any](ctx context.Context, s Strategy, op func(context.Context) (T
 		}
 	}
 	return loop(ctx, s, op, opts)
+}
+
+// nilOperation is the give-up for a nil op: an *Error like any other, hooks
+// told, rather than a nil dereference inside the loop.
+func nilOperation(ctx context.Context, opts []Option) error {
+	var c config
+	c.apply(opts)
+	return c.giveUp(ctx, 0, nil, ErrNilOperation)
 }
 
 // loop runs the general loop with opts.

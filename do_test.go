@@ -487,3 +487,70 @@ func TestDoDoesNotChargeForRetriesItDoesNotMake(t *testing.T) {
 		}
 	})
 }
+
+// outsider is a strategy of the caller's own, unknown to the loop's fast
+// paths: its initial token can be refused, and its tokens are built with
+// NewToken from whatever retry count it is given.
+type outsider struct {
+	acquire error
+	retries int
+}
+
+func (o *outsider) AcquireInitialToken(string) (Token, error) {
+	return NewToken(o.retries, 0, nil), o.acquire
+}
+
+func (o *outsider) RefreshToken(t Token, err error) (Token, error) {
+	if !Classify(err).Retryable() {
+		return Token{}, ErrNotRetryable
+	}
+	if t.RetryCount() >= 2 {
+		return Token{}, ErrMaxAttempts
+	}
+	return NewToken(t.RetryCount()+1, 0, nil), nil
+}
+
+func (o *outsider) RecordSuccess(Token) error { return nil }
+
+// Whatever the strategy, a give-up is an *Error with the attempts really made
+// and the reason: a refused initial token, a negative retry count (which
+// NewToken clamps, so it can not shorten or lengthen the loop), a nil op.
+func TestDoGiveUpIsAlwaysError(t *testing.T) {
+	refused := errors.New("no token")
+	cases := []struct {
+		name     string
+		s        Strategy
+		op       bool // false: a nil op; true: one that always fails, retryably
+		attempts int
+		reason   error
+	}{
+		{"acquire fails", &outsider{acquire: refused}, true, 1, refused},
+		{"negative retry count", &outsider{retries: -7}, true, 3, ErrMaxAttempts},
+		{"nil op", NewStandard(StandardOptions{}), false, 0, ErrNilOperation},
+		{"nil op, nil strategy", nil, false, 0, ErrNilOperation},
+		{"nil op, outsider", &outsider{}, false, 0, ErrNilOperation},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			check := func(what string, err error) {
+				t.Helper()
+				var re *Error
+				if !errors.As(err, &re) || re.Attempts != tc.attempts || !errors.Is(err, tc.reason) {
+					t.Fatalf("%s: err = %v (%#v); want an *Error after %d attempts, reason %v", what, err, re, tc.attempts, tc.reason)
+				}
+			}
+			var (
+				op  func(context.Context) error
+				vop func(context.Context) (int, error)
+			)
+			if tc.op {
+				op = func(context.Context) error { return errTransient }
+				vop = func(context.Context) (int, error) { return 0, errTransient }
+			}
+			check("Do", Do(context.Background(), tc.s, op))
+			check("Do with an option", Do(context.Background(), tc.s, op, Scope("x")))
+			_, err := DoValue(context.Background(), tc.s, vop)
+			check("DoValue", err)
+		})
+	}
+}

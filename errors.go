@@ -25,6 +25,10 @@ var (
 	// ErrDeadline: the next attempt could not start before the context's
 	// deadline, so the loop returned at once instead of waiting in vain.
 	ErrDeadline = errors.New("retry: next attempt would start after the deadline")
+	// ErrNilOperation: Do or DoValue was given a nil operation, so no attempt
+	// was made. It is the Reason of the *Error they return, instead of a panic
+	// deep inside the loop.
+	ErrNilOperation = errors.New("retry: nil operation")
 )
 
 // Refusals with their details fixed in advance, so that refusing costs no
