@@ -10,7 +10,8 @@ import (
 var errNilStrategy = &refusal{ErrMaxAttempts, "no strategy (nil), so one attempt"}
 
 // Do calls op until it succeeds or s stops retrying, and returns nil or an
-// *Error. It is the request loop of the Smithy design (seed 001):
+// *Error. It is the request loop of the Smithy retry guide (the AWS SDKs'
+// retry behaviour):
 //
 //   - It acquires the initial token; if that fails, op is called exactly once.
 //   - Before every attempt it waits the token's Delay (even the first token may
