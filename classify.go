@@ -97,6 +97,10 @@ type infoer interface{ RetryInfo() Info }
 // cannot hang Classify.
 const maxVisits = 256
 
+// cutShort is the budget a walk leaves when it stopped with errors unvisited.
+// It differs from 0, which a walk of exactly maxVisits errors leaves.
+const cutShort = -1
+
 // Classify reports what err says about retrying it.
 //
 // It looks for a RetryInfo method in err's chain, following Unwrap() error and
@@ -116,13 +120,24 @@ const maxVisits = 256
 // worth retrying with Transient, Throttled or RetryAfter, or give them a
 // RetryInfo method.
 //
+// Classify visits at most 256 errors of a chain or tree. If it has to stop
+// before the end (a cycle, a very deep chain, a very wide join), the part it
+// did not see may hold a Permanent mark, so its answer is never more
+// permissive than that: what it saw, merged as above, but Unsafe. An outer
+// mark found before the cut still overrides what is under it.
+//
 // Classify(nil) is the zero Info.
 func Classify(err error) Info {
 	if err == nil {
 		return Info{}
 	}
 	budget := maxVisits
-	if info, ok := find(err, &budget); ok {
+	info, ok := find(err, &budget)
+	if budget == cutShort {
+		info.Safety = Unsafe
+		return info
+	}
+	if ok {
 		return info
 	}
 	budget = maxVisits
@@ -180,7 +195,8 @@ func netError(err error, budget *int) (first net.Error, dial bool) {
 	return first, false
 }
 
-// find walks err's chain for RetryInfo methods.
+// find walks err's chain for RetryInfo methods. It sets *budget to cutShort
+// if it ran out before the end.
 func find(err error, budget *int) (Info, bool) {
 	for err != nil && *budget > 0 {
 		*budget--
@@ -217,6 +233,9 @@ func find(err error, budget *int) (Info, bool) {
 		default:
 			return Info{}, false
 		}
+	}
+	if err != nil {
+		*budget = cutShort
 	}
 	return Info{}, false
 }

@@ -325,8 +325,8 @@ func TestClassifyCyclicChain(t *testing.T) {
 		if n := c.calls.Load(); n >= ctValve {
 			t.Errorf("Classify walked %d Unwrap calls of a cyclic chain (the test's safety valve stopped it); it must bound its walk", n)
 		}
-		if got != (Info{}) {
-			t.Errorf("Classify(cycle) = %+v, want the zero Info", got)
+		if got != (Info{Safety: Unsafe}) { // cut short: never more permissive than unseen errors
+			t.Errorf("Classify(cycle) = %+v, want Unsafe", got)
 		}
 	})
 	t.Run("Unwrap() []error", func(t *testing.T) {
@@ -335,8 +335,8 @@ func TestClassifyCyclicChain(t *testing.T) {
 		if n := c.calls.Load(); n >= ctValve {
 			t.Errorf("Classify walked %d Unwrap calls of a cyclic join (the test's safety valve stopped it); it must bound its walk", n)
 		}
-		if got != (Info{}) {
-			t.Errorf("Classify(join cycle) = %+v, want the zero Info", got)
+		if got != (Info{Safety: Unsafe}) {
+			t.Errorf("Classify(join cycle) = %+v, want Unsafe", got)
 		}
 	})
 	t.Run("classified cycle", func(t *testing.T) {
@@ -376,8 +376,8 @@ func TestClassifyWideDAG(t *testing.T) {
 	if n := calls.Load(); n >= ctValve {
 		t.Errorf("Classify made %d Unwrap calls on a 41-node DAG (the test's safety valve stopped it); it must bound the nodes it visits, not only the depth", n)
 	}
-	if got != (Info{}) {
-		t.Errorf("Classify(DAG of plain errors) = %+v, want the zero Info", got)
+	if got != (Info{Safety: Unsafe}) { // 2^40 paths: the walk is cut short
+		t.Errorf("Classify(DAG of plain errors) = %+v, want Unsafe", got)
 	}
 }
 
@@ -399,9 +399,9 @@ func TestClassifyDeepChain(t *testing.T) {
 					err = tt.build(err)
 				}
 				got := Classify(err) // must return, and not panic
-				// Either the walk reaches the leaf or it gives up: nothing else.
-				if got != (Info{}) && got != Classify(leaf) {
-					t.Errorf("Classify(%d-deep chain of %v) = %+v, want %+v or the zero Info", depth, leaf, got, Classify(leaf))
+				// Either the walk reaches the leaf or it is cut short: nothing else.
+				if got != (Info{Safety: Unsafe}) && got != Classify(leaf) {
+					t.Errorf("Classify(%d-deep chain of %v) = %+v, want %+v or Unsafe", depth, leaf, got, Classify(leaf))
 				}
 			}
 		})
@@ -621,5 +621,54 @@ func TestClassifySelfWrappingError(t *testing.T) {
 	}
 	if got := Classify(errors.Join(errBoom, e)); got.Safety != Unsafe { // Join does not format until asked
 		t.Fatalf("wrapped: Classify = %+v, want Unsafe", got)
+	}
+}
+
+// A walk cut short by the visit budget has not seen the whole tree, and what
+// it missed may be a Permanent mark: its answer must never be retryable.
+func TestClassifyCutShortIsNeverRetryable(t *testing.T) {
+	permanent := Permanent(errors.New("404"))
+	dial := &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused")}
+	wide := make([]error, 5000)
+	for i := range wide {
+		wide[i] = errTransient
+	}
+	wide[len(wide)-1] = permanent
+	deep := permanent
+	for range 300 {
+		deep = &ctWrap{deep}
+	}
+	deepUnderDial := error(&net.OpError{Op: "dial", Net: "tcp", Err: deep}) // the dial rule would say Safe
+	cases := map[string]error{
+		"join of 5000, last Permanent":   errors.Join(wide...),
+		"that join, wrapped with %w":     fmt.Errorf("call: %w", errors.Join(wide...)),
+		"300 deep, Permanent at the end": deep,
+		"dial error over that chain":     deepUnderDial,
+		"join of a dial error and that":  errors.Join(dial, deep),
+	}
+	for name, err := range cases {
+		got := Classify(err)
+		if got.Retryable() || got.Safety != Unsafe {
+			t.Errorf("%s: Classify = %+v, want Unsafe (not retryable)", name, got)
+		}
+		s := NewStandard(StandardOptions{Backoff: Constant(0)})
+		calls := 0
+		_ = Do(context.Background(), s, func(context.Context) error { calls++; return err })
+		if calls != 1 {
+			t.Errorf("%s: Do made %d attempts, want 1", name, calls)
+		}
+	}
+	// What the walk saw is kept: a throttle before the cut still shows.
+	wide[0] = Throttled(errBoom)
+	if got := Classify(errors.Join(wide...)); !got.Throttle || got.Safety != Unsafe {
+		t.Errorf("throttle then cut: Classify = %+v, want Unsafe with Throttle", got)
+	}
+	// A complete walk is not affected: a tree of exactly the budget is walked to the end.
+	exact := make([]error, maxVisits-1)
+	for i := range exact {
+		exact[i] = errTransient
+	}
+	if got := Classify(errors.Join(exact...)); got.Safety != Safe {
+		t.Errorf("join of %d transient errors: Classify = %+v, want Safe", len(exact), got)
 	}
 }

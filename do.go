@@ -405,7 +405,10 @@ func (e *attemptTimeoutError) Unwrap() error { return e.err }
 func (e *attemptTimeoutError) RetryInfo() Info {
 	budget := maxVisits
 	info, ok := find(e.err, &budget)
-	if !ok {
+	switch {
+	case budget == cutShort:
+		info.Safety = Unsafe // as Classify: what the walk did not see may be Permanent
+	case !ok:
 		info = Info{Fault: FaultServer}
 	}
 	info.Timeout = true

@@ -554,3 +554,23 @@ func TestDoGiveUpIsAlwaysError(t *testing.T) {
 		})
 	}
 }
+
+// An attempt cut short by AttemptTimeout keeps the cautious answer of a walk
+// cut short: a Permanent mark too deep to see is still never retried.
+func TestDoAttemptTimeoutDeepPermanent(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		deep := Permanent(errBoom)
+		for range 300 {
+			deep = &ctWrap{deep}
+		}
+		calls := 0
+		err := Do(context.Background(), NewStandard(StandardOptions{}), func(ctx context.Context) error {
+			calls++
+			<-ctx.Done()
+			return deep
+		}, AttemptTimeout(time.Second))
+		if calls != 1 || !errors.Is(err, ErrNotRetryable) {
+			t.Fatalf("calls = %d, err = %v; want 1 attempt, not retryable", calls, err)
+		}
+	})
+}
