@@ -5,7 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"go/parser"
+	"go/token"
 	"log/slog"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -573,4 +576,38 @@ func TestDoAttemptTimeoutDeepPermanent(t *testing.T) {
 			t.Fatalf("calls = %d, err = %v; want 1 attempt, not retryable", calls, err)
 		}
 	})
+}
+
+// A Permanent error is not retryable, which is not the same as unsafe to
+// repeat (a 404 can be repeated harmlessly): the give-up message says the
+// former.
+func TestDoPermanentMessage(t *testing.T) {
+	err := Do(context.Background(), NewStandard(StandardOptions{}), func(context.Context) error {
+		return Permanent(errors.New("404 Not Found"))
+	})
+	msg := err.Error()
+	if !strings.Contains(msg, "not retryable") || strings.Contains(msg, "unsafe") || !strings.Contains(msg, "404 Not Found") {
+		t.Fatalf("message %q: want it to say the error is not retryable, without calling it unsafe", msg)
+	}
+}
+
+// The package documentation's first example must retry when it is copied:
+// an unclassified error is never retried, so the example classifies its own.
+func TestPackageDocFirstExampleClassifies(t *testing.T) {
+	f, err := parser.ParseFile(token.NewFileSet(), "doc.go", nil, parser.PackageClauseOnly|parser.ParseComments)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var code []string
+	for _, line := range strings.Split(f.Doc.Text(), "\n") {
+		if strings.HasPrefix(line, "\t") {
+			code = append(code, line)
+		} else if len(code) > 0 {
+			break
+		}
+	}
+	first := strings.Join(code, "\n")
+	if !regexp.MustCompile(`return retry\.(Transient|Throttled|RetryAfter|WithInfo)\(`).MatchString(first) {
+		t.Fatalf("the package doc's first example returns an unclassified error, so it never retries:\n%s", first)
+	}
 }

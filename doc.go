@@ -16,7 +16,7 @@
 //
 //	s := retry.NewAdaptive(retry.AdaptiveOptions{}) // share one per service
 //	err := retry.Do(ctx, s, func(ctx context.Context) error {
-//		return callService(ctx)
+//		return retry.Transient(callService(ctx)) // or classify by type, see below
 //	})
 //
 // Every wait is cancellable, and a wait that could not end before the

@@ -34,7 +34,7 @@ var (
 // Refusals with their details fixed in advance, so that refusing costs no
 // allocation.
 var (
-	errUnsafe       = &refusal{ErrNotRetryable, "the error is unsafe to repeat"}
+	errUnsafe       = &refusal{ErrNotRetryable, "it is marked never to be retried"}
 	errMaybeSafe    = &refusal{ErrNotRetryable, "the error may not be safe to repeat and is not the server's fault"}
 	errNilError     = &refusal{ErrNotRetryable, "there is no error to retry (nil)"}
 	errNoMoreTries  = &refusal{ErrMaxAttempts, ""}
