@@ -47,6 +47,9 @@ Flags (-flag and --flag are the same):
 
 D is a duration such as 250ms, 1.5s or 2m, or a number of seconds.
 
+Each attempt has RETRY_ATTEMPT (1 for the first) and RETRY_MAX_ATTEMPTS
+(--attempts) in its environment.
+
 COMMAND's standard input, output and error are retry's own. Standard input is
 shared, not replayed: a later attempt reads what earlier ones left unread, so
 data piped into retry reaches the first attempt that reads it.
@@ -191,6 +194,11 @@ func (r *runner) attempt(ctx, actx context.Context) error {
 	r.attempts++
 	cmd := exec.CommandContext(actx, r.c.argv[0], r.c.argv[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = r.std.in, r.std.out, r.std.err
+	// The command may want to know where it stands: a script can log the
+	// attempt, or try a slower path on its last one.
+	cmd.Env = append(os.Environ(),
+		"RETRY_ATTEMPT="+strconv.Itoa(r.attempts),
+		"RETRY_MAX_ATTEMPTS="+strconv.Itoa(r.c.attempts))
 	cmd.Cancel = func() error { return r.stop(cmd.Process, stopSignal(ctx)) }
 	cmd.WaitDelay = r.c.killAfter
 	if err := cmd.Start(); err != nil {

@@ -605,3 +605,17 @@ func TestRunSecondsAsDurations(t *testing.T) {
 		t.Errorf("exit status %d after %d attempts; stderr:\n%s", code, count(), errOut)
 	}
 }
+
+// Each attempt learns its number and the limit from its environment, and
+// a variable of the same name in retry's own environment does not leak in.
+func TestRunAttemptEnvironment(t *testing.T) {
+	t.Setenv("RETRY_ATTEMPT", "stale")
+	out, errOut, code := runRetry(t, "", runArgs([]string{"--attempts", "3"},
+		"sh", "-c", `echo "$RETRY_ATTEMPT/$RETRY_MAX_ATTEMPTS"; exit 1`)...)
+	if code != 1 {
+		t.Fatalf("exit status %d, want 1; stderr:\n%s", code, errOut)
+	}
+	if want := "1/3\n2/3\n3/3\n"; out != want {
+		t.Errorf("stdout %q, want %q", out, want)
+	}
+}
