@@ -112,3 +112,40 @@ func waitExit(t *testing.T, cmd *exec.Cmd) int {
 		return -1
 	}
 }
+
+// Help asked for is the output: it goes to stdout with status 0, for retry
+// and each subcommand; without a command, the usage is an error.
+func TestHelpGoesToStdout(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{{"-h"}, {"--help"}, {"run", "-h"}, {"http", "-h"}, {"sim", "--help"}} {
+		out, errOut, code := runRetry(t, "", args...)
+		if code != 0 || errOut != "" || !strings.HasPrefix(out, "usage: retry") {
+			t.Errorf("%v: exit %d, stdout %.40q, stderr %q; want 0 and the usage on stdout", args, code, out, errOut)
+		}
+	}
+	if out, errOut, code := runRetry(t, ""); code != 2 || out != "" || !strings.HasPrefix(errOut, "usage: retry") {
+		t.Errorf("no arguments: exit %d, stdout %q, stderr %.40q; want 2 and the usage on stderr", code, out, errOut)
+	}
+}
+
+// A bad flag gets one line and a pointer to -h, for every subcommand.
+func TestBadFlagPointsToHelp(t *testing.T) {
+	t.Parallel()
+	for _, cmd := range []string{"run", "http", "sim"} {
+		_, errOut, code := runRetry(t, "", cmd, "--no-such-flag")
+		want := "retry " + cmd + ": flag provided but not defined: -no-such-flag\nRun \"retry " + cmd + " -h\" for usage.\n"
+		if code != 2 || errOut != want {
+			t.Errorf("%s --no-such-flag: exit %d, stderr %q; want 2 and %q", cmd, code, errOut, want)
+		}
+	}
+}
+
+// --version prints the module version from the build info; a binary built
+// in a work tree has none and says "(devel)".
+func TestVersion(t *testing.T) {
+	t.Parallel()
+	out, errOut, code := runRetry(t, "", "--version")
+	if code != 0 || errOut != "" || (out != "retry (devel)\n" && !strings.HasPrefix(out, "retry v")) {
+		t.Errorf("--version: exit %d, stdout %q, stderr %q; want 0 and \"retry VERSION\"", code, out, errOut)
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 )
 
@@ -43,11 +44,16 @@ func main() {
 
 func dispatch(args []string, io stdio) int {
 	cmds := commands()
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+	if len(args) == 0 {
 		usage(io.err, cmds)
-		if len(args) == 0 {
-			return 2
-		}
+		return 2
+	}
+	switch args[0] {
+	case "-h", "-help", "--help", "help":
+		usage(io.out, cmds) // asked for: the usage is the output
+		return 0
+	case "-version", "--version", "version":
+		fmt.Fprintln(io.out, "retry", version())
 		return 0
 	}
 	cmd, ok := cmds[args[0]]
@@ -84,5 +90,14 @@ func usage(w io.Writer, cmds map[string]command) {
 		fmt.Fprintf(w, "  %-5s %s\n", name, cmds[name].summary)
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, `Run "retry COMMAND -h" for a command's flags.`)
+	fmt.Fprintln(w, `Run "retry COMMAND -h" for a command's flags, "retry --version" for the version.`)
+}
+
+// version is the module version the binary was built from, as go install
+// records it; "(devel)" for a build in a work tree.
+func version() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+		return bi.Main.Version
+	}
+	return "(devel)"
 }

@@ -61,14 +61,14 @@ Examples:
 Flags:
 `
 
+// discard is io.Discard, named so for simCommand, whose stdio parameter
+// hides the io package.
+var discard = io.Discard
+
 // simCommand implements "retry sim".
 func simCommand(ctx context.Context, args []string, io stdio) int {
 	fs := flag.NewFlagSet("retry sim", flag.ContinueOnError)
-	fs.SetOutput(io.err)
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), simUsage)
-		fs.PrintDefaults()
-	}
+	fs.SetOutput(discard) // -h prints the usage to stdout, errors a hint
 	var (
 		scenario = fs.String("scenario", "outage", "outage, brownout, overload, throttle or occ")
 		clients  = fs.Int("clients", 100, "number of clients")
@@ -79,25 +79,33 @@ func simCommand(ctx context.Context, args []string, io stdio) int {
 		jsonPath = fs.String("json", "", "write the raw results to `FILE`")
 		capacity = fs.Float64("capacity", 0, "attempts per second the server serves (default: per scenario)")
 		timeout  = fs.Duration("timeout", 0, "how long clients wait for an attempt's answer (default 1s)")
-		start    = fs.Duration("incident-start", -1, "when the incident starts (default: a sixth into the run)")
-		end      = fs.Duration("incident-end", -1, "when the incident ends (default: half way, a third for overload)")
+		start    = fs.Duration("incident-start", 0, "when the incident starts (default: a sixth into the run)")
+		end      = fs.Duration("incident-end", 0, "when the incident ends (default: half way, a third for overload)")
 		shed     = fs.Bool("shed", false, "the server drops work whose client has given up")
 		quiet    = fs.Bool("quiet", false, "no progress line")
 	)
-	for _, a := range args {
-		if a == "-h" || a == "-help" || a == "--help" {
-			fs.SetOutput(io.out) // asked for: the usage is the output
-		}
-	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(io.out, simUsage)
+			fs.SetOutput(io.out)
+			fs.PrintDefaults()
 			return 0
 		}
-		return 2
+		return usageError(io.err, "sim", err.Error())
 	}
 	if fs.NArg() > 0 {
-		fmt.Fprintf(io.err, "retry sim: unexpected argument %q\n", fs.Arg(0))
-		return 2
+		return usageError(io.err, "sim", fmt.Sprintf("unexpected argument %q", fs.Arg(0)))
+	}
+	// A flag given is used as given, even 0, so that Check rejects nonsense
+	// instead of a default quietly standing in for it.
+	given := make(map[string]bool)
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	if *scenario == "occ" {
+		for _, name := range []string{"rate", "duration", "svg", "capacity", "timeout", "incident-start", "incident-end", "shed"} {
+			if given[name] {
+				return usageError(io.err, "sim", "--"+name+" does not apply to the occ scenario (it takes --clients, --seed, --json and --quiet)")
+			}
+		}
 	}
 	progress := newProgress(io.err, *quiet)
 	if *scenario == "occ" {
@@ -105,16 +113,16 @@ func simCommand(ctx context.Context, args []string, io stdio) int {
 	}
 	s, err := sim.Defaults(sim.Kind(*scenario), *clients, *rate, *duration, *seed)
 	if err == nil {
-		if *capacity > 0 {
+		if given["capacity"] {
 			s.Capacity = *capacity
 		}
-		if *timeout > 0 {
+		if given["timeout"] {
 			s.Timeout = *timeout
 		}
-		if *start >= 0 {
+		if given["incident-start"] {
 			s.Start = *start
 		}
-		if *end >= 0 {
+		if given["incident-end"] {
 			s.End = *end
 		}
 		s.Shed = *shed

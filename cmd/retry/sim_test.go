@@ -154,14 +154,27 @@ func TestSimUsageErrors(t *testing.T) {
 		{"sim", "--clients", "20000000"},
 		{"sim", "--duration", "500ms"},
 		{"sim", "--scenario", "occ", "--clients", "100000"},
+		// Given nonsense is rejected, not replaced by the default.
+		{"sim", "--capacity", "0"},
+		{"sim", "--timeout", "0"},
+		{"sim", "--incident-start", "-1s"},
+		// occ has no use for these: it says so rather than ignore them.
+		{"sim", "--scenario", "occ", "--svg", "x.svg"},
+		{"sim", "--scenario", "occ", "--rate", "5"},
+		{"sim", "--scenario", "occ", "--duration", "1m"},
+		{"sim", "--scenario", "occ", "--shed"},
 	} {
 		_, errOut, code := runRetry(t, "", args...)
-		if code != 2 || errOut == "" {
-			t.Errorf("%v: exit %d, stderr %q; want 2 and a message", args, code, errOut)
+		// One line, and at most a pointer to -h: never the whole help.
+		if code != 2 || errOut == "" || strings.Count(errOut, "\n") > 2 || strings.Contains(errOut, "Flags:") {
+			t.Errorf("%v: exit %d, stderr %q; want 2 and a one-line message", args, code, errOut)
 		}
 	}
-	out, _, code := runRetry(t, "", "sim", "-h")
-	if code != 0 || !strings.Contains(out, "-scenario") || !strings.Contains(out, "amplification") {
-		t.Fatalf("-h: exit %d, %q", code, out)
+	out, errOut, code := runRetry(t, "", "sim", "-h")
+	if code != 0 || errOut != "" || !strings.Contains(out, "-scenario") || !strings.Contains(out, "amplification") {
+		t.Fatalf("-h: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	if strings.Contains(out, "-1ns") {
+		t.Errorf("-h shows a default of -1ns:\n%s", out)
 	}
 }
