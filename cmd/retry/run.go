@@ -42,8 +42,12 @@ Flags (-flag and --flag are the same):
                     retried (default: no limit)
   --kill-after D    grace between SIGTERM and SIGKILL; 0 = SIGKILL at once
                     (default 5s)
-  -v, --verbose     a line on stderr for every failed attempt and its wait
+  -v, --verbose     also a line on stderr when an attempt succeeds
   -q, --quiet       no line on stderr from retry itself (usage errors excepted)
+
+Unless --quiet, retry writes a line on stderr for every failed attempt that
+it retries, such as "retry: attempt 2/3 failed: exit status 1; next in
+240ms", and one that says why the run ended if it failed.
 
 D is a duration such as 250ms, 1.5s or 2m, or a number of seconds.
 
@@ -416,10 +420,12 @@ func newAttemptFailure(ps *os.ProcessState, err error, sent syscall.Signal) *att
 	return f
 }
 
-// retrying prints, with --verbose, the attempt that failed and the wait.
+// retrying prints, unless --quiet, the attempt that failed and the wait:
+// a run that retries quietly looks hung, and a command's own failure output
+// means little without knowing it will be tried again.
 func (r *runner) retrying(_ context.Context, attempt int, delay time.Duration, err error) {
-	if r.c.verbose {
-		fmt.Fprintf(r.std.err, "retry: attempt %d: %v; retrying in %s\n", attempt, err, roundDelay(delay))
+	if !r.c.quiet {
+		fmt.Fprintf(r.std.err, "retry: attempt %d/%d failed: %v; next in %s\n", attempt, r.c.attempts, err, roundDelay(delay))
 	}
 }
 

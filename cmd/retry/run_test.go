@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -81,8 +82,22 @@ func TestRunSucceedsAfterFailures(t *testing.T) {
 	if want := "attempt 1\nattempt 2\nattempt 3\n"; out != want {
 		t.Errorf("stdout %q, want %q", out, want)
 	}
-	if want := "warning 1\nwarning 2\nwarning 3\n"; errOut != want {
-		t.Errorf("stderr %q, want the command's own %q", errOut, want)
+	// The command's own stderr, and a line from retry for each retried
+	// failure; the delay is jittered.
+	want := regexp.MustCompile(`^warning 1\nretry: attempt 1/3 failed: exit status 1; next in [0-9.]+(µs|ms|s)\n` +
+		`warning 2\nretry: attempt 2/3 failed: exit status 1; next in [0-9.]+(µs|ms|s)\nwarning 3\n$`)
+	if !want.MatchString(errOut) {
+		t.Errorf("stderr %q, want it to match %s", errOut, want)
+	}
+}
+
+// --quiet leaves the command's stderr alone, without lines from retry.
+func TestRunQuietLeavesTheCommandsStderr(t *testing.T) {
+	t.Parallel()
+	script, _ := counter(t, "n < 3 ? 1 : 0")
+	_, errOut, code := runRetry(t, "", runArgs([]string{"-q"}, "sh", "-c", script)...)
+	if want := "warning 1\nwarning 2\nwarning 3\n"; code != 0 || errOut != want {
+		t.Errorf("exit status %d, stderr %q; want 0 and the command's own %q", code, errOut, want)
 	}
 }
 
@@ -521,7 +536,7 @@ func TestRunVerboseAndQuiet(t *testing.T) {
 		if code != 0 {
 			t.Fatalf("exit status %d", code)
 		}
-		for _, want := range []string{"retry: attempt 1: exit status 1; retrying in ", "retry: attempt 2: succeeded"} {
+		for _, want := range []string{"retry: attempt 1/3 failed: exit status 1; next in ", "retry: attempt 2: succeeded"} {
 			if !strings.Contains(errOut, want) {
 				t.Errorf("stderr %q does not contain %q", errOut, want)
 			}
