@@ -31,7 +31,11 @@ retry, doubling for each further one up to --max-delay, spread by --jitter so
 that many machines retrying together do not retry in step.
 
 Flags (-flag and --flag are the same):
-  --attempts N      attempts in all, the first included (default 3)
+  --attempts N      attempts in all, the first included; 0 = no limit, only
+                    with --max-time (default 3)
+  --max-time D      bound the whole run: no attempt starts once D has passed,
+                    and one still running then is stopped as by --timeout
+                    (default: no limit)
   --delay D         base wait before the first retry (default 100ms)
   --max-delay D     longest wait between attempts; 0 = no cap (default 10s)
   --jitter J        none, full, equal or decorrelated (default full)
@@ -52,7 +56,7 @@ it retries, such as "retry: attempt 2/3 failed: exit status 1; next in
 D is a duration such as 250ms, 1.5s or 2m, or a number of seconds.
 
 Each attempt has RETRY_ATTEMPT (1 for the first) and RETRY_MAX_ATTEMPTS
-(--attempts) in its environment.
+(--attempts, 0 for no limit) in its environment.
 
 COMMAND's standard input, output and error are retry's own. Standard input is
 shared, not replayed: a later attempt reads what earlier ones left unread, so
@@ -89,6 +93,7 @@ type runConfig struct {
 	jitter    retry.Jitter
 	onExit    exitCodes // nil = every non-zero status
 	timeout   time.Duration
+	maxTime   time.Duration // 0 = no bound on the whole run
 	killAfter time.Duration
 	verbose   bool
 	quiet     bool
@@ -103,9 +108,18 @@ func runCommand(ctx context.Context, args []string, std stdio) int {
 	}
 	r := &runner{c: c, std: std, hadTerminal: haveTerminal()}
 	defer r.exitOnSecondSignal(ctx)()
-	err := retry.Do(ctx, r.strategy(), func(actx context.Context) error {
+	// dctx bounds the run for --max-time; ctx stays the signals' alone, so
+	// that running out of time is not taken for an interruption.
+	dctx := ctx
+	if c.maxTime > 0 {
+		var cancel context.CancelFunc
+		dctx, cancel = context.WithTimeout(ctx, c.maxTime)
+		defer cancel()
+	}
+	err := retry.Do(dctx, r.strategy(), func(actx context.Context) error {
 		return r.attempt(ctx, actx)
 	}, retry.AttemptTimeout(c.timeout), retry.OnRetry(r.retrying))
+	r.outOfTime = dctx.Err() != nil && ctx.Err() == nil
 	return r.finish(ctx, err)
 }
 
@@ -122,6 +136,7 @@ func parseRunFlags(args []string, std stdio) (runConfig, int, bool) {
 	fs.Var(jitterValue{&c.jitter}, "jitter", "")
 	fs.Var(&c.onExit, "on-exit", "")
 	fs.Var(durationValue{&c.timeout}, "timeout", "")
+	fs.Var(durationValue{&c.maxTime}, "max-time", "")
 	fs.Var(durationValue{&c.killAfter}, "kill-after", "")
 	for _, name := range []string{"v", "verbose"} {
 		fs.BoolVar(&c.verbose, name, false, "")
@@ -148,8 +163,12 @@ func (c *runConfig) check() string {
 	switch {
 	case len(c.argv) == 0:
 		return "no command to run: retry run [flags] -- COMMAND [ARGS...]"
-	case c.attempts < 1:
-		return "--attempts must be at least 1"
+	case c.attempts < 0:
+		return "--attempts must not be negative (0 means no limit, with --max-time)"
+	case c.attempts == 0 && c.maxTime == 0:
+		return "--attempts 0 (no limit) needs --max-time to bound the run"
+	case c.maxTime < 0:
+		return "--max-time must not be negative (0 means no limit)"
 	case c.delay < 0:
 		return "--delay must not be negative"
 	case c.maxDelay < 0:
@@ -178,14 +197,19 @@ type runner struct {
 	std         stdio
 	hadTerminal bool // retry had a controlling terminal when the run began
 	attempts    int  // attempts started
+	outOfTime   bool // --max-time ended the run
 
 	mu      sync.Mutex
 	running *os.Process // the attempt's command, nil between attempts
 }
 
 func (r *runner) strategy() retry.Strategy {
+	attempts := r.c.attempts
+	if attempts == 0 {
+		attempts = math.MaxInt // no limit: --max-time bounds the run
+	}
 	return &retry.Simple{
-		MaxAttempts: r.c.attempts,
+		MaxAttempts: attempts,
 		Backoff:     retry.Exponential{Base: r.c.delay, Max: r.c.maxDelay, Jitter: r.c.jitter},
 	}
 }
@@ -425,7 +449,11 @@ func newAttemptFailure(ps *os.ProcessState, err error, sent syscall.Signal) *att
 // means little without knowing it will be tried again.
 func (r *runner) retrying(_ context.Context, attempt int, delay time.Duration, err error) {
 	if !r.c.quiet {
-		fmt.Fprintf(r.std.err, "retry: attempt %d/%d failed: %v; next in %s\n", attempt, r.c.attempts, err, roundDelay(delay))
+		of := ""
+		if r.c.attempts > 0 {
+			of = "/" + strconv.Itoa(r.c.attempts)
+		}
+		fmt.Fprintf(r.std.err, "retry: attempt %d%s failed: %v; next in %s\n", attempt, of, err, roundDelay(delay))
 	}
 }
 
@@ -456,6 +484,10 @@ func (r *runner) explain(ctx context.Context, err error) (string, int) {
 		return "retry: " + se.Error(), se.status()
 	case ctx.Err() != nil:
 		return r.interrupted(ctx, err)
+	case r.outOfTime && f == nil && !errors.As(err, &f):
+		return fmt.Sprintf("retry: --max-time %s reached after %s", r.c.maxTime, plural(r.attempts, "attempt")), 1
+	case r.outOfTime:
+		return fmt.Sprintf("retry: --max-time %s reached after %s: %s", r.c.maxTime, plural(r.attempts, "attempt"), f), f.status
 	case !errors.As(err, &f):
 		return "retry: " + strings.TrimPrefix(err.Error(), "retry: "), 1
 	case errors.Is(err, retry.ErrNotRetryable):

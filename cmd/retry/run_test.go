@@ -570,7 +570,9 @@ func TestRunUsageErrors(t *testing.T) {
 	}{
 		{[]string{"run"}, "no command to run"},
 		{[]string{"run", "--"}, "no command to run"},
-		{[]string{"run", "--attempts", "0", "--", "true"}, "--attempts must be at least 1"},
+		{[]string{"run", "--attempts", "0", "--", "true"}, "--attempts 0 (no limit) needs --max-time"},
+		{[]string{"run", "--attempts", "-1", "--max-time", "1s", "--", "true"}, "--attempts must not be negative"},
+		{[]string{"run", "--max-time", "-1s", "--", "true"}, "--max-time must not be negative"},
 		{[]string{"run", "--attempts", "many", "--", "true"}, `invalid value "many" for flag -attempts`},
 		{[]string{"run", "--delay", "-1s", "--", "true"}, "--delay must not be negative"},
 		{[]string{"run", "--delay", "soon", "--", "true"}, "want a duration such as 250ms"},
@@ -632,5 +634,44 @@ func TestRunAttemptEnvironment(t *testing.T) {
 	}
 	if want := "1/3\n2/3\n3/3\n"; out != want {
 		t.Errorf("stdout %q, want %q", out, want)
+	}
+}
+
+// --attempts 0 with --max-time retries until the time is up, and starts no
+// attempt after it.
+func TestRunMaxTimeBoundsUnlimitedAttempts(t *testing.T) {
+	t.Parallel()
+	script, count := counter(t, "1")
+	begin := time.Now()
+	_, errOut, code := runRetry(t, "", runArgs([]string{"--attempts", "0", "--max-time", "700ms"}, "sh", "-c", script)...)
+	took := time.Since(begin)
+	if code != 1 {
+		t.Errorf("exit status %d, want 1; stderr:\n%s", code, errOut)
+	}
+	if n := count(); n <= 3 {
+		t.Errorf("%d attempts in 700ms with waits of at most 5ms, want more than the default 3", n)
+	}
+	if took > 5*time.Second {
+		t.Errorf("the run took %v, want about 700ms", took)
+	}
+	if !strings.Contains(errOut, "retry: attempt 1 failed: ") || strings.Contains(errOut, "attempt 1/") {
+		t.Errorf("stderr %q, want attempts numbered without a limit", errOut)
+	}
+}
+
+// An attempt still running when --max-time is up is stopped, and the run
+// ends saying why.
+func TestRunMaxTimeStopsARunningAttempt(t *testing.T) {
+	t.Parallel()
+	begin := time.Now()
+	_, errOut, code := runRetry(t, "", runArgs([]string{"--max-time", "500ms"}, "sleep", "30")...)
+	if took := time.Since(begin); took > 10*time.Second {
+		t.Errorf("the run took %v, want about 500ms", took)
+	}
+	if code != 143 {
+		t.Errorf("exit status %d, want 143 (SIGTERM)", code)
+	}
+	if want := "retry: --max-time 500ms reached after 1 attempt: "; !strings.Contains(errOut, want) {
+		t.Errorf("stderr %q does not say %q", errOut, want)
 	}
 }
