@@ -36,6 +36,11 @@ Flags:
                       standard input. Content-Type is
                       application/x-www-form-urlencoded unless -H sets one
   --attempts N        attempts in all, the first included (default 3)
+  --delay D           base wait before the first retry, doubling for each
+                      further one (default 100ms); a 429 waits at least 1s
+  --max-delay D       longest wait between attempts; 0 = no cap (default 10s)
+  --attempt-timeout D limit on each attempt, reading the body included; an
+                      attempt that runs out is retried (default: none)
   --timeout D         limit on the whole call: attempts, waits and reading
                       the body (default: none)
   --idempotency-key   give a POST or PATCH a random Idempotency-Key so that it
@@ -74,6 +79,9 @@ type httpConfig struct {
 	headers  headerList
 	data     dataValue
 	attempts int
+	delay    time.Duration // base of the backoff after a failure
+	maxDelay time.Duration // its cap; 0 = none
+	attTime  time.Duration // --attempt-timeout; 0 = none
 	timeout  time.Duration
 	idemKey  bool
 	verbose  bool
@@ -116,7 +124,7 @@ func httpCommand(ctx context.Context, args []string, std stdio) int {
 // false with the exit status when there is nothing to send: 0 after -h, 2
 // after a usage error.
 func parseHTTPFlags(args []string, std stdio) (httpConfig, int, bool) {
-	c := httpConfig{attempts: 3}
+	c := httpConfig{attempts: 3, delay: 100 * time.Millisecond, maxDelay: 10 * time.Second}
 	fs := flag.NewFlagSet("retry http", flag.ContinueOnError)
 	fs.SetOutput(io.Discard) // -h prints the usage to stdout, errors a hint
 	fs.StringVar(&c.method, "X", "", "")
@@ -124,6 +132,9 @@ func parseHTTPFlags(args []string, std stdio) (httpConfig, int, bool) {
 	fs.Var(&c.data, "d", "")
 	fs.IntVar(&c.attempts, "attempts", c.attempts, "")
 	fs.Var(durationValue{&c.timeout}, "timeout", "")
+	fs.Var(durationValue{&c.delay}, "delay", "")
+	fs.Var(durationValue{&c.maxDelay}, "max-delay", "")
+	fs.Var(durationValue{&c.attTime}, "attempt-timeout", "")
 	fs.BoolVar(&c.idemKey, "idempotency-key", false, "")
 	for _, name := range []string{"v", "verbose"} {
 		fs.BoolVar(&c.verbose, name, false, "")
@@ -183,6 +194,12 @@ func (c *httpConfig) check(urls int) string {
 		return "--attempts must be at least 1"
 	case c.timeout < 0:
 		return "--timeout must not be negative (0 means no limit)"
+	case c.delay < 0:
+		return "--delay must not be negative"
+	case c.maxDelay < 0:
+		return "--max-delay must not be negative (0 means no cap)"
+	case c.attTime < 0:
+		return "--attempt-timeout must not be negative (0 means no limit)"
 	}
 	u, err := url.Parse(c.url)
 	switch {
@@ -232,8 +249,10 @@ func (c *httpConfig) request(ctx context.Context, stdin io.Reader) (*http.Reques
 // w with --verbose; first is the URL asked for.
 func (c *httpConfig) transport(w io.Writer, first string) *httpretry.Transport {
 	t := &httpretry.Transport{
-		Strategy:       retry.NewStandard(retry.StandardOptions{MaxAttempts: c.attempts}),
+		Strategy: retry.NewStandard(retry.StandardOptions{MaxAttempts: c.attempts,
+			Backoff: retry.Exponential{Base: c.delay, Max: c.maxDelay, Jitter: retry.FullJitter}}),
 		IdempotencyKey: c.idemKey,
+		AttemptTimeout: c.attTime,
 	}
 	if c.verbose {
 		t.OnAttempt = func(a httpretry.Attempt) { fmt.Fprintln(w, describeAttempt(a, first)) }

@@ -376,6 +376,9 @@ func TestHTTPUsageErrors(t *testing.T) {
 		{[]string{"http", "ftp://example.com/"}, "only http and https"},
 		{[]string{"http", "--attempts", "0", "http://a/"}, "--attempts must be at least 1"},
 		{[]string{"http", "--timeout", "-1s", "http://a/"}, "--timeout must not be negative"},
+		{[]string{"http", "--delay", "-1s", "http://a/"}, "--delay must not be negative"},
+		{[]string{"http", "--max-delay", "-1s", "http://a/"}, "--max-delay must not be negative"},
+		{[]string{"http", "--attempt-timeout", "-1s", "http://a/"}, "--attempt-timeout must not be negative"},
 		{[]string{"http", "-H", "no colon", "http://a/"}, "want a header as 'Name: value'"},
 		{[]string{"http", "-d", "a", "-d", "b", "http://a/"}, "give the body once"},
 		{[]string{"http", "-d", "@/no/such/file", "http://a/"}, "no such file"},
@@ -501,5 +504,108 @@ func TestHTTPFinal3xx(t *testing.T) {
 				t.Errorf("If-None-Match: %q, want the -H header", reqs[0].header.Get("If-None-Match"))
 			}
 		})
+	}
+}
+
+// closedAddr returns a loopback address where nothing listens.
+func closedAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return addr
+}
+
+// waits returns the waits that -v reported, in order.
+func waits(t *testing.T, stderr string) []time.Duration {
+	t.Helper()
+	var ds []time.Duration
+	for _, line := range strings.Split(stderr, "\n") {
+		_, after, ok := strings.Cut(line, ", retrying in ")
+		if !ok {
+			continue
+		}
+		d, err := time.ParseDuration(after)
+		if err != nil {
+			t.Fatalf("wait in %q: %v", line, err)
+		}
+		ds = append(ds, d)
+	}
+	return ds
+}
+
+// --delay is the base of the backoff: with 1ms, the waits before retries
+// 1 to 4 are at most 1, 2, 4 and 8 ms (the default 100ms would all but
+// surely exceed one of those bounds).
+func TestHTTPDelay(t *testing.T) {
+	t.Parallel()
+	_, errOut, code := runRetry(t, "", "http", "-v", "--attempts", "5", "--delay", "1ms", "--max-delay", "0", "http://"+closedAddr(t)+"/")
+	if code != 3 {
+		t.Fatalf("exit status %d, want 3; stderr:\n%s", code, errOut)
+	}
+	ds := waits(t, errOut)
+	if len(ds) != 4 {
+		t.Fatalf("%d waits reported, want 4; stderr:\n%s", len(ds), errOut)
+	}
+	for i, d := range ds {
+		if limit := time.Millisecond<<i + time.Millisecond/2; d > limit { // the half: rounding of the report
+			t.Errorf("wait %d is %v, want at most %v", i+1, d, limit)
+		}
+	}
+}
+
+// --max-delay caps the waits, however large --delay is.
+func TestHTTPMaxDelay(t *testing.T) {
+	t.Parallel()
+	_, errOut, code := runRetry(t, "", "http", "-v", "--delay", "1h", "--max-delay", "50ms", "http://"+closedAddr(t)+"/")
+	if code != 3 {
+		t.Fatalf("exit status %d, want 3; stderr:\n%s", code, errOut)
+	}
+	ds := waits(t, errOut)
+	if len(ds) != 2 {
+		t.Fatalf("%d waits reported, want 2; stderr:\n%s", len(ds), errOut)
+	}
+	for i, d := range ds {
+		if d > 51*time.Millisecond {
+			t.Errorf("wait %d is %v, want at most 50ms", i+1, d)
+		}
+	}
+}
+
+// --attempt-timeout ends an attempt that hangs, and the next one succeeds.
+func TestHTTPAttemptTimeout(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	n := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		n++
+		first := n == 1
+		mu.Unlock()
+		if first {
+			select { // hang until the client gives up on the attempt
+			case <-r.Context().Done():
+			case <-time.After(30 * time.Second):
+			}
+			return
+		}
+		io.WriteString(w, "ok\n")
+	}))
+	defer srv.Close()
+	begin := time.Now()
+	out, errOut, code := runRetry(t, "", "http", "--attempt-timeout", "200ms", "--delay", "1ms", srv.URL)
+	if code != 0 || out != "ok\n" {
+		t.Fatalf("exit status %d, stdout %q, stderr %q; want 0 and ok", code, out, errOut)
+	}
+	if took := time.Since(begin); took > 10*time.Second {
+		t.Errorf("took %v: the first attempt was not cut short", took)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if n != 2 {
+		t.Errorf("%d requests, want 2", n)
 	}
 }
