@@ -317,13 +317,7 @@ func TestHTTPTimeoutOfAHangingServer(t *testing.T) {
 
 func TestHTTPConnectionRefused(t *testing.T) {
 	t.Parallel()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close() // nothing listens there now
-	_, errOut, code := runRetry(t, "", "http", "-v", "http://"+addr+"/")
+	_, errOut, code := runRetry(t, "", "http", "-v", "http://"+closedAddr(t)+"/")
 	if code != 3 {
 		t.Errorf("exit status %d, want 3", code)
 	}
