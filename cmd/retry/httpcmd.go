@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -211,6 +212,8 @@ func (c *httpConfig) check(urls int) string {
 		return fmt.Sprintf("URL %q: only http and https are supported", c.url)
 	case u.Host == "":
 		return fmt.Sprintf("URL %q has no host", c.url)
+	case !validPort(u.Port()):
+		return fmt.Sprintf("URL %q: the port must be a number from 1 to 65535", c.url)
 	}
 	return ""
 }
@@ -355,11 +358,30 @@ func (l *headerList) String() string { return "" }
 func (l *headerList) Set(v string) error {
 	name, value, ok := strings.Cut(v, ":")
 	name = strings.TrimSpace(name)
-	if !ok || name == "" || strings.ContainsAny(name, " \t\r\n") {
+	if !ok || !isToken(name) {
 		return fmt.Errorf("want a header as 'Name: value', not %q", v)
 	}
-	*l = append(*l, header{name, strings.TrimSpace(value)})
+	value = strings.TrimSpace(value)
+	// net/http refuses these only when the request is sent, as an error
+	// that reads like a failed attempt: say so while reading the flags.
+	if strings.ContainsFunc(value, func(r rune) bool { return r < ' ' && r != '\t' || r == 0x7f }) {
+		return fmt.Errorf("header %s: a value may not hold control characters such as a line break", name)
+	}
+	*l = append(*l, header{name, value})
 	return nil
+}
+
+// isToken reports whether s is an RFC 9110 token, as a header name must be.
+func isToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("!#$%&'*+-.^_`|~", r)) {
+			return false
+		}
+	}
+	return true
 }
 
 // dataValue is the -d flag.
@@ -431,4 +453,14 @@ func bytesBody(data []byte) requestBody {
 		return io.NopCloser(bytes.NewReader(data)), nil
 	}
 	return requestBody{get: get, size: int64(len(data)), close: func() {}}
+}
+
+// validPort reports whether p, the port of a URL, is absent or from 1 to
+// 65535: a dial would refuse any other only after the request was built.
+func validPort(p string) bool {
+	if p == "" {
+		return true
+	}
+	n, err := strconv.Atoi(p)
+	return err == nil && n >= 1 && n <= 65535
 }

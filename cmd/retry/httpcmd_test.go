@@ -371,6 +371,10 @@ func TestHTTPUsageErrors(t *testing.T) {
 		{[]string{"http", "--attempts", "0", "http://a/"}, "--attempts must be at least 1"},
 		{[]string{"http", "--timeout", "-1s", "http://a/"}, "--timeout must not be negative"},
 		{[]string{"http", "--delay", "-1s", "http://a/"}, "--delay must not be negative"},
+		{[]string{"http", "http://a:99999/"}, "the port must be a number from 1 to 65535"},
+		{[]string{"http", "http://a:0/"}, "the port must be a number from 1 to 65535"},
+		{[]string{"http", "-H", "X(: y", "http://a/"}, "want a header as 'Name: value'"},
+		{[]string{"http", "-H", "X: a\r\nInjected: yes", "http://a/"}, "may not hold control characters"},
 		{[]string{"http", "--max-delay", "-1s", "http://a/"}, "--max-delay must not be negative"},
 		{[]string{"http", "--attempt-timeout", "-1s", "http://a/"}, "--attempt-timeout must not be negative"},
 		{[]string{"http", "-H", "no colon", "http://a/"}, "want a header as 'Name: value'"},
@@ -383,7 +387,8 @@ func TestHTTPUsageErrors(t *testing.T) {
 		if code != 2 {
 			t.Errorf("%q: exit status %d, want 2", tc.args, code)
 		}
-		if !strings.Contains(errOut, "retry http: ") || !strings.Contains(errOut, tc.want) || !strings.Contains(errOut, `"retry http -h"`) {
+		// One line says what is wrong, one points to -h: no Go error dump.
+		if strings.Count(errOut, "\n") != 2 || !strings.Contains(errOut, "retry http: ") || !strings.Contains(errOut, tc.want) || !strings.Contains(errOut, `"retry http -h"`) {
 			t.Errorf("%q: stderr %q, want the message %q and a pointer to -h", tc.args, errOut, tc.want)
 		}
 		if out != "" {
