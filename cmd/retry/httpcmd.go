@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -47,6 +48,10 @@ Flags:
   --idempotency-key   give a POST or PATCH a random Idempotency-Key so that it
                       can be retried; the server must honour the key
   -v, --verbose       a line on stderr per attempt: its status and the wait
+  -o, --output FILE   write the body to FILE instead of standard output
+  -f, --fail          a final 4xx or 5xx response writes no body; exit 22
+  -A, --user-agent UA the User-Agent header (default retry/VERSION)
+  -u, --user U:P      HTTP basic authentication as user U, password P
 
 D is a duration such as 250ms, 1.5s or 2m, or a number of seconds.
 
@@ -56,7 +61,8 @@ that is not (a 304 Not Modified, a redirect without a Location) is final.
 
 Exit status: 0 for a final 2xx or 3xx response; 1 for any other status;
 2 for a usage error; 3 if no response came (connection failure, --timeout);
-128+N if signal N stopped it.
+22 for a final 4xx or 5xx with --fail, and 23 if -o cannot be written, as
+curl; 128+N if signal N stopped it.
 
 Examples:
   retry http https://example.com/health
@@ -67,11 +73,14 @@ Examples:
       -H 'Content-Type: application/json' https://api.example.com/orders
 `
 
-// Exit statuses of "retry http", besides 2 for a usage error.
+// Exit statuses of "retry http", besides 2 for a usage error. Those that
+// curl also has take its numbers.
 const (
-	httpExitOK         = 0 // a final 2xx or 3xx response
-	httpExitStatus     = 1 // a final response with another status
-	httpExitNoResponse = 3 // no response or an incomplete body: a transport failure, the --timeout
+	httpExitFail       = 22 // a final 4xx or 5xx with --fail (curl's)
+	httpExitWrite      = 23 // -o FILE could not be written (curl's)
+	httpExitOK         = 0  // a final 2xx or 3xx response
+	httpExitStatus     = 1  // a final response with another status
+	httpExitNoResponse = 3  // no response or an incomplete body: a transport failure, the --timeout
 )
 
 // httpConfig is what "retry http" was asked to do.
@@ -86,6 +95,10 @@ type httpConfig struct {
 	timeout  time.Duration
 	idemKey  bool
 	verbose  bool
+	agent    string // -A; "" = retry/VERSION
+	user     string // -u USER:PASSWORD; "" = none
+	fail     bool   // -f: a final 4xx/5xx prints no body and exits 22
+	output   string // -o FILE; "" = stdout
 	url      string
 }
 
@@ -110,15 +123,46 @@ func httpCommand(ctx context.Context, args []string, std stdio) int {
 		return c.failed(ctx, std.err, "no response", err, report)
 	}
 	defer resp.Body.Close()
-	if _, err := io.Copy(std.out, resp.Body); err != nil {
-		return c.failed(ctx, std.err, "response body incomplete", err, report)
+	failed := resp.StatusCode >= 400
+	if !(failed && c.fail) {
+		if status, ok := c.writeBody(ctx, std, resp.Body, report); !ok {
+			return status
+		}
 	}
-	if resp.StatusCode >= 400 {
+	if failed {
 		fmt.Fprintf(std.err, "retry: server answered %s after %s (%s)\n",
 			resp.Status, plural(report.Attempts, "attempt"), c.whyStopped(resp, report.Reason))
+		if c.fail {
+			return httpExitFail
+		}
 		return httpExitStatus
 	}
 	return httpExitOK
+}
+
+// writeBody copies the final response's body to stdout, or to the file -o
+// names, created only now that there is a body for it. ok is false, with
+// the exit status, if that failed.
+func (c *httpConfig) writeBody(ctx context.Context, std stdio, body io.Reader, report httpretry.Report) (status int, ok bool) {
+	w := std.out
+	if c.output != "" {
+		f, err := os.Create(c.output)
+		if err != nil {
+			fmt.Fprintf(std.err, "retry: cannot write the body: %v\n", err)
+			return httpExitWrite, false
+		}
+		defer f.Close()
+		w = f
+	}
+	if _, err := io.Copy(w, body); err != nil {
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			fmt.Fprintf(std.err, "retry: cannot write the body: %v\n", err)
+			return httpExitWrite, false
+		}
+		return c.failed(ctx, std.err, "response body incomplete", err, report), false
+	}
+	return 0, true
 }
 
 // parseHTTPFlags reads the flags, before and after the URL. It returns ok
@@ -139,6 +183,18 @@ func parseHTTPFlags(args []string, std stdio) (httpConfig, int, bool) {
 	fs.BoolVar(&c.idemKey, "idempotency-key", false, "")
 	for _, name := range []string{"v", "verbose"} {
 		fs.BoolVar(&c.verbose, name, false, "")
+	}
+	for _, name := range []string{"o", "output"} {
+		fs.StringVar(&c.output, name, "", "")
+	}
+	for _, name := range []string{"f", "fail"} {
+		fs.BoolVar(&c.fail, name, false, "")
+	}
+	for _, name := range []string{"A", "user-agent"} {
+		fs.StringVar(&c.agent, name, "", "")
+	}
+	for _, name := range []string{"u", "user"} {
+		fs.StringVar(&c.user, name, "", "")
 	}
 	urls, err := parseInterspersed(fs, args)
 	if err != nil {
@@ -195,6 +251,8 @@ func (c *httpConfig) check(urls int) string {
 		return "--attempts must be at least 1"
 	case c.timeout < 0:
 		return "--timeout must not be negative (0 means no limit)"
+	case c.user != "" && !strings.Contains(c.user, ":"):
+		return "-u wants USER:PASSWORD (retry does not prompt for a password)"
 	case c.delay < 0:
 		return "--delay must not be negative"
 	case c.maxDelay < 0:
@@ -225,12 +283,19 @@ func (c *httpConfig) request(ctx context.Context, stdin io.Reader) (*http.Reques
 		return nil, nil, fmt.Errorf("cannot make a %s request to %q: %v", c.method, c.url, err)
 	}
 	cleanup := func() {}
+	if user, pass, ok := strings.Cut(c.user, ":"); ok {
+		req.SetBasicAuth(user, pass)
+	}
 	for _, h := range c.headers {
 		if http.CanonicalHeaderKey(h.name) == "Host" {
 			req.Host = h.value
 		} else {
 			req.Header.Add(h.name, h.value)
 		}
+	}
+	// Servers log and route by it; a -H User-Agent wins, as in curl.
+	if _, ok := req.Header["User-Agent"]; !ok {
+		req.Header.Set("User-Agent", cmp.Or(c.agent, "retry/"+version()))
 	}
 	if c.data.set {
 		b, err := c.data.open(stdin)

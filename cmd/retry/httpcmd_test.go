@@ -608,3 +608,76 @@ func TestHTTPAttemptTimeout(t *testing.T) {
 		t.Errorf("%d requests, want 2", n)
 	}
 }
+
+// -o writes the body to a file and nothing to stdout.
+func TestHTTPOutputFile(t *testing.T) {
+	t.Parallel()
+	s := newServer(t, "hello\n", 200)
+	path := filepath.Join(t.TempDir(), "body")
+	out, errOut, code := runRetry(t, "", "http", "-o", path, s.URL)
+	if code != 0 || out != "" {
+		t.Fatalf("exit status %d, stdout %q, stderr %q; want 0 and nothing on stdout", code, out, errOut)
+	}
+	if data, err := os.ReadFile(path); err != nil || string(data) != "hello\n" {
+		t.Errorf("file holds %q (%v), want the body", data, err)
+	}
+	_, errOut, code = runRetry(t, "", "http", "--output", filepath.Join(t.TempDir(), "no", "such", "dir"), s.URL)
+	if code != 23 || !strings.Contains(errOut, "cannot write the body") {
+		t.Errorf("unwritable -o: exit status %d, stderr %q; want 23 and why", code, errOut)
+	}
+}
+
+// -f: a final 4xx or 5xx prints no body and exits 22, as curl --fail;
+// without it the body is printed and the status is 1.
+func TestHTTPFail(t *testing.T) {
+	t.Parallel()
+	s := newServer(t, "", 404)
+	out, errOut, code := runRetry(t, "", "http", "-f", s.URL)
+	if code != 22 || out != "" || !strings.Contains(errOut, "404 Not Found") {
+		t.Errorf("-f: exit status %d, stdout %q, stderr %q; want 22, no body, and the status", code, out, errOut)
+	}
+	out, _, code = runRetry(t, "", "http", s.URL)
+	if code != 1 || out != "Not Found\n" {
+		t.Errorf("without -f: exit status %d, stdout %q; want 1 and the body", code, out)
+	}
+	if out, _, code = runRetry(t, "", "http", "--fail", newServer(t, "ok\n", 200).URL); code != 0 || out != "ok\n" {
+		t.Errorf("--fail on a 200: exit status %d, stdout %q; want 0 and the body", code, out)
+	}
+}
+
+// -A sets the User-Agent, which is retry/VERSION by default; -H wins over
+// both. -u sends basic authentication.
+func TestHTTPUserAgentAndUser(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args      []string
+		wantAgent string // "" = a prefix of retry/
+	}{
+		{nil, ""},
+		{[]string{"-A", "probe/1.0"}, "probe/1.0"},
+		{[]string{"--user-agent", "probe/2.0", "-H", "User-Agent: mine"}, "mine"},
+	} {
+		s := newServer(t, "ok\n", 200)
+		args := append(append([]string{"http", "-u", "ann:s3:cret"}, tc.args...), s.URL)
+		if _, errOut, code := runRetry(t, "", args...); code != 0 {
+			t.Fatalf("%q: exit status %d, stderr %q", args, code, errOut)
+		}
+		h := s.requests()[0].header
+		agents := h.Values("User-Agent")
+		switch {
+		case len(agents) != 1:
+			t.Errorf("%q: User-Agent %q, want one", args, agents)
+		case tc.wantAgent == "" && !strings.HasPrefix(agents[0], "retry/"):
+			t.Errorf("%q: User-Agent %q, want retry/VERSION", args, agents[0])
+		case tc.wantAgent != "" && agents[0] != tc.wantAgent:
+			t.Errorf("%q: User-Agent %q, want %q", args, agents[0], tc.wantAgent)
+		}
+		r := http.Request{Header: h}
+		if user, pass, ok := r.BasicAuth(); !ok || user != "ann" || pass != "s3:cret" {
+			t.Errorf("%q: basic auth %q %q %v, want ann and s3:cret", args, user, pass, ok)
+		}
+	}
+	if _, errOut, code := runRetry(t, "", "http", "-u", "ann", "http://a/"); code != 2 || !strings.Contains(errOut, "USER:PASSWORD") {
+		t.Errorf("-u without a password: exit status %d, stderr %q; want 2 and why", code, errOut)
+	}
+}
