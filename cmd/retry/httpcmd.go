@@ -52,6 +52,10 @@ Flags:
   -f, --fail          a final 4xx or 5xx response writes no body; exit 22
   -A, --user-agent UA the User-Agent header (default retry/VERSION)
   -u, --user U:P      HTTP basic authentication as user U, password P
+  -k, --insecure      accept any server certificate
+  --cacert FILE       trust the CA certificates in FILE (PEM) instead of the
+                      system's
+  --connect-timeout D limit on each connection's dial (default: the system's)
 
 D is a duration such as 250ms, 1.5s or 2m, or a number of seconds.
 
@@ -99,6 +103,7 @@ type httpConfig struct {
 	user     string // -u USER:PASSWORD; "" = none
 	fail     bool   // -f: a final 4xx/5xx prints no body and exits 22
 	output   string // -o FILE; "" = stdout
+	conn     baseOptions
 	url      string
 }
 
@@ -116,7 +121,11 @@ func httpCommand(ctx context.Context, args []string, std stdio) int {
 
 	var report httpretry.Report
 	req = req.WithContext(httpretry.WithReport(req.Context(), &report))
-	client := &http.Client{Transport: c.transport(std.err, req.URL.String()), Timeout: c.timeout}
+	base, err := c.conn.base()
+	if err != nil {
+		return usageError(std.err, "http", err.Error())
+	}
+	client := &http.Client{Transport: c.transport(base, std.err, req.URL.String()), Timeout: c.timeout}
 	defer client.CloseIdleConnections()
 	resp, err := client.Do(req)
 	if err != nil {
@@ -196,6 +205,11 @@ func parseHTTPFlags(args []string, std stdio) (httpConfig, int, bool) {
 	for _, name := range []string{"u", "user"} {
 		fs.StringVar(&c.user, name, "", "")
 	}
+	for _, name := range []string{"k", "insecure"} {
+		fs.BoolVar(&c.conn.insecure, name, false, "")
+	}
+	fs.StringVar(&c.conn.caFile, "cacert", "", "")
+	fs.Var(durationValue{&c.conn.connectTimeout}, "connect-timeout", "")
 	urls, err := parseInterspersed(fs, args)
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -257,6 +271,8 @@ func (c *httpConfig) check(urls int) string {
 		return "--delay must not be negative"
 	case c.maxDelay < 0:
 		return "--max-delay must not be negative (0 means no cap)"
+	case c.conn.connectTimeout < 0:
+		return "--connect-timeout must not be negative (0 means the system's)"
 	case c.attTime < 0:
 		return "--attempt-timeout must not be negative (0 means no limit)"
 	}
@@ -315,8 +331,9 @@ func (c *httpConfig) request(ctx context.Context, stdin io.Reader) (*http.Reques
 
 // transport returns the retrying transport, which reports every attempt on
 // w with --verbose; first is the URL asked for.
-func (c *httpConfig) transport(w io.Writer, first string) *httpretry.Transport {
+func (c *httpConfig) transport(base http.RoundTripper, w io.Writer, first string) *httpretry.Transport {
 	t := &httpretry.Transport{
+		Base: base,
 		Strategy: retry.NewStandard(retry.StandardOptions{MaxAttempts: c.attempts,
 			Backoff: retry.Exponential{Base: c.delay, Max: c.maxDelay, Jitter: retry.FullJitter}}),
 		IdempotencyKey: c.idemKey,

@@ -2,7 +2,9 @@ package main
 
 import (
 	"bytes"
+	"encoding/pem"
 	"io"
+	"log"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -679,5 +681,41 @@ func TestHTTPUserAgentAndUser(t *testing.T) {
 	}
 	if _, errOut, code := runRetry(t, "", "http", "-u", "ann", "http://a/"); code != 2 || !strings.Contains(errOut, "USER:PASSWORD") {
 		t.Errorf("-u without a password: exit status %d, stderr %q; want 2 and why", code, errOut)
+	}
+}
+
+// A TLS server with a certificate of its own is refused, unless -k accepts
+// any certificate or --cacert trusts the one that signed it.
+func TestHTTPTLS(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "secure\n") }))
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the refused handshake is expected
+	srv.StartTLS()
+	defer srv.Close()
+	dir := t.TempDir()
+	ca := filepath.Join(dir, "ca.pem")
+	if err := os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	notPEM := filepath.Join(dir, "not.pem")
+	if err := os.WriteFile(notPEM, []byte("hello"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, errOut, code := runRetry(t, "", "http", "--attempts", "1", srv.URL); code != 3 || !strings.Contains(errOut, "certificate") {
+		t.Errorf("untrusted: exit status %d, stderr %q; want 3 and a certificate error", code, errOut)
+	}
+	for _, args := range [][]string{{"-k"}, {"--insecure"}, {"--cacert", ca}} {
+		out, errOut, code := runRetry(t, "", append(append([]string{"http"}, args...), srv.URL)...)
+		if code != 0 || out != "secure\n" {
+			t.Errorf("%q: exit status %d, stdout %q, stderr %q; want 0 and the body", args, code, out, errOut)
+		}
+	}
+	for _, file := range []string{notPEM, filepath.Join(dir, "missing.pem")} {
+		if _, errOut, code := runRetry(t, "", "http", "--cacert", file, srv.URL); code != 2 || strings.Count(errOut, "\n") != 2 || !strings.Contains(errOut, "--cacert") {
+			t.Errorf("--cacert %s: exit status %d, stderr %q; want 2 and one line", file, code, errOut)
+		}
+	}
+	if _, errOut, code := runRetry(t, "", "http", "--connect-timeout", "-1s", srv.URL); code != 2 || !strings.Contains(errOut, "--connect-timeout must not be negative") {
+		t.Errorf("--connect-timeout -1s: exit status %d, stderr %q; want 2", code, errOut)
 	}
 }
