@@ -56,6 +56,11 @@ Flags:
   --cacert FILE       trust the CA certificates in FILE (PEM) instead of the
                       system's
   --connect-timeout D limit on each connection's dial (default: the system's)
+  -w, --write-out F   print F on stdout at the end, with %{http_code},
+                      %{num_retries} and %{time_total} (seconds) filled in
+  -i, --include       print the status line and headers before the body
+  -s, --silent        no line on stderr from retry itself
+  -S, --show-error    with -s, still say why the call failed
 
 D is a duration such as 250ms, 1.5s or 2m, or a number of seconds.
 
@@ -104,6 +109,10 @@ type httpConfig struct {
 	fail     bool   // -f: a final 4xx/5xx prints no body and exits 22
 	output   string // -o FILE; "" = stdout
 	conn     baseOptions
+	writeOut string // -w FORMAT; "" = none
+	silent   bool   // -s: no line on stderr from retry itself
+	showErr  bool   // -S: with -s, the line that says why it failed after all
+	include  bool   // -i: the status line and headers before the body
 	url      string
 }
 
@@ -118,8 +127,23 @@ func httpCommand(ctx context.Context, args []string, std stdio) int {
 		return usageError(std.err, "http", err.Error())
 	}
 	defer cleanup()
+	if c.silent {
+		if c.showErr {
+			c.verbose = false // -sS: errors only
+		} else {
+			std.err = io.Discard
+		}
+	}
 
 	var report httpretry.Report
+	var wo writeOut
+	if c.writeOut != "" {
+		begin := time.Now()
+		defer func() {
+			wo.retries, wo.total = max(report.Attempts-1, 0), time.Since(begin)
+			fmt.Fprint(std.out, wo.expand(c.writeOut))
+		}()
+	}
 	req = req.WithContext(httpretry.WithReport(req.Context(), &report))
 	base, err := c.conn.base()
 	if err != nil {
@@ -132,9 +156,10 @@ func httpCommand(ctx context.Context, args []string, std stdio) int {
 		return c.failed(ctx, std.err, "no response", err, report)
 	}
 	defer resp.Body.Close()
+	wo.code = resp.StatusCode
 	failed := resp.StatusCode >= 400
 	if !(failed && c.fail) {
-		if status, ok := c.writeBody(ctx, std, resp.Body, report); !ok {
+		if status, ok := c.writeBody(ctx, std, resp, report); !ok {
 			return status
 		}
 	}
@@ -152,7 +177,7 @@ func httpCommand(ctx context.Context, args []string, std stdio) int {
 // writeBody copies the final response's body to stdout, or to the file -o
 // names, created only now that there is a body for it. ok is false, with
 // the exit status, if that failed.
-func (c *httpConfig) writeBody(ctx context.Context, std stdio, body io.Reader, report httpretry.Report) (status int, ok bool) {
+func (c *httpConfig) writeBody(ctx context.Context, std stdio, resp *http.Response, report httpretry.Report) (status int, ok bool) {
 	w := std.out
 	if c.output != "" {
 		f, err := os.Create(c.output)
@@ -163,7 +188,12 @@ func (c *httpConfig) writeBody(ctx context.Context, std stdio, body io.Reader, r
 		defer f.Close()
 		w = f
 	}
-	if _, err := io.Copy(w, body); err != nil {
+	if c.include {
+		fmt.Fprintf(w, "%s %s\r\n", resp.Proto, resp.Status)
+		resp.Header.Write(w)
+		io.WriteString(w, "\r\n")
+	}
+	if _, err := io.Copy(w, resp.Body); err != nil {
 		var pe *os.PathError
 		if errors.As(err, &pe) {
 			fmt.Fprintf(std.err, "retry: cannot write the body: %v\n", err)
@@ -204,6 +234,18 @@ func parseHTTPFlags(args []string, std stdio) (httpConfig, int, bool) {
 	}
 	for _, name := range []string{"u", "user"} {
 		fs.StringVar(&c.user, name, "", "")
+	}
+	for _, name := range []string{"w", "write-out"} {
+		fs.StringVar(&c.writeOut, name, "", "")
+	}
+	for _, name := range []string{"i", "include"} {
+		fs.BoolVar(&c.include, name, false, "")
+	}
+	for _, name := range []string{"s", "silent"} {
+		fs.BoolVar(&c.silent, name, false, "")
+	}
+	for _, name := range []string{"S", "show-error"} {
+		fs.BoolVar(&c.showErr, name, false, "")
 	}
 	for _, name := range []string{"k", "insecure"} {
 		fs.BoolVar(&c.conn.insecure, name, false, "")

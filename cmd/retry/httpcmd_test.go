@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
 	"sync"
@@ -717,5 +718,47 @@ func TestHTTPTLS(t *testing.T) {
 	}
 	if _, errOut, code := runRetry(t, "", "http", "--connect-timeout", "-1s", srv.URL); code != 2 || !strings.Contains(errOut, "--connect-timeout must not be negative") {
 		t.Errorf("--connect-timeout -1s: exit status %d, stderr %q; want 2", code, errOut)
+	}
+}
+
+// -w reports the final status, the retries and the time after the body;
+// it reports 000 when no response came.
+func TestHTTPWriteOut(t *testing.T) {
+	t.Parallel()
+	s := newServer(t, "ok\n", 503, 200)
+	out, errOut, code := runRetry(t, "", "http", "--delay", "1ms", "-w", `%{http_code} %{num_retries} %{time_total}\n`, s.URL)
+	if code != 0 {
+		t.Fatalf("exit status %d, stderr %q", code, errOut)
+	}
+	if !regexp.MustCompile(`^ok\n200 1 \d+\.\d{6}\n$`).MatchString(out) {
+		t.Errorf("stdout %q, want the body and \"200 1 SECONDS\"", out)
+	}
+	out, _, code = runRetry(t, "", "http", "--attempts", "1", "--write-out", "%{http_code}", "http://"+closedAddr(t)+"/")
+	if code != 3 || out != "000" {
+		t.Errorf("no response: exit status %d, stdout %q; want 3 and 000", code, out)
+	}
+}
+
+// -i prints the status line and the headers before the body.
+func TestHTTPInclude(t *testing.T) {
+	t.Parallel()
+	s := newServer(t, "ok\n", 200)
+	out, errOut, code := runRetry(t, "", "http", "-i", s.URL)
+	if code != 0 || !strings.HasPrefix(out, "HTTP/1.1 200 OK\r\n") || !strings.Contains(out, "Content-Length: 3\r\n") || !strings.HasSuffix(out, "\r\n\r\nok\n") {
+		t.Errorf("exit status %d, stdout %q, stderr %q; want the status line, headers, a blank line and the body", code, out, errOut)
+	}
+}
+
+// -s silences retry's lines on stderr; -S brings back the one that says why
+// it failed, but not -v's.
+func TestHTTPSilentAndShowError(t *testing.T) {
+	t.Parallel()
+	addr := "http://" + closedAddr(t) + "/"
+	if _, errOut, code := runRetry(t, "", "http", "-s", "-v", "--delay", "1ms", addr); code != 3 || errOut != "" {
+		t.Errorf("-s: exit status %d, stderr %q; want 3 and nothing", code, errOut)
+	}
+	_, errOut, code := runRetry(t, "", "http", "-s", "-S", "-v", "--delay", "1ms", addr)
+	if code != 3 || strings.Count(errOut, "\n") != 1 || !strings.Contains(errOut, "retry: no response after 3 attempts") {
+		t.Errorf("-sS: exit status %d, stderr %q; want 3 and the one line that says why", code, errOut)
 	}
 }
