@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -69,9 +70,11 @@ the reason for a failure to standard error. Redirects are followed; a 3xx
 that is not (a 304 Not Modified, a redirect without a Location) is final.
 
 Exit status: 0 for a final 2xx or 3xx response; 1 for any other status;
-2 for a usage error; 3 if no response came (connection failure, --timeout);
-22 for a final 4xx or 5xx with --fail, and 23 if -o cannot be written, as
-curl; 128+N if signal N stopped it.
+2 for a usage error; as curl: 6 if the host name did not resolve, 7 if no
+connection could be made, 28 for a timeout (--timeout, --attempt-timeout,
+--connect-timeout), 22 for a final 4xx or 5xx with --fail, 23 if -o cannot
+be written; 3 if no whole response came for another reason (a TLS failure,
+a connection cut); 128+N if signal N stopped it.
 
 Examples:
   retry http https://example.com/health
@@ -89,7 +92,10 @@ const (
 	httpExitWrite      = 23 // -o FILE could not be written (curl's)
 	httpExitOK         = 0  // a final 2xx or 3xx response
 	httpExitStatus     = 1  // a final response with another status
-	httpExitNoResponse = 3  // no response or an incomplete body: a transport failure, the --timeout
+	httpExitNoResponse = 3  // no response or an incomplete body, for a reason none below names
+	httpExitResolve    = 6  // the host name did not resolve (curl's)
+	httpExitConnect    = 7  // no connection could be made (curl's)
+	httpExitTimeout    = 28 // a timeout: --timeout, --attempt-timeout, --connect-timeout (curl's)
 )
 
 // httpConfig is what "retry http" was asked to do.
@@ -422,6 +428,7 @@ func (c *httpConfig) failed(ctx context.Context, w io.Writer, what string, err e
 		err = ue.Err // the method and URL are known to the caller
 	}
 	attempts := plural(report.Attempts, "attempt")
+	status := transportExit(err)
 	switch {
 	case c.timeout > 0 && (errors.Is(err, context.DeadlineExceeded) || ue != nil && ue.Timeout()):
 		fmt.Fprintf(w, "retry: %s: --timeout %s expired (%s made)\n", what, c.timeout, attempts)
@@ -429,6 +436,26 @@ func (c *httpConfig) failed(ctx context.Context, w io.Writer, what string, err e
 		fmt.Fprintf(w, "retry: %s after %s (%s): %v\n", what, attempts, trimReason(re.Reason), re.Err)
 	default:
 		fmt.Fprintf(w, "retry: %s after %s: %v\n", what, attempts, err)
+	}
+	return status
+}
+
+// transportExit is the exit status for a call that got no (whole) response
+// because of err: curl's where it has one, so that scripts written for curl
+// read it the same.
+func transportExit(err error) int {
+	var (
+		dns *net.DNSError
+		op  *net.OpError
+		te  interface{ Timeout() bool }
+	)
+	switch {
+	case errors.Is(err, context.DeadlineExceeded) || errors.As(err, &te) && te.Timeout():
+		return httpExitTimeout
+	case errors.As(err, &dns):
+		return httpExitResolve
+	case errors.As(err, &op) && op.Op == "dial":
+		return httpExitConnect
 	}
 	return httpExitNoResponse
 }

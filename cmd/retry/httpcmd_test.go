@@ -310,8 +310,8 @@ func TestHTTPTimeoutOfAHangingServer(t *testing.T) {
 	if elapsed := time.Since(start); elapsed > 5*time.Second {
 		t.Errorf("took %s", elapsed)
 	}
-	if code != 3 {
-		t.Errorf("exit status %d, want 3", code)
+	if code != 28 {
+		t.Errorf("exit status %d, want 28 (curl's timeout)", code)
 	}
 	if !strings.Contains(errOut, "retry: no response: --timeout 300ms expired (1 attempt made)") {
 		t.Errorf("stderr %q does not blame the timeout", errOut)
@@ -321,8 +321,8 @@ func TestHTTPTimeoutOfAHangingServer(t *testing.T) {
 func TestHTTPConnectionRefused(t *testing.T) {
 	t.Parallel()
 	_, errOut, code := runRetry(t, "", "http", "-v", "http://"+closedAddr(t)+"/")
-	if code != 3 {
-		t.Errorf("exit status %d, want 3", code)
+	if code != 7 {
+		t.Errorf("exit status %d, want 7 (curl's connect failure)", code)
 	}
 	for _, want := range []string{"retry: attempt 1: ", "retrying in", "retry: no response after 3 attempts (attempts exhausted)"} {
 		if !strings.Contains(errOut, want) {
@@ -429,8 +429,8 @@ func TestHTTPStreamsTheBodyUntilTheTimeout(t *testing.T) {
 	t.Cleanup(slow.Close)
 	t.Cleanup(func() { close(release) })
 	out, errOut, code := runRetry(t, "", "http", "--timeout", "500ms", slow.URL)
-	if code != 3 {
-		t.Errorf("exit status %d, want 3", code)
+	if code != 28 {
+		t.Errorf("exit status %d, want 28", code)
 	}
 	if out != "first part\n" {
 		t.Errorf("stdout %q, want the part of the body that came", out)
@@ -545,8 +545,8 @@ func waits(t *testing.T, stderr string) []time.Duration {
 func TestHTTPDelay(t *testing.T) {
 	t.Parallel()
 	_, errOut, code := runRetry(t, "", "http", "-v", "--attempts", "5", "--delay", "1ms", "--max-delay", "0", "http://"+closedAddr(t)+"/")
-	if code != 3 {
-		t.Fatalf("exit status %d, want 3; stderr:\n%s", code, errOut)
+	if code != 7 {
+		t.Fatalf("exit status %d, want 7; stderr:\n%s", code, errOut)
 	}
 	ds := waits(t, errOut)
 	if len(ds) != 4 {
@@ -563,8 +563,8 @@ func TestHTTPDelay(t *testing.T) {
 func TestHTTPMaxDelay(t *testing.T) {
 	t.Parallel()
 	_, errOut, code := runRetry(t, "", "http", "-v", "--delay", "1h", "--max-delay", "50ms", "http://"+closedAddr(t)+"/")
-	if code != 3 {
-		t.Fatalf("exit status %d, want 3; stderr:\n%s", code, errOut)
+	if code != 7 {
+		t.Fatalf("exit status %d, want 7; stderr:\n%s", code, errOut)
 	}
 	ds := waits(t, errOut)
 	if len(ds) != 2 {
@@ -734,8 +734,8 @@ func TestHTTPWriteOut(t *testing.T) {
 		t.Errorf("stdout %q, want the body and \"200 1 SECONDS\"", out)
 	}
 	out, _, code = runRetry(t, "", "http", "--attempts", "1", "--write-out", "%{http_code}", "http://"+closedAddr(t)+"/")
-	if code != 3 || out != "000" {
-		t.Errorf("no response: exit status %d, stdout %q; want 3 and 000", code, out)
+	if code != 7 || out != "000" {
+		t.Errorf("no response: exit status %d, stdout %q; want 7 and 000", code, out)
 	}
 }
 
@@ -754,11 +754,21 @@ func TestHTTPInclude(t *testing.T) {
 func TestHTTPSilentAndShowError(t *testing.T) {
 	t.Parallel()
 	addr := "http://" + closedAddr(t) + "/"
-	if _, errOut, code := runRetry(t, "", "http", "-s", "-v", "--delay", "1ms", addr); code != 3 || errOut != "" {
-		t.Errorf("-s: exit status %d, stderr %q; want 3 and nothing", code, errOut)
+	if _, errOut, code := runRetry(t, "", "http", "-s", "-v", "--delay", "1ms", addr); code != 7 || errOut != "" {
+		t.Errorf("-s: exit status %d, stderr %q; want 7 and nothing", code, errOut)
 	}
 	_, errOut, code := runRetry(t, "", "http", "-s", "-S", "-v", "--delay", "1ms", addr)
-	if code != 3 || strings.Count(errOut, "\n") != 1 || !strings.Contains(errOut, "retry: no response after 3 attempts") {
-		t.Errorf("-sS: exit status %d, stderr %q; want 3 and the one line that says why", code, errOut)
+	if code != 7 || strings.Count(errOut, "\n") != 1 || !strings.Contains(errOut, "retry: no response after 3 attempts") {
+		t.Errorf("-sS: exit status %d, stderr %q; want 7 and the one line that says why", code, errOut)
+	}
+}
+
+// A name that does not resolve exits 6, as in curl; .invalid never does
+// (RFC 6761).
+func TestHTTPResolveFailure(t *testing.T) {
+	t.Parallel()
+	_, errOut, code := runRetry(t, "", "http", "--attempts", "1", "http://no-such-host.invalid/")
+	if code != 6 {
+		t.Errorf("exit status %d, stderr %q; want 6", code, errOut)
 	}
 }
