@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -76,7 +77,7 @@ func simCommand(ctx context.Context, args []string, io stdio) int {
 		duration = fs.Duration("duration", time.Minute, "how long clients send requests")
 		seed     = fs.Uint64("seed", 1, "seed of the randomness: the same seed gives the same results")
 		svgPath  = fs.String("svg", "", "write a chart of offered load and successes over time to `FILE`")
-		jsonPath = fs.String("json", "", "write the raw results to `FILE`")
+		jsonPath = fs.String("json", "", "write the raw results to `FILE`; - writes them to stdout instead of the table")
 		capacity = fs.Float64("capacity", 0, "attempts per second the server serves (default: per scenario)")
 		timeout  = fs.Duration("timeout", 0, "how long clients wait for an attempt's answer (default 1s)")
 		start    = fs.Duration("incident-start", 0, "when the incident starts (default: a sixth into the run)")
@@ -100,6 +101,11 @@ func simCommand(ctx context.Context, args []string, io stdio) int {
 	// instead of a default quietly standing in for it.
 	given := make(map[string]bool)
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	for _, path := range []string{*jsonPath, *svgPath} {
+		if err := checkOutputPath(path); err != nil {
+			return usageError(io.err, "sim", err.Error())
+		}
+	}
 	if *scenario == "occ" {
 		for _, name := range []string{"rate", "duration", "svg", "capacity", "timeout", "incident-start", "incident-end", "shed"} {
 			if given[name] {
@@ -138,9 +144,11 @@ func simCommand(ctx context.Context, args []string, io stdio) int {
 		return interrupted(ctx, io)
 	}
 
-	fmt.Fprintln(io.out, s.Describe())
-	fmt.Fprintln(io.out)
-	printResults(io.out, s, results)
+	if *jsonPath != "-" { // with --json -, stdout is the JSON's alone
+		fmt.Fprintln(io.out, s.Describe())
+		fmt.Fprintln(io.out)
+		printResults(io.out, s, results)
+	}
 	if err := writeOutputs(io, s, results, *jsonPath, *svgPath); err != nil {
 		fmt.Fprintln(io.err, "retry sim:", err)
 		return 1
@@ -238,7 +246,7 @@ func writeOutputs(io stdio, s sim.Scenario, results []sim.Result, jsonPath, svgP
 		for _, r := range results {
 			doc.Results = append(doc.Results, resultJSON{r, r.Amplification(), r.IncidentAmplification(), r.SuccessRate()})
 		}
-		if err := writeJSON(jsonPath, doc); err != nil {
+		if err := writeJSON(io.out, jsonPath, doc); err != nil {
 			return err
 		}
 	}
@@ -265,12 +273,35 @@ func writeOutputs(io stdio, s sim.Scenario, results []sim.Result, jsonPath, svgP
 	return nil
 }
 
-func writeJSON(path string, v any) error {
+// writeJSON writes v as indented JSON to the file at path, or to stdout
+// when path is "-".
+func writeJSON(stdout io.Writer, path string, v any) error {
 	data, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(path, append(data, '\n'), 0o644)
+	data = append(data, '\n')
+	if path == "-" {
+		_, err = stdout.Write(data)
+		return err
+	}
+	return os.WriteFile(path, data, 0o644)
+}
+
+// checkOutputPath returns why a file cannot be written at path, checked
+// before a run that may take minutes rather than after it: its directory
+// must exist, and path must not be a directory. "" and "-" need no file.
+func checkOutputPath(path string) error {
+	if path == "" || path == "-" {
+		return nil
+	}
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		return fmt.Errorf("%s is a directory, not a file to write", path)
+	}
+	if fi, err := os.Stat(filepath.Dir(path)); err != nil || !fi.IsDir() {
+		return fmt.Errorf("cannot write %s: no directory %s", path, filepath.Dir(path))
+	}
+	return nil
 }
 
 // simulate runs every policy, showing progress, and stops at the first error
@@ -300,16 +331,19 @@ func simOCC(ctx context.Context, io stdio, progress *progress, clients int, seed
 	if err != nil {
 		return interrupted(ctx, io)
 	}
-	fmt.Fprintf(io.out, "occ: %d clients each write once to one resource under optimistic concurrency: read, then commit,\n", clients)
-	fmt.Fprintf(io.out, "which fails if another client committed since the read. Network trips take |N(%v, %v)|;\n", s.Hop, s.Hop/5)
-	fmt.Fprintf(io.out, "retries back off from %v, capped at %v (the parameters of AWS's jitter experiment)\n\n", s.Base, s.Max)
 	rows := [][]string{{"backoff", "calls", "calls per client", "completion"}}
 	for _, r := range results {
 		rows = append(rows, []string{r.Policy, fmt.Sprint(r.Calls), fmt.Sprintf("%.1f", float64(r.Calls)/float64(clients)), formatDuration(r.Completion)})
 	}
-	printTable(io.out, rows)
+	if jsonPath != "-" { // with --json -, stdout is the JSON's alone
+		fmt.Fprintf(io.out, "occ: %d clients each write once to one resource under optimistic concurrency: read, then commit,\n", clients)
+		fmt.Fprintf(io.out, "which fails if another client committed since the read. Network trips take |N(%v, %v)|;\n", s.Hop, s.Hop/5)
+		fmt.Fprintf(io.out, "retries back off from %v, capped at %v (the parameters of AWS's jitter experiment)\n\n", s.Base, s.Max)
+		printTable(io.out, rows)
+	}
 	if jsonPath != "" {
-		if err := writeJSON(jsonPath, map[string]any{"scenario": s, "results": results}); err != nil {
+		// "name" says which scenario this is, as "kind" does in the others'.
+		if err := writeJSON(io.out, jsonPath, map[string]any{"name": "occ", "scenario": s, "results": results}); err != nil {
 			fmt.Fprintln(io.err, "retry sim:", err)
 			return 1
 		}

@@ -178,3 +178,40 @@ func TestSimUsageErrors(t *testing.T) {
 		t.Errorf("-h shows a default of -1ns:\n%s", out)
 	}
 }
+
+// --json - puts the JSON alone on stdout, for every scenario, and occ's
+// names its scenario.
+func TestSimJSONToStdout(t *testing.T) {
+	for _, args := range [][]string{simArgs("--json", "-"), {"sim", "--scenario", "occ", "--clients", "20", "--json", "-"}} {
+		out, errOut, code := runRetry(t, "", args...)
+		if code != 0 {
+			t.Fatalf("%q: exit %d: %s", args, code, errOut)
+		}
+		var doc struct {
+			Name     string         `json:"name"`
+			Scenario map[string]any `json:"scenario"`
+			Results  []any          `json:"results"`
+		}
+		if err := json.Unmarshal([]byte(out), &doc); err != nil {
+			t.Fatalf("%q: stdout is not JSON alone: %v\n%s", args, err, out)
+		}
+		if len(doc.Results) == 0 || doc.Name == "" && doc.Scenario["kind"] == nil {
+			t.Errorf("%q: JSON %.200s has no results or does not name its scenario", args, out)
+		}
+	}
+}
+
+// An output that cannot be written is found before the run, not after it.
+func TestSimChecksOutputPathsFirst(t *testing.T) {
+	dir := t.TempDir()
+	for _, args := range [][]string{
+		simArgs("--json", filepath.Join(dir, "no", "such.json")),
+		simArgs("--svg", dir),
+		{"sim", "--scenario", "occ", "--json", filepath.Join(dir, "no", "such.json")},
+	} {
+		out, errOut, code := runRetry(t, "", args...)
+		if code != 2 || out != "" || strings.Count(errOut, "\n") != 2 {
+			t.Errorf("%q: exit %d, stdout %.80q, stderr %q; want 2, no table, one line and a pointer to -h", args, code, out, errOut)
+		}
+	}
+}
