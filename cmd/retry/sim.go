@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -84,6 +85,7 @@ func simCommand(ctx context.Context, args []string, io stdio) int {
 		end      = fs.Duration("incident-end", 0, "when the incident ends (default: half way, a third for overload)")
 		shed     = fs.Bool("shed", false, "the server drops work whose client has given up")
 		quiet    = fs.Bool("quiet", false, "no progress line")
+		pick     = fs.String("policies", "", "only the rows whose name contains one of these comma-separated `WORDS` (any case), e.g. Standard,adaptive")
 	)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -115,7 +117,7 @@ func simCommand(ctx context.Context, args []string, io stdio) int {
 	}
 	progress := newProgress(io.err, *quiet)
 	if *scenario == "occ" {
-		return simOCC(ctx, io, progress, *clients, *seed, *jsonPath)
+		return simOCC(ctx, io, progress, *clients, *seed, *jsonPath, *pick)
 	}
 	s, err := sim.Defaults(sim.Kind(*scenario), *clients, *rate, *duration, *seed)
 	if err == nil {
@@ -139,7 +141,11 @@ func simCommand(ctx context.Context, args []string, io stdio) int {
 		return 2
 	}
 
-	results, err := simulate(progress, sim.Policies(), func(p sim.Policy) (sim.Result, error) { return sim.Run(ctx, s, p) })
+	policies, err := pickPolicies(sim.Policies(), *pick)
+	if err != nil {
+		return usageError(io.err, "sim", err.Error())
+	}
+	results, err := simulate(progress, policies, func(p sim.Policy) (sim.Result, error) { return sim.Run(ctx, s, p) })
 	if err != nil {
 		return interrupted(ctx, io)
 	}
@@ -321,13 +327,17 @@ func simulate[R any](progress *progress, policies []sim.Policy, run func(sim.Pol
 }
 
 // simOCC runs the OCC scenario.
-func simOCC(ctx context.Context, io stdio, progress *progress, clients int, seed uint64, jsonPath string) int {
+func simOCC(ctx context.Context, io stdio, progress *progress, clients int, seed uint64, jsonPath, pick string) int {
 	s := sim.DefaultOCC(clients, seed)
 	if err := s.Check(); err != nil {
 		fmt.Fprintln(io.err, "retry sim:", err)
 		return 2
 	}
-	results, err := simulate(progress, sim.OCCPolicies(s.Base, s.Max), func(p sim.Policy) (sim.OCCResult, error) { return sim.RunOCC(ctx, s, p) })
+	policies, err := pickPolicies(sim.OCCPolicies(s.Base, s.Max), pick)
+	if err != nil {
+		return usageError(io.err, "sim", err.Error())
+	}
+	results, err := simulate(progress, policies, func(p sim.Policy) (sim.OCCResult, error) { return sim.RunOCC(ctx, s, p) })
 	if err != nil {
 		return interrupted(ctx, io)
 	}
@@ -379,4 +389,36 @@ func (p *progress) done() {
 	if p.active && p.width > 0 {
 		fmt.Fprintf(p.w, "\r%s\r", strings.Repeat(" ", p.width))
 	}
+}
+
+// pickPolicies returns, in their usual order, the policies whose name
+// contains one of the comma-separated words in pick, ignoring case; all of
+// them if pick is "". A word that picks nothing is an error that lists the
+// names, so that a typo does not quietly drop a row.
+func pickPolicies(all []sim.Policy, pick string) ([]sim.Policy, error) {
+	if pick == "" {
+		return all, nil
+	}
+	words := strings.Split(strings.ToLower(pick), ",")
+	used := make([]bool, len(words))
+	var out []sim.Policy
+	for _, p := range all {
+		name, picked := strings.ToLower(p.Name), false
+		for i, w := range words {
+			if w = strings.TrimSpace(w); w != "" && strings.Contains(name, w) {
+				used[i], picked = true, true
+			}
+		}
+		if picked {
+			out = append(out, p)
+		}
+	}
+	if i := slices.Index(used, false); i >= 0 {
+		names := make([]string, len(all))
+		for j, p := range all {
+			names[j] = p.Name
+		}
+		return nil, fmt.Errorf("--policies: no row's name contains %q; the rows are: %s", strings.TrimSpace(words[i]), strings.Join(names, "; "))
+	}
+	return out, nil
 }

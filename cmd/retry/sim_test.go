@@ -215,3 +215,42 @@ func TestSimChecksOutputPathsFirst(t *testing.T) {
 		}
 	}
 }
+
+// --policies keeps the rows it names, in their usual order, with the same
+// numbers as in the full table; a word that names no row is a usage error.
+func TestSimPolicies(t *testing.T) {
+	full, errOut, code := runRetry(t, "", simArgs("--quiet")...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	some, errOut, code := runRetry(t, "", simArgs("--quiet", "--policies", "ADAPTIVE,no retries")...)
+	if code != 0 {
+		t.Fatalf("--policies: exit %d: %s", code, errOut)
+	}
+	rows := func(out string) map[string]string {
+		m := make(map[string]string)
+		for _, line := range strings.Split(out, "\n") {
+			if name, _, ok := strings.Cut(line, "  "); ok {
+				m[name] = strings.Join(strings.Fields(line[len(name):]), " ")
+			}
+		}
+		return m
+	}
+	all, picked := rows(full), rows(some)
+	want := []string{"no retries", "AWS adaptive mode, per client", "Adaptive (default), per client", "Adaptive (default), one shared"}
+	if len(picked) != len(want)+1 { // and the header
+		t.Errorf("--policies picked %d rows, want %d:\n%s", len(picked)-1, len(want), some)
+	}
+	for _, name := range want {
+		if picked[name] == "" || picked[name] != all[name] {
+			t.Errorf("row %q: %q with --policies, %q in the full table", name, picked[name], all[name])
+		}
+	}
+	if i, j := strings.Index(some, "no retries"), strings.Index(some, "AWS adaptive"); i < 0 || j < i {
+		t.Errorf("rows out of their usual order:\n%s", some)
+	}
+	_, errOut, code = runRetry(t, "", "sim", "--policies", "nosuch")
+	if code != 2 || !strings.Contains(errOut, `no row's name contains "nosuch"`) {
+		t.Errorf("--policies nosuch: exit %d, stderr %q; want 2 and why", code, errOut)
+	}
+}
