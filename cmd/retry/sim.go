@@ -26,7 +26,7 @@ retrykit's strategies, and prints what each retry policy did to the server.
 It never sleeps: a minute of traffic runs in a second or two.
 
 The server is one queue that serves a fixed number of attempts per second.
-Every attempt costs it the same work, whether it succeeds, fails, or is
+Every attempt it queues costs it the same work, whether it succeeds, fails, or is
 answered after its client stopped waiting (1 s): that is how retries can keep
 a server down after the incident that hurt it is over. (--shed makes it drop
 work whose client has given up, as few servers do.) A client is one caller
@@ -38,7 +38,9 @@ Scenarios:
   outage    the server fails every attempt for a while, then recovers
   brownout  30% of attempts fail at random for a while
   overload  the server's capacity drops below the offered load for a while
-  throttle  beyond half the offered load, 429 with Retry-After: 1
+  throttle  beyond half the offered load, 429 with Retry-After: 1; a 429
+            comes from a front-door rate limiter and costs the server
+            nothing, unlike the attempts above
   occ       AWS's "Exponential Backoff And Jitter" experiment: clients
             contending on one optimistic-concurrency resource
 
