@@ -506,11 +506,17 @@ const quietSeconds = 2
 // reserve takes a limiter token for an attempt now and returns its wait.
 func (a *Adaptive) reserve(sc *adaptiveScope) time.Duration {
 	t := seconds(a.now())
+	limit := orDuration(a.opts.MaxWait, DefaultAdaptiveMaxWait)
 	sc.mu.Lock()
 	a.startLimiter(sc, t)
-	wait := sc.limiter.reserve(t, orDuration(a.opts.MaxWait, DefaultAdaptiveMaxWait).Seconds())
+	wait := sc.limiter.reserve(t, limit.Seconds()) * float64(time.Second)
 	sc.mu.Unlock()
-	return time.Duration(wait * float64(time.Second))
+	if wait >= float64(limit) {
+		// float64(limit) may round up past the largest Duration, and a
+		// conversion that overflows gives a negative one.
+		return limit
+	}
+	return time.Duration(wait)
 }
 
 func (a *Adaptive) startLimiter(sc *adaptiveScope, t float64) {
