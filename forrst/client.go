@@ -274,15 +274,14 @@ func newCallError(function string, doc *Response, resp *http.Response, attempt i
 }
 
 // serverWait is the longest wait the answer asks for besides the retry
-// guidance: the rate-limit window's reset, the error's retry_after, and the
-// Retry-After header. Invalid values are ignored.
+// guidance: the reset of a used-up rate-limit window (of any scope, in the
+// multi-scope form), the error's retry_after, and the Retry-After header.
+// Invalid values are ignored.
 func serverWait(doc *Response, resp *http.Response) time.Duration {
 	var wait time.Duration
 	if ext, ok := doc.Extension(URNRateLimit); ok {
-		if rl, err := ext.RateLimit(); err == nil && rl.Remaining == 0 {
-			if d, err := rl.ResetsIn.Duration(); err == nil {
-				wait = max(wait, d)
-			}
+		if windows, err := ext.RateLimits(); err == nil {
+			wait = resetWait(windows)
 		}
 	}
 	var details struct {

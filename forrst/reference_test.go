@@ -274,3 +274,168 @@ func TestClientRejectsAnswersThatAreNotJSON(t *testing.T) {
 		})
 	}
 }
+
+// The error codes of the specification (errors.md and the atomic-lock,
+// async, replay, cancellation and simulation extensions) with the reference
+// server's HTTP statuses (its ErrorCode enum) and retry guidance: the codes
+// it calls retryable and the retry extension's table leaves out, the two
+// lock codes, get its fallback, exponential from 1 s with 3 retries.
+func TestReferenceErrorCodes(t *testing.T) {
+	exp1s3 := forrst.RetryData{Allowed: true, Strategy: "exponential", After: &forrst.Duration{Value: 1, Unit: "second"}, MaxAttempts: 3}
+	for _, c := range []struct {
+		code     forrst.Code
+		status   int
+		guidance forrst.RetryData
+	}{
+		{forrst.CodeLockAcquisitionFailed, 423, exp1s3},
+		{forrst.CodeLockTimeout, 423, exp1s3},
+		{forrst.CodeLockNotFound, 404, forrst.RetryData{}},
+		{forrst.CodeLockOwnershipMismatch, 403, forrst.RetryData{}},
+		{forrst.CodeLockAlreadyReleased, 409, forrst.RetryData{}},
+		{forrst.CodeAsyncOperationNotFound, 404, forrst.RetryData{}},
+		{forrst.CodeAsyncOperationFailed, 500, forrst.RetryData{}},
+		{forrst.CodeAsyncCannotCancel, 400, forrst.RetryData{}},
+		{forrst.CodeAsyncVersionConflict, 409, forrst.RetryData{}},
+		{forrst.CodeAsyncQuotaExceeded, 429, forrst.RetryData{}},
+		{forrst.CodeReplayNotFound, 404, forrst.RetryData{}},
+		{forrst.CodeReplayExpired, 410, forrst.RetryData{}},
+		{forrst.CodeReplayAlreadyComplete, 409, forrst.RetryData{}},
+		{forrst.CodeReplayCancelled, 410, forrst.RetryData{}},
+		{forrst.CodeExtensionNotApplicable, 400, forrst.RetryData{}},
+		{forrst.CodeCancellationTokenUnknown, 404, forrst.RetryData{}},
+		{forrst.CodeCancellationTooLate, 409, forrst.RetryData{}},
+		{forrst.CodeSimulationNotSupported, 400, forrst.RetryData{}},
+		{forrst.CodeSimulationScenarioNotFound, 404, forrst.RetryData{}},
+	} {
+		if got := c.code.HTTPStatus(); got != c.status {
+			t.Errorf("%s.HTTPStatus() = %d, want %d", c.code, got, c.status)
+		}
+		got := forrst.DefaultGuidance(c.code)
+		if gj, _ := json.Marshal(got); !sameJSON(gj, mustJSON(t, c.guidance)) {
+			t.Errorf("DefaultGuidance(%s) = %s, want %s", c.code, gj, mustJSON(t, c.guidance))
+		}
+	}
+	want := map[forrst.Code]string{
+		forrst.CodeLockAcquisitionFailed: "LOCK_ACQUISITION_FAILED", forrst.CodeLockTimeout: "LOCK_TIMEOUT",
+		forrst.CodeAsyncOperationNotFound: "ASYNC_OPERATION_NOT_FOUND", forrst.CodeAsyncOperationFailed: "ASYNC_OPERATION_FAILED",
+		forrst.CodeAsyncCannotCancel: "ASYNC_CANNOT_CANCEL", forrst.CodeAsyncVersionConflict: "ASYNC_VERSION_CONFLICT",
+		forrst.CodeAsyncQuotaExceeded: "ASYNC_QUOTA_EXCEEDED", forrst.CodeReplayNotFound: "REPLAY_NOT_FOUND",
+		forrst.CodeReplayExpired: "REPLAY_EXPIRED", forrst.CodeReplayAlreadyComplete: "REPLAY_ALREADY_COMPLETE",
+		forrst.CodeReplayCancelled: "REPLAY_CANCELLED",
+	}
+	for code, s := range want {
+		if string(code) != s {
+			t.Errorf("code %q, want %q", code, s)
+		}
+	}
+}
+
+func mustJSON(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// A lock that is held rejects the call before the function runs: the server
+// answers 423 with the fallback guidance, and a client retries it, even
+// without an idempotency key, on that schedule.
+func TestClientRetriesALockThatIsHeld(t *testing.T) {
+	var runs atomic.Int32
+	var s forrst.Server
+	flaky(&s, "report", forrst.CodeLockAcquisitionFailed, 3, &runs) // one for the plain post, two for the client
+	srv := newServer(t, &s)
+	r := post(t, srv.URL, requestDoc("req_1", "report", ""))
+	checkFailure(t, r, "req_1", 423, "LOCK_ACQUISITION_FAILED", "")
+	wantJSON(t, "retry data", r.Ext[urnRetry], `{"allowed":true,"strategy":"exponential","after":{"value":1,"unit":"second"},"max_attempts":3}`)
+	virtual(t, func(t *testing.T, hc *http.Client, st *stamps) {
+		c := &forrst.Client{URL: srv.URL, HTTPClient: hc, Strategy: noWait(10), NoIdempotencyKey: true}
+		if err := c.Call(context.Background(), "report", nil, nil); err != nil {
+			t.Fatal(err)
+		}
+		wantWaits(t, st, time.Second, 2*time.Second)
+	})
+}
+
+// The rate-limit extension's multi-scope form, as the specification's
+// example writes it: every scope's window is read, and a client waits for
+// the latest reset of a scope that is used up (function, 40 s), not for a
+// scope with calls left (global, 32 s).
+func TestRateLimitMultiScopeForm(t *testing.T) {
+	multi := `{"scopes":{` +
+		`"global":{"limit":10000,"used":4523,"remaining":5477,"window":{"value":1,"unit":"minute"},"resets_in":{"value":90,"unit":"second"}},` +
+		`"service":{"limit":1000,"used":1000,"remaining":0,"window":{"value":1,"unit":"minute"},"resets_in":{"value":32,"unit":"second"}},` +
+		`"function":{"limit":100,"used":100,"remaining":0,"window":{"value":1,"unit":"minute"},"resets_in":{"value":40,"unit":"second"}}}}`
+	ext := forrst.Extension{URN: urnRateLimit, Data: json.RawMessage(multi)}
+	windows, err := ext.RateLimits()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var scopes []string
+	for _, w := range windows {
+		scopes = append(scopes, w.Scope)
+	}
+	if strings.Join(scopes, " ") != "function global service" {
+		t.Errorf("scopes %q, want function, global and service", scopes)
+	}
+	if windows[0] != (forrst.RateLimitData{Limit: 100, Used: 100, Window: forrst.Duration{Value: 1, Unit: "minute"}, ResetsIn: forrst.Duration{Value: 40, Unit: "second"}, Scope: "function"}) {
+		t.Errorf("function window = %+v", windows[0])
+	}
+	if _, err := ext.RateLimit(); !errors.Is(err, forrst.ErrInvalid) || !strings.Contains(err.Error(), "RateLimits") {
+		t.Errorf("RateLimit() on the multi-scope form: %v, want ErrInvalid pointing at RateLimits", err)
+	}
+
+	// Written back in the same form.
+	out, err := forrst.NewRateLimitExtension(windows...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.URN != urnRateLimit || !sameJSON(out.Data, []byte(multi)) {
+		t.Errorf("NewRateLimitExtension = %s %s, want %s", out.URN, out.Data, multi)
+	}
+	single, err := forrst.NewRateLimitExtension(windows[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantJSON(t, "one window", single.Data, `{"limit":10000,"used":4523,"remaining":5477,"window":{"value":1,"unit":"minute"},"resets_in":{"value":90,"unit":"second"},"scope":"global"}`)
+	if got, err := single.RateLimits(); err != nil || len(got) != 1 || got[0] != windows[1] {
+		t.Errorf("RateLimits of one window = %+v, %v", got, err)
+	}
+	for _, bad := range [][]forrst.RateLimitData{nil, {windows[0], windows[0]}, {windows[0], {Limit: 1, Window: forrst.Duration{Value: 1, Unit: "second"}, ResetsIn: forrst.Duration{Unit: "second"}}}, {{Limit: -1}}} {
+		if _, err := forrst.NewRateLimitExtension(bad...); !errors.Is(err, forrst.ErrInvalid) {
+			t.Errorf("NewRateLimitExtension(%+v): err = %v, want ErrInvalid", bad, err)
+		}
+	}
+
+	for _, bad := range []string{
+		`{"scopes":{}}`,
+		`{"scopes":null}`,
+		`{"scopes":[]}`,
+		`{"scopes":{"global":{"limit":1,"used":0,"remaining":1,"window":{"value":1,"unit":"minute"},"resets_in":{"value":1,"unit":"second"}}},"limit":1}`,
+		`{"scopes":{"global":{"limit":-1,"used":0,"remaining":0,"window":{"value":1,"unit":"minute"},"resets_in":{"value":1,"unit":"second"}}}}`,
+		`{"scopes":{"global":{"limit":1,"used":0,"remaining":1,"window":{"value":1,"unit":"minute"},"resets_in":{"value":1,"unit":"fortnight"}}}}`,
+		`{"scopes":{"global":{"scopes":{}}}}`,
+		`{"scopes":{"":{"limit":1,"used":0,"remaining":1,"window":{"value":1,"unit":"minute"},"resets_in":{"value":1,"unit":"second"}}}}`,
+		`{"scopes":{"global":7}}`,
+	} {
+		if w, err := (forrst.Extension{URN: urnRateLimit, Data: json.RawMessage(bad)}).RateLimits(); !errors.Is(err, forrst.ErrInvalid) {
+			t.Errorf("RateLimits(%s) = %+v, %v; want ErrInvalid", bad, w, err)
+		}
+	}
+
+	srv, n := hostile(t, func(_ int, w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(429)
+		_, _ = io.WriteString(w, failDoc("RATE_LIMITED", `{"allowed":true,"strategy":"fixed","after":{"value":5,"unit":"second"},"max_attempts":1}`,
+			`{"urn":"urn:forrst:ext:rate-limit","data":`+multi+`}`))
+	})
+	virtual(t, func(t *testing.T, hc *http.Client, st *stamps) {
+		err := (&forrst.Client{URL: srv.URL, HTTPClient: hc, Strategy: noWait(10)}).Call(context.Background(), "f", nil, nil)
+		wantCallError(t, err, "RATE_LIMITED", 429)
+		if n.Load() != 2 {
+			t.Errorf("%d requests, want 2", n.Load())
+		}
+		wantWaits(t, st, 40*time.Second)
+	})
+}
