@@ -60,7 +60,7 @@ var errBodyConsumed = errors.New("httpretry: request body was sent and has no Ge
 // body produces each attempt's request body.
 type body struct {
 	getBody func() (io.ReadCloser, error) // replays the body; nil if it cannot be replayed
-	guard   *guardedBody                  // the unreplayable body, guarded while it is unread
+	guard   *guardedBody                  // the unreplayable body, replayed only while it is unread
 	tooLong bool                          // the body exceeded BufferBody
 }
 
@@ -79,13 +79,16 @@ func newBody(req *http.Request, bufferLimit int64) (body, error) {
 			return body{}, err
 		}
 		if int64(len(buf)) > bufferLimit {
-			// Too large to hold: send what was read and the rest as one stream,
-			// and never replay it.
-			req.Body = struct {
+			// Too large to hold: send what was read and the rest as one
+			// stream, never replayed once the transport has read from it.
+			// Until then it is as good as new: guard it, so that a refused
+			// dial does not lose it.
+			g := &guardedBody{rc: struct {
 				io.Reader
 				io.Closer
-			}{io.MultiReader(bytes.NewReader(buf), req.Body), req.Body}
-			return body{tooLong: true}, nil
+			}{io.MultiReader(bytes.NewReader(buf), req.Body), req.Body}}
+			req.Body = g
+			return body{guard: g, tooLong: true}, nil
 		}
 		_ = req.Body.Close()
 		get := func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(buf)), nil }
