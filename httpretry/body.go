@@ -19,10 +19,11 @@ const (
 	drainTime  = time.Second
 )
 
-// drain reads what is left of a response body, up to drainLimit bytes and for
-// at most drainTime (or within, if it is not negative and shorter), and
-// closes it, once.
-// A body known to be longer is not read at all.
+// drain reads what is left of a response body to its end if that end comes
+// within drainLimit bytes and within drainTime (or within, if it is not
+// negative and shorter), and closes it, once. Only a body read to its end
+// gives its connection back to the pool. A body known to be longer is not
+// read at all.
 func drain(resp *http.Response, within time.Duration) {
 	if resp.ContentLength > drainLimit {
 		_ = resp.Body.Close()
@@ -35,7 +36,10 @@ func drain(resp *http.Response, within time.Duration) {
 	// A server that stalls mid-body must not hold the retry: closing the
 	// body ends the read.
 	timer := time.AfterFunc(limit, func() { _ = resp.Body.Close() })
-	_, _ = io.CopyN(io.Discard, resp.Body, drainLimit)
+	// One byte past the limit: a body of exactly drainLimit bytes whose end
+	// comes in a later read (a chunked body's last chunk) must be read to
+	// its end, or its connection is lost.
+	_, _ = io.CopyN(io.Discard, resp.Body, drainLimit+1)
 	if timer.Stop() { // else the timer closed it
 		_ = resp.Body.Close()
 	}
