@@ -216,6 +216,11 @@ func run[T any](ctx context.Context, s Strategy, op func(context.Context) (T, er
 			// refreshing could charge the quota for a retry that will not happen.
 			return v, d.timer, c.giveUp(ctx, attempt, opErr, err)
 		}
+		if c.vet != nil {
+			if reason := c.vet(ctx, attempt, opErr); reason != nil {
+				return v, d.timer, c.giveUp(ctx, attempt, opErr, reason)
+			}
+		}
 		classified := opErr
 		if timedOut {
 			classified = &attemptTimeoutError{opErr}

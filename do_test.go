@@ -611,3 +611,47 @@ func TestPackageDocFirstExampleClassifies(t *testing.T) {
 		t.Fatalf("the package doc's first example returns an unclassified error, so it never retries:\n%s", first)
 	}
 }
+
+// BeforeRetry vets a retry before the strategy does: a refusal ends the loop
+// with its reason, costs the quota nothing, and is not asked about when the
+// caller's context is done.
+func TestDoBeforeRetry(t *testing.T) {
+	errStop := errors.New("the caller's own limit")
+	bucket := NewTokenBucket(500)
+	s := NewStandard(StandardOptions{Bucket: bucket, Backoff: Constant(0)})
+	var (
+		seen   []int
+		before int // the quota after the first retry was granted
+	)
+	granted := OnRetry(func(context.Context, int, time.Duration, error) { before = bucket.Available() })
+	vet := BeforeRetry(func(_ context.Context, attempt int, err error) error {
+		seen = append(seen, attempt)
+		if !errors.Is(err, errTransient) {
+			t.Errorf("vetted error %v", err)
+		}
+		if attempt == 2 {
+			return errStop
+		}
+		return nil
+	})
+	c := failing(10, errTransient)
+	err := Do(context.Background(), s, c.op, vet, granted)
+	var e *Error
+	if !errors.As(err, &e) || e.Attempts != 2 || !errors.Is(e.Reason, errStop) || !errors.Is(err, errTransient) {
+		t.Fatalf("err = %#v", err)
+	}
+	if c.calls() != 2 || len(seen) != 2 {
+		t.Fatalf("%d calls, vetted %v", c.calls(), seen)
+	}
+	// One retry was granted and paid for; the refusal costs nothing.
+	if got := bucket.Available(); got != before || got >= 500 {
+		t.Fatalf("available = %d, %d after the first retry was granted", got, before)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	seen = nil
+	err = Do(ctx, s, func(context.Context) error { cancel(); return errTransient }, vet)
+	if !errors.Is(err, context.Canceled) || len(seen) != 0 {
+		t.Fatalf("cancelled: err = %v, vetted %v", err, seen)
+	}
+}

@@ -14,6 +14,7 @@ type Option struct {
 	duration time.Duration
 	scope    string
 	failed   func(ctx context.Context, attempt int, err error)
+	vet      func(ctx context.Context, attempt int, err error) error
 	retrying func(ctx context.Context, attempt int, delay time.Duration, err error)
 	gaveUp   func(ctx context.Context, err *Error)
 	logger   *slog.Logger
@@ -28,6 +29,7 @@ const (
 	optMaxElapsed
 	optLongPoll
 	optOnAttemptFailed
+	optBeforeRetry
 	optOnRetry
 	optOnGiveUp
 	optLog
@@ -40,6 +42,7 @@ type config struct {
 	maxElapsed     time.Duration
 	longPoll       bool
 	failed         func(ctx context.Context, attempt int, err error)
+	vet            func(ctx context.Context, attempt int, err error) error
 	retrying       func(ctx context.Context, attempt int, delay time.Duration, err error)
 	gaveUp         func(ctx context.Context, err *Error)
 	logger         *slog.Logger
@@ -60,6 +63,8 @@ func (c *config) apply(opts []Option) {
 			c.longPoll = true
 		case optOnAttemptFailed:
 			c.failed = o.failed
+		case optBeforeRetry:
+			c.vet = o.vet
 		case optOnRetry:
 			c.retrying = o.retrying
 		case optOnGiveUp:
@@ -70,8 +75,8 @@ func (c *config) apply(opts []Option) {
 	}
 }
 
-// Scope names the retry quota the call draws on (seed 000 token_scope), for
-// example one scope per service or per host, so that a storm against one does
+// Scope names the retry quota the call draws on (the token scope of the
+// Smithy retry guide), for example one scope per service or per host, so that a storm against one does
 // not starve the others. The default is the empty scope.
 func Scope(name string) Option { return Option{kind: optScope, scope: name} }
 
@@ -99,6 +104,18 @@ func LongPoll() Option { return Option{kind: optLongPoll} }
 // OnAttemptFailed replaces an earlier one.
 func OnAttemptFailed(f func(ctx context.Context, attempt int, err error)) Option {
 	return Option{kind: optOnAttemptFailed, failed: f}
+}
+
+// BeforeRetry calls f after a failed attempt, before the strategy is asked
+// for a retry, with the attempt's number and its error (not called when the
+// caller's context is done). If f returns an error, the loop makes no more
+// attempts and gives up with that error as the Reason. It is for checks of
+// the caller's own that come before the quota's: a transport's limit on
+// attempts, a body that cannot be sent again, a server's wait longer than
+// the caller accepts. A retry refused here costs the strategy's quota
+// nothing. A later BeforeRetry replaces an earlier one.
+func BeforeRetry(f func(ctx context.Context, attempt int, err error) error) Option {
+	return Option{kind: optBeforeRetry, vet: f}
 }
 
 // OnRetry calls f when a retry has been granted and its wait is about to

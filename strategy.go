@@ -3,9 +3,10 @@ package retry
 import "time"
 
 // Strategy decides whether a failed request is retried and how long to wait
-// first. It keeps each request's state in the tokens it hands out (seed 000):
-// the loop asks for a token before the first attempt, trades it for a new one
-// after each failure, and gives it back after a success.
+// first. It keeps each request's state in the tokens it hands out, as the
+// retry strategies of the Smithy retry guide do: the loop asks for a token
+// before the first attempt, trades it for a new one after each failure, and
+// gives it back after a success.
 //
 // Implementations must be safe for concurrent use, must reject a token that
 // was already refreshed or recorded, or that another strategy issued, with an
@@ -92,7 +93,7 @@ func (p *policy) decide(st *state, err error) (Info, time.Duration, error) {
 		return info, 0, &RetryAfterError{RetryAfter: info.RetryAfter, Max: p.maxRetryAfter}
 	}
 	d := p.delay(info.Throttle, st.retries+1, st.delay)
-	// Never sooner than the service asked (seed 001), never negative.
+	// Never sooner than the service asked, never negative.
 	return info, max(d, info.RetryAfter, 0), nil
 }
 
