@@ -33,6 +33,15 @@ var errNoResponse = errors.New("httpretry: the base RoundTripper returned neithe
 // errRetriesOff is the reason a request had one attempt when Retries < 0.
 var errRetriesOff = fmt.Errorf("%w: retries are off (Retries < 0)", retry.ErrMaxAttempts)
 
+// errAnswered stops the loop on a 5xx response that is not a failure (not
+// in Statuses): the Transport returns it, and the quota does not count it as
+// a success.
+var errAnswered = errors.New("httpretry: answered with a 5xx status that is not retried")
+
+// errBodyUnread is the reason a request was not sent at all: its body could
+// not be read into the buffer that would replay it.
+var errBodyUnread = errors.New("httpretry: the request body could not be read, so it was not sent")
+
 // Transport is an http.RoundTripper that retries failed requests through a
 // retry.Strategy. The zero value is ready to use:
 //
@@ -134,36 +143,55 @@ var (
 // retrying stops on a response, that response is returned unread with a nil
 // error, as the base transport returned it. When it stops on a transport
 // error, the error is a *retry.Error wrapping the last error and the reason.
+//
+// The attempts are made by retry.DoValue, the loop every integration of this
+// module shares: the Transport adds only what is HTTP's own (bodies, the
+// dials, the drain of a failed response during the wait).
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
-	base := t.base()
-	l := loop{t: t, base: base, orig: req}
 	var (
-		resp *http.Response
-		tok  retry.Token
-		err  error
+		resp   *http.Response
+		err    error
+		report Report
 	)
 	if t.Retries < 0 {
-		err = errRetriesOff
-	} else {
-		l.s = t.strategy()
-		tok, err = l.s.AcquireInitialToken(t.scope(req))
-	}
-	if err != nil {
-		// seed 001: without a token, one attempt.
-		reason := err
-		resp, err = base.RoundTrip(req)
-		l.attempts = 1
+		resp, err = t.base().RoundTrip(req)
+		report.Attempts = 1
 		if err != nil || t.isFailure(resp) {
-			l.reason = reason
+			report.Reason = errRetriesOff
+		}
+		if err != nil {
+			err = &retry.Error{Attempts: 1, Err: err, Reason: errRetriesOff}
 		}
 	} else {
-		resp, err = l.run(tok)
+		l := loops.Get().(*loop)
+		l.t, l.base, l.orig = t, t.base(), req
+		resp, err = l.run()
+		report = Report{Attempts: l.attempts, Reason: l.reason}
+		l.reset()
+		loops.Put(l)
 	}
 	if r, ok := req.Context().Value(reportKey{}).(*Report); ok && r != nil {
-		*r = Report{Attempts: l.attempts, Reason: l.reason}
+		*r = report
 	}
 	return resp, err
 }
+
+// reset lets go of everything of the request l served, field by field: a
+// copy of a whole loop over it would cost the success path more.
+func (l *loop) reset() {
+	l.t, l.base, l.orig, l.first, l.next, l.drained = nil, nil, nil, nil, nil, nil
+	l.body, l.failures, l.last, l.reason = body{}, nil, Attempt{}, nil
+	l.kind, l.info, l.waited, l.attempts = 0, retry.Info{}, false, 0
+}
+
+// loops keeps loops, each with its options bound to it once: options whose
+// hooks are bound to a new loop would cost the success path four
+// allocations.
+var loops = sync.Pool{New: func() any {
+	l := new(loop)
+	l.opts = [...]retry.Option{{}, retry.BeforeRetry(l.vet), retry.OnRetry(l.retrying), retry.OnGiveUp(l.gaveUp)}
+	return l
+}}
 
 // CloseIdleConnections closes the base transport's idle connections, if it
 // has any; http.Client.CloseIdleConnections calls it.
@@ -247,177 +275,173 @@ func (t *Transport) needsKey(req *http.Request) bool {
 		req.Header.Get(IdempotencyKeyHeader) == ""
 }
 
-// loop is one request's way through its attempts.
+// loop is one request's way through its attempts: the operation that
+// retry.DoValue calls for each attempt, and the hooks through which the
+// Transport's own rules take part in the loop.
 type loop struct {
 	t        *Transport
 	base     http.RoundTripper
-	s        retry.Strategy
 	orig     *http.Request
 	first    *http.Request // the request of the first attempt
 	body     body
 	failures []Failure
 
+	next    *http.Request // the request of the next attempt, until it is sent
+	last    Attempt       // the latest attempt, as OnAttempt sees it
+	kind    Kind          // how it failed; 0 for a failure that is not retried
+	info    retry.Info    // and its classification
+	drained *http.Response
+	waited  bool // the loop has waited since the latest attempt
+
 	attempts int
 	reason   error
+
+	opts [4]retry.Option // the request's scope, then the hooks bound to this loop
 }
 
-func (l *loop) run(tok retry.Token) (*http.Response, error) {
-	ctx := l.orig.Context()
+// run makes the request's attempts through retry.DoValue.
+func (l *loop) run() (*http.Response, error) {
 	req, err := l.prepare()
 	if err != nil {
-		return nil, err
+		l.reason = errBodyUnread
+		return nil, &retry.Error{Err: err, Reason: errBodyUnread}
 	}
 	defer l.body.release()
-	for {
-		if d := tok.Delay(); d > 0 && l.attempts == 0 {
-			// Only the initial token's delay is waited here; retries wait below.
-			if err := retry.Sleep(ctx, d); err != nil {
-				l.release(tok)
-				if req.Body != nil {
-					_ = req.Body.Close() // a RoundTripper closes the body, even on errors
-				}
-				l.reason = err
-				return nil, &retry.Error{Reason: err}
-			}
-		}
-		l.attempts++
-		areq, cancel := req, context.CancelFunc(nil)
-		if l.t.AttemptTimeout > 0 {
-			var actx context.Context
-			actx, cancel = context.WithTimeout(ctx, l.t.AttemptTimeout)
-			areq = req.WithContext(actx)
-		}
-		resp, err := l.base.RoundTrip(areq)
-		if resp == nil && err == nil {
-			err = errNoResponse
-		}
-
-		var (
-			kind Kind
-			info retry.Info
-			fail error // what the strategy sees
-		)
-		switch {
-		case err != nil:
-			if cancel != nil {
-				cancel()
-			}
-			if ctx.Err() != nil {
-				return l.stop(areq, nil, err, ctx.Err())
-			}
-			var timeout, known bool
-			kind, timeout, known = transportKind(err)
-			if cancel != nil && errors.Is(err, context.DeadlineExceeded) {
-				kind, timeout, known = KindRead, true, true // the attempt's own timeout
-			}
-			if !known {
-				return l.stop(areq, nil, err, retry.ErrNotRetryable)
-			}
-			info = l.info(kind, timeout)
-			fail = &transportError{err: err, info: info}
-		case !l.t.isFailure(resp):
-			if cancel != nil && resp.StatusCode != http.StatusSwitchingProtocols {
-				// The attempt's deadline covers reading the body; an upgraded
-				// connection's body is a ReadWriteCloser and must stay one.
-				resp.Body = &cancelBody{resp.Body, cancel}
-			}
-			if resp.StatusCode < 500 {
-				_ = l.s.RecordSuccess(tok) // the service answered: a success for the quota
-			}
-			l.notify(Attempt{N: l.attempts, Request: areq, Response: resp})
-			return resp, nil
-		default:
-			if cancel != nil {
-				resp.Body = &cancelBody{resp.Body, cancel}
-			}
-			kind = KindStatus
-			info = l.statusInfo(resp)
-			fail = &StatusError{StatusCode: resp.StatusCode, Status: resp.Status, Header: resp.Header, info: info}
-		}
-
-		// The failure may be retried only if every rule agrees, the
-		// cheapest and most certain first; the strategy, which charges the
-		// quota, comes last.
-		if ctx.Err() != nil {
-			return l.stop(areq, resp, err, ctx.Err())
-		}
-		l.failures = append(l.failures, Failure{Attempt: l.attempts, Kind: kind, Response: resp, Err: err})
-		if !info.Retryable() {
-			reason := retry.ErrNotRetryable
-			if !l.body.replayable(kind) && l.t.idempotentOrConnect(l.first, kind) {
-				reason = l.body.why()
-			}
-			return l.stop(areq, resp, err, reason)
-		}
-		if l.t.Retries > 0 && l.attempts > l.t.Retries {
-			return l.stop(areq, resp, err, retry.ErrMaxAttempts)
-		}
-		next, err2 := l.nextRequest(kind)
-		if err2 != nil {
-			return l.stop(areq, resp, err, err2)
-		}
-		// From here on, a refusal must close the next attempt's body.
-		if l.t.Limiter != nil && !l.t.Limiter.Allow(l.failures, next) {
-			return l.stopBefore(next, areq, resp, err, ErrLimited)
-		}
-		if limit := l.t.maxRetryAfter(); info.RetryAfter > limit {
-			return l.stopBefore(next, areq, resp, err, &retry.RetryAfterError{RetryAfter: info.RetryAfter, Max: limit})
-		}
-		ntok, refused := l.s.RefreshToken(tok, fail)
-		if refused != nil {
-			return l.stopBefore(next, areq, resp, err, refused)
-		}
-		delay := ntok.Delay()
-		left := time.Duration(-1) // time left before the deadline after the wait; -1 = no deadline
-		if deadline, ok := ctx.Deadline(); ok {
-			if left = time.Until(deadline) - delay; left <= 0 {
-				l.release(ntok) // the retry will not be made: its cost goes back
-				return l.stopBefore(next, areq, resp, err, retry.ErrDeadline)
-			}
-		}
-		l.notify(Attempt{N: l.attempts, Request: areq, Response: resp, Err: err, Retry: true, Delay: delay})
-		if resp != nil {
-			// Its connection goes back to the pool during the wait. The drain
-			// takes at most half the time the wait leaves before the deadline.
-			within := left // -1: no deadline
-			if within > 0 {
-				within /= 2
-			}
-			drain(resp, within)
-		}
-		if err := retry.Sleep(ctx, delay); err != nil {
-			l.release(ntok)
-			closeBody(next, l.body.guard)
-			l.reason = err
-			return nil, &retry.Error{Attempts: l.attempts, Err: fail, Reason: err}
-		}
-		tok, req = ntok, next
+	l.next = req
+	l.opts[0] = retry.Scope(l.t.scope(l.orig))
+	resp, err := retry.DoValue(l.orig.Context(), l.t.strategy(), l.attempt, l.opts[:]...)
+	if err != nil && (resp == nil || resp == l.drained) {
+		return nil, err
 	}
+	return resp, nil // the last response, unread, when retrying stops on one
 }
 
-// stop ends the loop after the attempt req: with the response if there is
-// one, as the base transport returned it, or else with the error.
-func (l *loop) stop(req *http.Request, resp *http.Response, err, reason error) (*http.Response, error) {
-	l.reason = reason
-	l.notify(Attempt{N: l.attempts, Request: req, Response: resp, Err: err, Reason: reason})
-	if resp != nil {
+// attempt sends the next request once and classifies the outcome: a
+// success, or a failure whose error carries its retry.Info.
+func (l *loop) attempt(ctx context.Context) (*http.Response, error) {
+	req := l.next
+	l.next, l.waited, l.kind = nil, false, 0
+	l.attempts++
+	areq, cancel := req, context.CancelFunc(nil)
+	if l.t.AttemptTimeout > 0 {
+		var actx context.Context
+		actx, cancel = context.WithTimeout(ctx, l.t.AttemptTimeout)
+		areq = req.WithContext(actx)
+	}
+	resp, err := l.base.RoundTrip(areq)
+	if resp == nil && err == nil {
+		err = errNoResponse
+	}
+	l.last = Attempt{N: l.attempts, Request: areq, Response: resp, Err: err}
+	switch {
+	case err != nil:
+		if cancel != nil {
+			cancel()
+		}
+		if ctx.Err() != nil {
+			return nil, err // the loop stops: the caller gave up
+		}
+		kind, timeout, known := transportKind(err)
+		if cancel != nil && errors.Is(err, context.DeadlineExceeded) {
+			kind, timeout, known = KindRead, true, true // the attempt's own timeout
+		}
+		if !known {
+			return nil, &transportError{err: err, info: retry.Info{Safety: retry.Unsafe, Fault: retry.FaultClient}}
+		}
+		l.kind, l.info = kind, l.errorInfo(kind, timeout)
+		return nil, &transportError{err: err, info: l.info}
+	case !l.t.isFailure(resp):
+		if cancel != nil && resp.StatusCode != http.StatusSwitchingProtocols {
+			// The attempt's deadline covers reading the body; an upgraded
+			// connection's body is a ReadWriteCloser and must stay one.
+			resp.Body = &cancelBody{resp.Body, cancel}
+		}
+		if resp.StatusCode >= 500 {
+			// The loop stops on it, but it is no success for the quota.
+			return resp, errAnswered
+		}
+		l.notify(l.last)
 		return resp, nil
 	}
-	return nil, &retry.Error{Attempts: l.attempts, Err: err, Reason: reason}
+	if cancel != nil {
+		resp.Body = &cancelBody{resp.Body, cancel}
+	}
+	l.kind, l.info = KindStatus, l.statusInfo(resp)
+	return resp, &StatusError{StatusCode: resp.StatusCode, Status: resp.Status, Header: resp.Header, info: l.info}
 }
 
-// stopBefore is stop for a refusal that comes after the next attempt's
-// request was built: its body is closed.
-func (l *loop) stopBefore(next, req *http.Request, resp *http.Response, err, reason error) (*http.Response, error) {
-	closeBody(next, l.body.guard)
-	return l.stop(req, resp, err, reason)
+// vet applies the Transport's own rules to a failed attempt before the
+// strategy is asked for a retry, the cheapest and most certain first, so
+// that a retry they refuse costs the quota nothing. It builds the next
+// attempt's request.
+func (l *loop) vet(_ context.Context, _ int, err error) error {
+	switch {
+	case err == errAnswered:
+		return err
+	case l.kind == 0:
+		return retry.ErrNotRetryable
+	}
+	l.failures = append(l.failures, Failure{Attempt: l.attempts, Kind: l.kind, Response: l.last.Response, Err: l.last.Err})
+	if !l.info.Retryable() {
+		if !l.body.replayable(l.kind) && l.t.idempotentOrConnect(l.first, l.kind) {
+			return l.body.why()
+		}
+		return retry.ErrNotRetryable
+	}
+	if l.t.Retries > 0 && l.attempts > l.t.Retries {
+		return retry.ErrMaxAttempts
+	}
+	next, err := l.nextRequest(l.kind)
+	if err != nil {
+		return err
+	}
+	l.next = next
+	if l.t.Limiter != nil && !l.t.Limiter.Allow(l.failures, next) {
+		return ErrLimited
+	}
+	if limit := l.t.maxRetryAfter(); l.info.RetryAfter > limit {
+		return &retry.RetryAfterError{RetryAfter: l.info.RetryAfter, Max: limit}
+	}
+	return nil
 }
 
-// release hands back a granted retry that will not be made, if the strategy
-// can take it back, so that it does not cost the quota.
-func (l *loop) release(tok retry.Token) {
-	if r, ok := l.s.(retry.Releaser); ok {
-		_ = r.ReleaseToken(tok)
+// retrying runs when a retry is granted, before the wait: the failed
+// response is drained so that its connection goes back to the pool during
+// the wait, in at most half the time the wait leaves before the deadline.
+func (l *loop) retrying(ctx context.Context, _ int, delay time.Duration, _ error) {
+	a := l.last
+	a.Retry, a.Delay = true, delay
+	l.notify(a)
+	l.waited = true
+	if resp := l.last.Response; resp != nil {
+		within := time.Duration(-1) // no deadline
+		if deadline, ok := ctx.Deadline(); ok {
+			within = (time.Until(deadline) - delay) / 2
+		}
+		drain(resp, within)
+		l.drained = resp
+	}
+}
+
+// gaveUp runs when the loop stops with an error: the next request, built
+// but never sent, has its body closed (a RoundTripper closes the body, even
+// on errors).
+func (l *loop) gaveUp(_ context.Context, e *retry.Error) {
+	l.reason = e.Reason
+	if e.Err == errAnswered {
+		l.reason = nil // not a failure: the response is the answer
+	}
+	if l.next != nil {
+		if l.attempts == 0 && l.body.guard != nil {
+			_ = l.body.guard.Close() // never sent, so the transport never closed it
+		}
+		closeBody(l.next, l.body.guard)
+		l.next = nil
+	}
+	if l.attempts > 0 && !l.waited {
+		a := l.last
+		a.Reason = l.reason
+		l.notify(a)
 	}
 }
 
@@ -465,8 +489,8 @@ func (l *loop) nextRequest(kind Kind) (*http.Request, error) {
 	return next, nil
 }
 
-// info classifies a transport failure of the given kind.
-func (l *loop) info(kind Kind, timeout bool) retry.Info {
+// errorInfo classifies a transport failure of the given kind.
+func (l *loop) errorInfo(kind Kind, timeout bool) retry.Info {
 	return errorInfo(timeout, l.body.replayable(kind) && l.t.idempotentOrConnect(l.first, kind))
 }
 
