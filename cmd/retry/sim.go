@@ -34,13 +34,17 @@ with a strategy of its own, like a separate process: "quota per client" gives
 each a Standard of its own, "one shared quota" one Standard for all of them,
 as the callers in one process would share it.
 
-Scenarios:
-  outage    the server fails every attempt for a while, then recovers
-  brownout  30% of attempts fail at random for a while
-  overload  the server's capacity drops below the offered load for a while
-  throttle  beyond half the offered load, 429 with Retry-After: 1; a 429
-            comes from a front-door rate limiter and costs the server
-            nothing, unlike the attempts above
+Scenarios, and what a failed attempt costs the server in each:
+  outage    the server fails every attempt for a while, then recovers;
+            a failure costs a whole attempt's work, queued like the others
+  brownout  30% of attempts fail at random for a while; the same
+  overload  the server's capacity drops below the offered load for a
+            while; attempts fail by timing out in the queue
+  throttle  beyond half the offered load, 429 with Retry-After: 1. By
+            default a 429 comes from a front-door rate limiter: answered
+            at once, it costs the server nothing. --reject-cost 1 charges
+            it like any other attempt instead (a limiter inside the
+            server, behind its queue); a fraction, part of one
   occ       AWS's "Exponential Backoff And Jitter" experiment: clients
             contending on one optimistic-concurrency resource
 
@@ -86,6 +90,7 @@ func simCommand(ctx context.Context, args []string, io stdio) int {
 		start    = fs.Duration("incident-start", 0, "when the incident starts (default: a sixth into the run)")
 		end      = fs.Duration("incident-end", 0, "when the incident ends (default: half way, a third for overload)")
 		shed     = fs.Bool("shed", false, "the server drops work whose client has given up")
+		reject   = fs.Float64("reject-cost", 0, "throttle: the share of an attempt's work a 429 costs the server, from 0 (a front-door limiter) to 1 (like any attempt)")
 		quiet    = fs.Bool("quiet", false, "no progress line")
 		pick     = fs.String("policies", "", "only the rows whose name contains one of these comma-separated `WORDS` (any case), e.g. Standard,adaptive")
 	)
@@ -111,11 +116,14 @@ func simCommand(ctx context.Context, args []string, io stdio) int {
 		}
 	}
 	if *scenario == "occ" {
-		for _, name := range []string{"rate", "duration", "svg", "capacity", "timeout", "incident-start", "incident-end", "shed"} {
+		for _, name := range []string{"rate", "duration", "svg", "capacity", "timeout", "incident-start", "incident-end", "shed", "reject-cost"} {
 			if given[name] {
 				return usageError(io.err, "sim", "--"+name+" does not apply to the occ scenario (it takes --clients, --seed, --json and --quiet)")
 			}
 		}
+	}
+	if given["reject-cost"] && *scenario != string(sim.Throttle) && *scenario != "occ" {
+		return usageError(io.err, "sim", "--reject-cost applies to the throttle scenario only, whose 429s it prices; in "+*scenario+" every attempt costs the server a whole attempt's work")
 	}
 	progress := newProgress(io.err, *quiet)
 	if *scenario == "occ" {
@@ -136,6 +144,7 @@ func simCommand(ctx context.Context, args []string, io stdio) int {
 			s.End = *end
 		}
 		s.Shed = *shed
+		s.RejectCost = *reject
 		err = s.Check()
 	}
 	if err != nil {

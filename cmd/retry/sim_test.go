@@ -163,6 +163,13 @@ func TestSimUsageErrors(t *testing.T) {
 		{"sim", "--scenario", "occ", "--rate", "5"},
 		{"sim", "--scenario", "occ", "--duration", "1m"},
 		{"sim", "--scenario", "occ", "--shed"},
+		{"sim", "--scenario", "occ", "--reject-cost", "1"},
+		// A 429's cost is the throttle scenario's alone, between 0 and 1.
+		{"sim", "--reject-cost", "1"},
+		{"sim", "--scenario", "overload", "--reject-cost", "0"},
+		{"sim", "--scenario", "throttle", "--reject-cost", "-0.5"},
+		{"sim", "--scenario", "throttle", "--reject-cost", "1.5"},
+		{"sim", "--scenario", "throttle", "--reject-cost", "NaN"},
 	} {
 		_, errOut, code := runRetry(t, "", args...)
 		// One line, and at most a pointer to -h: never the whole help.
@@ -252,5 +259,54 @@ func TestSimPolicies(t *testing.T) {
 	_, errOut, code = runRetry(t, "", "sim", "--policies", "nosuch")
 	if code != 2 || !strings.Contains(errOut, `no row's name contains "nosuch"`) {
 		t.Errorf("--policies nosuch: exit %d, stderr %q; want 2 and why", code, errOut)
+	}
+}
+
+// The help says what a failure costs the server in each scenario, and
+// --reject-cost 1 charges throttle's 429s like any other attempt: the
+// description says so, and the quota per client falls below no retries'
+// success (the default, a free 429, keeps it at or above).
+func TestSimRejectCost(t *testing.T) {
+	help, _, _ := runRetry(t, "", "sim", "-h")
+	for _, want := range []string{"front-door rate limiter", "-reject-cost", "a failure costs a whole attempt's work"} {
+		if !strings.Contains(help, want) {
+			t.Errorf("sim -h lacks %q", want)
+		}
+	}
+	success := func(extra ...string) (header string, rates map[string]float64) {
+		t.Helper()
+		args := append([]string{"sim", "--scenario", "throttle", "--quiet", "--policies", "no retries,Standard, quota per client"}, extra...)
+		out, errOut, code := runRetry(t, "", append(args, "--json", "-")...)
+		if code != 0 {
+			t.Fatalf("%q: exit %d: %s", args, code, errOut)
+		}
+		var doc struct {
+			Scenario struct {
+				RejectCost float64 `json:"reject_cost"`
+			} `json:"scenario"`
+			Results []struct {
+				Policy      string  `json:"policy"`
+				SuccessRate float64 `json:"success_rate"`
+			} `json:"results"`
+		}
+		if err := json.Unmarshal([]byte(out), &doc); err != nil {
+			t.Fatal(err)
+		}
+		rates = make(map[string]float64)
+		for _, r := range doc.Results {
+			rates[r.Policy] = r.SuccessRate
+		}
+		table, _, _ := runRetry(t, "", args...)
+		header, _, _ = strings.Cut(table, "\n")
+		return fmt.Sprintf("%s (reject_cost %v)", header, doc.Scenario.RejectCost), rates
+	}
+	header, free := success()
+	if !strings.Contains(header, "costing the server nothing") || free["Standard, quota per client"] < free["no retries"] {
+		t.Errorf("default: %s: success %v; want free 429s and the quota per client at least no retries'", header, free)
+	}
+	header, charged := success("--reject-cost", "1")
+	if !strings.Contains(header, "costing the server as much as any attempt") || !strings.Contains(header, "reject_cost 1") ||
+		charged["Standard, quota per client"] > charged["no retries"]-0.03 {
+		t.Errorf("--reject-cost 1: %s: success %v; want charged 429s and the quota per client clearly below no retries", header, charged)
 	}
 }

@@ -14,8 +14,9 @@ import (
 //	overload  capacity 1.25 × rate, down to 0.6 × rate during the incident
 //	throttle  capacity 1.5 × rate; beyond 0.5 × rate, 429 with Retry-After: 1
 //
-// Clients wait 1 s for an answer. Every attempt costs the server the same
-// work, whether it succeeds, fails, or is answered after its client gave up.
+// Clients wait 1 s for an answer. Every attempt the server queues costs it
+// the same work, whether it succeeds, fails, or is answered after its client
+// gave up; a 429 costs it nothing (RejectCost 0: a front-door limiter).
 func Defaults(kind Kind, clients int, rate float64, duration time.Duration, seed uint64) (Scenario, error) {
 	s := Scenario{
 		Kind: kind, Clients: clients, Rate: rate, Duration: duration, Seed: seed,
@@ -48,7 +49,14 @@ func (s Scenario) Describe() string {
 	case Overload:
 		incident = fmt.Sprintf("capacity drops to %.0f/s", s.DegradedCapacity)
 	case Throttle:
-		incident = fmt.Sprintf("beyond %.0f/s: 429, Retry-After %v", s.ThrottleRate, s.RetryAfter)
+		cost := "nothing (a front-door limiter)"
+		switch {
+		case s.RejectCost == 1:
+			cost = "as much as any attempt"
+		case s.RejectCost > 0:
+			cost = fmt.Sprintf("%.3g%% of an attempt's work", 100*s.RejectCost)
+		}
+		incident = fmt.Sprintf("beyond %.0f/s: 429, Retry-After %v, costing the server %s", s.ThrottleRate, s.RetryAfter, cost)
 	}
 	return fmt.Sprintf("%s: %d clients send %.0f req/s for %v to a server of capacity %.0f/s; from %v to %v %s; clients time out after %v",
 		s.Kind, s.Clients, s.Rate, s.Duration, s.Capacity, s.Start, s.End, incident, s.Timeout)

@@ -3,9 +3,12 @@
 // traffic takes a fraction of a second to run.
 //
 // The server is one FIFO queue that serves Capacity attempts per second.
-// Every attempt costs it the same work, whether it succeeds, fails, or
-// arrives after its client gave up waiting: that is why retries can keep a
-// server down after the incident that overloaded it is over. Clients send
+// Every attempt it queues costs it the same work, whether it succeeds,
+// fails, or arrives after its client gave up waiting: that is why retries
+// can keep a server down after the incident that overloaded it is over. A
+// 429 in the Throttle scenario comes from a rate limiter in front of the
+// queue and costs the server RejectCost of an attempt's work: by default
+// nothing. Clients send
 // requests at a steady rate; each request runs through a real
 // retry.Strategy (AcquireInitialToken, RefreshToken, RecordSuccess), whose
 // delays the simulator waits in virtual time.
@@ -54,6 +57,12 @@ type Scenario struct {
 	DegradedCapacity float64       `json:"degraded_capacity,omitempty"` // Overload: capacity during the incident
 	ThrottleRate     float64       `json:"throttle_rate,omitempty"`     // Throttle: attempts per second accepted during the incident
 	RetryAfter       time.Duration `json:"retry_after_ns,omitempty"`    // Throttle: the wait 429 answers ask for
+	// RejectCost is, in Throttle, the share of an attempt's work that a
+	// 429 costs the server. 0, the default, is a front-door rate limiter
+	// that answers at once, before the queue; 1 charges a 429 like any
+	// other attempt: it waits its turn in the queue (and may time out
+	// there), and takes a whole attempt's work.
+	RejectCost float64 `json:"reject_cost,omitempty"`
 }
 
 // Policy is how clients retry: a strategy per client, which may share state
@@ -174,6 +183,12 @@ func (s Scenario) Check() error {
 		}
 	default:
 		return errors.New("unknown scenario kind " + string(s.Kind))
+	}
+	switch {
+	case !(s.RejectCost >= 0 && s.RejectCost <= 1):
+		return errors.New("reject cost must be between 0 (a 429 costs the server nothing) and 1 (as much as any attempt)")
+	case s.RejectCost != 0 && s.Kind != Throttle:
+		return errors.New("reject cost applies to the throttle scenario only, whose 429s it prices; in the others every attempt costs the server a whole attempt's work")
 	}
 	return nil
 }
@@ -363,29 +378,28 @@ func (r *runner) attempt(req *request, at time.Duration) {
 		r.res.Offered[i]++
 	}
 
-	// The rate limiter answers at once, before the queue.
+	// The rate limiter decides as the attempt arrives. By default it
+	// answers at once, before the queue; with a RejectCost the 429 takes
+	// its turn in the queue and that share of an attempt's work.
 	if s.Kind == Throttle && r.inIncident(at) && !r.admit(at) {
 		err := errThrottled
 		if r.p.RetryAfter == ObeyRetryAfter {
 			err = retry.WithInfo(errors.New("429 Too Many Requests"),
 				retry.Info{Safety: retry.Safe, Throttle: true, RetryAfter: s.RetryAfter, Fault: retry.FaultClient})
 		}
-		r.push(&event{at: at, kind: evAnswer, r: req, err: err, hint: s.RetryAfter})
+		answered := at
+		if s.RejectCost > 0 {
+			var timedOut bool
+			if answered, timedOut = r.enqueue(at, s.RejectCost); timedOut {
+				r.push(&event{at: at + s.Timeout, kind: evAnswer, r: req, err: errTimeout})
+				return
+			}
+		}
+		r.push(&event{at: answered, kind: evAnswer, r: req, err: err, hint: s.RetryAfter})
 		return
 	}
-	start := max(at, r.serverFree)
-	if s.Shed && start-at >= s.Timeout {
-		// A shedding server drops work whose client has given up, unserved.
-		r.push(&event{at: at + s.Timeout, kind: evAnswer, r: req, err: errTimeout})
-		return
-	}
-	capacity := s.Capacity
-	if s.Kind == Overload && r.inIncident(start) {
-		capacity = s.DegradedCapacity // the capacity when the work is done
-	}
-	done := start + time.Duration(float64(time.Second)/capacity)
-	r.serverFree = done // the work is done whether or not anyone still waits for it
-	if done-at > s.Timeout {
+	done, timedOut := r.enqueue(at, 1)
+	if timedOut {
 		r.push(&event{at: at + s.Timeout, kind: evAnswer, r: req, err: errTimeout})
 		return
 	}
@@ -401,6 +415,25 @@ func (r *runner) attempt(req *request, at time.Duration) {
 		return
 	}
 	r.push(&event{at: done, kind: evAnswer, r: req, ok: true})
+}
+
+// enqueue puts work, a share of an attempt's, arriving at time at, in the
+// server's queue and returns when it is done, or that its client stopped
+// waiting first.
+func (r *runner) enqueue(at time.Duration, work float64) (done time.Duration, timedOut bool) {
+	s := r.s
+	start := max(at, r.serverFree)
+	if s.Shed && start-at >= s.Timeout {
+		// A shedding server drops work whose client has given up, unserved.
+		return 0, true
+	}
+	capacity := s.Capacity
+	if s.Kind == Overload && r.inIncident(start) {
+		capacity = s.DegradedCapacity // the capacity when the work is done
+	}
+	done = start + time.Duration(work*float64(time.Second)/capacity)
+	r.serverFree = done // the work is done whether or not anyone still waits for it
+	return done, done-at > s.Timeout
 }
 
 // admit takes a token from the throttling server's rate limiter.

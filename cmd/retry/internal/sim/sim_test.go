@@ -2,6 +2,7 @@ package sim
 
 import (
 	"context"
+	"math"
 	"reflect"
 	"testing"
 	"time"
@@ -226,6 +227,10 @@ func TestCheckRejectsBadScenarios(t *testing.T) {
 		func(s *Scenario) { s.Kind, s.FailRate = Brownout, 1.5 },
 		func(s *Scenario) { s.Kind, s.DegradedCapacity = Overload, 0 },
 		func(s *Scenario) { s.Kind, s.ThrottleRate = Throttle, 0 },
+		func(s *Scenario) { s.RejectCost = 1 }, // an outage's failures have no 429 to price
+		func(s *Scenario) { s.Kind, s.ThrottleRate, s.RejectCost = Throttle, 100, -0.5 },
+		func(s *Scenario) { s.Kind, s.ThrottleRate, s.RejectCost = Throttle, 100, 1.5 },
+		func(s *Scenario) { s.Kind, s.ThrottleRate, s.RejectCost = Throttle, 100, math.NaN() },
 	}
 	for i, f := range bad {
 		s := good
@@ -236,5 +241,39 @@ func TestCheckRejectsBadScenarios(t *testing.T) {
 	}
 	if _, err := Defaults("flood", 1, 1, time.Second, 1); err == nil {
 		t.Error("Defaults accepted an unknown kind")
+	}
+}
+
+// A 429 costs the server nothing by default (a front-door limiter). With
+// RejectCost 1 it waits in the queue and takes an attempt's work like any
+// other, and then quotas per client, which let each client's retries of
+// its 429s through, cost success: in the default throttle scenario the
+// per-client Standard falls below no retries, and a 429 is no longer
+// answered at once.
+func TestRejectCostChargesA429LikeAnAttempt(t *testing.T) {
+	s, err := Defaults(Throttle, 100, 1000, time.Minute, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.RejectCost != 0 {
+		t.Fatalf("the default throttle scenario charges a 429 %v of an attempt, want 0", s.RejectCost)
+	}
+	none, quota := byName(t, "no retries"), byName(t, "Standard, quota per client")
+	free, freeNone := run(t, s, quota), run(t, s, none)
+	if free.SuccessRate() < freeNone.SuccessRate() {
+		t.Fatalf("free 429s: Standard per client %.3f, no retries %.3f; want at least no retries'", free.SuccessRate(), freeNone.SuccessRate())
+	}
+	s.RejectCost = 1
+	if err := s.Check(); err != nil {
+		t.Fatal(err)
+	}
+	charged, base := run(t, s, quota), run(t, s, none)
+	if charged.SuccessRate() >= base.SuccessRate()-0.03 {
+		t.Fatalf("429s charged as attempts: Standard per client %.3f, no retries %.3f; want clearly below", charged.SuccessRate(), base.SuccessRate())
+	}
+	// Without retries the limiter's share of the load still fits the
+	// server, but every 429 now waits behind queued work.
+	if base.P50 <= freeNone.P50 {
+		t.Fatalf("no retries: p50 %v with charged 429s, not above the free 429s'", base.P50)
 	}
 }
