@@ -85,30 +85,42 @@ func ParseRateLimit(value string) (limits []RateLimit, ok bool) {
 	}
 }
 
-// rateLimitWait reads the wait a response's RateLimit fields ask for: the
-// longest reset among exhausted policies (r=0). A policy with quota left asks
-// for no wait, however long its window. Without a valid RateLimit field it
-// falls back to the older draft's RateLimit-Reset (delay-seconds).
+// rateLimitWait reads the wait a response's rate-limit fields ask for. A
+// reset is a wait only when no quota is left: the RateLimit field's policies
+// with r=0 (a policy with quota left asks for no wait, however long its
+// window), and the older drafts' RateLimit-Reset (delay-seconds) only with a
+// RateLimit-Remaining of 0. The longest of these governs, so that a longer
+// hint never yields a sooner retry.
 func rateLimitWait(h http.Header) (time.Duration, bool) {
+	wait, found := time.Duration(0), false
 	if values := h.Values("RateLimit"); len(values) > 0 {
 		if limits, ok := ParseRateLimit(strings.Join(values, ",")); ok {
-			wait, found := time.Duration(0), false
 			for _, l := range limits {
 				if l.Remaining == 0 && l.Reset >= 0 {
 					wait, found = max(wait, l.Reset), true
 				}
 			}
-			if found {
-				return wait, true
+		}
+	}
+	if exhausted(h.Values("RateLimit-Remaining")) {
+		for _, v := range h.Values("RateLimit-Reset") {
+			if d, ok := parseDelaySeconds(strings.Trim(v, " \t")); ok {
+				wait, found = max(wait, d), true
 			}
 		}
 	}
-	if v := h.Get("RateLimit-Reset"); v != "" {
-		if secs, ok := parseSeconds(strings.Trim(v, " \t")); ok {
-			return time.Duration(secs) * time.Second, true
+	return wait, found
+}
+
+// exhausted reports whether a RateLimit-Remaining field says no quota is
+// left: one of its lines is the integer 0.
+func exhausted(remaining []string) bool {
+	for _, v := range remaining {
+		if v = strings.Trim(v, " \t"); v != "" && strings.Trim(v, "0") == "" {
+			return true
 		}
 	}
-	return 0, false
+	return false
 }
 
 type sfKind uint8
@@ -264,13 +276,6 @@ func (p *sfParser) key() (string, bool) {
 		p.i++
 	}
 	return p.s[start:p.i], true
-}
-
-// secondsToDuration converts n >= 0 seconds, saturating at the longest
-// whole number of seconds a Duration holds: a server's wait is never
-// shortened by overflow.
-func secondsToDuration(n int64) time.Duration {
-	return time.Duration(min(n, maxDelaySeconds)) * time.Second
 }
 
 func isAlpha(c byte) bool { return ('a' <= c && c <= 'z') || ('A' <= c && c <= 'Z') }

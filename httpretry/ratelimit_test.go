@@ -152,9 +152,9 @@ func TestParseRateLimitDuplicateParams(t *testing.T) {
 // TestParseRateLimitHugeReset: t is any RFC 8941 Integer up to 15 digits,
 // seconds; most of those do not fit a time.Duration (at most 9223372036 whole
 // seconds). Such a reset must never come out shorter than the server asked
-// (a wrapped-around multiplication), negative, or a fraction of a second: it
-// is either treated as absent (-1) or saturated to at least the longest
-// whole-second Duration.
+// (a wrapped-around multiplication), negative, or treated as absent: it
+// saturates to the longest Duration, longer than any cap, as a Retry-After
+// too long to represent does.
 func TestParseRateLimitHugeReset(t *testing.T) {
 	tests := []struct {
 		name  string
@@ -170,15 +170,13 @@ func TestParseRateLimitHugeReset(t *testing.T) {
 			if !ok || len(got) != 1 {
 				t.Fatalf("ParseRateLimit(%q) = (%+v, %v), want one item", tt.value, got, ok)
 			}
-			r := got[0].Reset
-			if r != -1 && (r < ptMaxWholeSeconds*time.Second || r%time.Second != 0) {
-				t.Errorf("ParseRateLimit(%q) Reset = %v (%d ns), want -1 or a whole number of seconds >= %ds",
-					tt.value, r, int64(r), ptMaxWholeSeconds)
+			if r := got[0].Reset; r != ptMaxDuration {
+				t.Errorf("ParseRateLimit(%q) Reset = %v (%d ns), want the longest Duration", tt.value, r, int64(r))
 			}
 			h := http.Header{}
 			h.Add("RateLimit", tt.value)
-			if d, ok := rateLimitWait(h); ok && d < ptMaxWholeSeconds*time.Second {
-				t.Errorf("rateLimitWait(RateLimit: %s) = (%v, true): shorter than the server asked", tt.value, d)
+			if d, ok := rateLimitWait(h); !ok || d != ptMaxDuration {
+				t.Errorf("rateLimitWait(RateLimit: %s) = (%v, %v), want the longest Duration", tt.value, d, ok)
 			}
 		})
 	}
@@ -202,19 +200,31 @@ func TestRateLimitWait(t *testing.T) {
 		{"exhausted with t=0", [][2]string{{"RateLimit", `"a";r=0;t=0, "b";r=2;t=40`}}, 0, true},
 		{"two header lines combine", [][2]string{{"RateLimit", `"a";r=5;t=60`}, {"RateLimit", `"b";r=0;t=15`}}, 15 * time.Second, true},
 		{"lower-case field name", [][2]string{{"ratelimit", `"a";r=0;t=12`}}, 12 * time.Second, true},
-		{"RateLimit wins over RateLimit-Reset", [][2]string{{"RateLimit", `"a";r=0;t=10`}, {"RateLimit-Reset", "30"}}, 10 * time.Second, true},
-		{"fallback: absent", [][2]string{{"RateLimit-Reset", "30"}}, 30 * time.Second, true},
-		{"fallback: invalid", [][2]string{{"RateLimit", `%%%`}, {"RateLimit-Reset", "30"}}, 30 * time.Second, true},
-		{"fallback: one invalid line invalidates the field", [][2]string{{"RateLimit", `"a";r=0;t=10`}, {"RateLimit", `%%%`}, {"RateLimit-Reset", "30"}}, 30 * time.Second, true},
-		{"fallback: no t anywhere", [][2]string{{"RateLimit", `"a";r=0`}, {"RateLimit-Reset", "7"}}, 7 * time.Second, true},
-		{"fallback with OWS", [][2]string{{"RateLimit-Reset", " 30\t"}}, 30 * time.Second, true},
+		// The older drafts' RateLimit-Reset is a wait only with a
+		// RateLimit-Remaining of 0; the longest reset of either form governs.
+		{"longest of RateLimit and RateLimit-Reset", [][2]string{{"RateLimit", `"a";r=0;t=10`}, {"RateLimit-Remaining", "0"}, {"RateLimit-Reset", "30"}}, 30 * time.Second, true},
+		{"longest of RateLimit-Reset and RateLimit", [][2]string{{"RateLimit", `"a";r=0;t=40`}, {"RateLimit-Remaining", "0"}, {"RateLimit-Reset", "30"}}, 40 * time.Second, true},
+		{"old form alone", [][2]string{{"RateLimit-Remaining", "0"}, {"RateLimit-Reset", "30"}}, 30 * time.Second, true},
+		{"old form, remaining 00", [][2]string{{"RateLimit-Remaining", "00"}, {"RateLimit-Reset", "30"}}, 30 * time.Second, true},
+		{"old form beside an invalid RateLimit", [][2]string{{"RateLimit", `%%%`}, {"RateLimit-Remaining", "0"}, {"RateLimit-Reset", "30"}}, 30 * time.Second, true},
+		{"old form: one invalid line invalidates RateLimit", [][2]string{{"RateLimit", `"a";r=0;t=40`}, {"RateLimit", `%%%`}, {"RateLimit-Remaining", "0"}, {"RateLimit-Reset", "30"}}, 30 * time.Second, true},
+		{"old form: no t in RateLimit", [][2]string{{"RateLimit", `"a";r=0`}, {"RateLimit-Remaining", "0"}, {"RateLimit-Reset", "7"}}, 7 * time.Second, true},
+		{"old form with OWS", [][2]string{{"RateLimit-Remaining", "\t0 "}, {"RateLimit-Reset", " 30\t"}}, 30 * time.Second, true},
+		{"old form: longest of two resets", [][2]string{{"RateLimit-Remaining", "0"}, {"RateLimit-Reset", "30"}, {"RateLimit-Reset", "90"}}, 90 * time.Second, true},
+		{"old form: too long to represent", [][2]string{{"RateLimit-Remaining", "0"}, {"RateLimit-Reset", "9223372037"}}, ptMaxDuration, true},
+		{"old form: remaining absent", [][2]string{{"RateLimit-Reset", "30"}}, 0, false},
+		{"old form: quota left", [][2]string{{"RateLimit-Remaining", "5"}, {"RateLimit-Reset", "30"}}, 0, false},
+		{"old form: remaining not a number", [][2]string{{"RateLimit-Remaining", "none"}, {"RateLimit-Reset", "30"}}, 0, false},
+		{"old form: remaining negative", [][2]string{{"RateLimit-Remaining", "-0"}, {"RateLimit-Reset", "30"}}, 0, false},
+		{"old form: remaining blank", [][2]string{{"RateLimit-Remaining", " "}, {"RateLimit-Reset", "30"}}, 0, false},
+		{"RateLimit with quota left, old form too", [][2]string{{"RateLimit", `"a";r=3;t=10`}, {"RateLimit-Remaining", "1"}, {"RateLimit-Reset", "30"}}, 0, false},
 		{"nothing", nil, 0, false},
 		{"invalid RateLimit only", [][2]string{{"RateLimit", `"a";r=0;t=10,`}}, 0, false},
 		{"one invalid line, no fallback", [][2]string{{"RateLimit", `"a";r=0;t=10`}, {"RateLimit", `("x")`}}, 0, false},
 		{"no t and no fallback", [][2]string{{"RateLimit", `"a";r=0`}}, 0, false},
-		{"negative RateLimit-Reset", [][2]string{{"RateLimit-Reset", "-1"}}, 0, false},
-		{"decimal RateLimit-Reset", [][2]string{{"RateLimit-Reset", "1.5"}}, 0, false},
-		{"date RateLimit-Reset", [][2]string{{"RateLimit-Reset", "Sun, 06 Nov 1994 08:49:37 GMT"}}, 0, false},
+		{"negative RateLimit-Reset", [][2]string{{"RateLimit-Remaining", "0"}, {"RateLimit-Reset", "-1"}}, 0, false},
+		{"decimal RateLimit-Reset", [][2]string{{"RateLimit-Remaining", "0"}, {"RateLimit-Reset", "1.5"}}, 0, false},
+		{"date RateLimit-Reset", [][2]string{{"RateLimit-Remaining", "0"}, {"RateLimit-Reset", "Sun, 06 Nov 1994 08:49:37 GMT"}}, 0, false},
 		{"unrelated headers", [][2]string{{"Retry-After", "5"}, {"X-RateLimit-Reset", "9"}}, 0, false},
 	}
 	for _, tt := range tests {
@@ -263,8 +273,8 @@ func FuzzParseRateLimit(f *testing.F) {
 			if l.Reset < -1 {
 				t.Fatalf("ParseRateLimit(%q): Reset %v (%d ns) < -1", value, l.Reset, int64(l.Reset))
 			}
-			if l.Reset != -1 && l.Reset%time.Second != 0 {
-				t.Fatalf("ParseRateLimit(%q): Reset %v is not a whole number of seconds", value, l.Reset)
+			if l.Reset != -1 && l.Reset != ptMaxDuration && l.Reset%time.Second != 0 {
+				t.Fatalf("ParseRateLimit(%q): Reset %v is neither a whole number of seconds nor saturated", value, l.Reset)
 			}
 		}
 	})

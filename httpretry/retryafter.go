@@ -12,27 +12,32 @@ import (
 // time.Duration.
 const maxDelaySeconds = math.MaxInt64 / int64(time.Second)
 
+// maxDuration is the longest time.Duration. A server's wait too long to
+// represent saturates to it rather than being dropped as invalid, so that it
+// counts as longer than any cap: a longer hint never yields a sooner retry.
+const maxDuration = time.Duration(math.MaxInt64)
+
 // ParseRetryAfter reads a Retry-After value (delay-seconds or any RFC 9110 HTTP-date form)
 // relative to now. ok is false for anything invalid.
 //
 // delay-seconds is one or more ASCII digits and nothing else: "-1", "+1",
-// "1.0", "1x" and non-ASCII digits are invalid, and so is a number too large
-// for a time.Duration (about 292 years). An HTTP-date may be an IMF-fixdate
+// "1.0", "1x" and non-ASCII digits are invalid. RFC 9110 sets no upper bound
+// on it: a number of seconds too large for a time.Duration (9223372037 and
+// beyond, about 292 years) is valid and saturates to the longest Duration
+// (math.MaxInt64 nanoseconds), longer than any cap a client sets. An
+// HTTP-date may be an IMF-fixdate
 // ("Sun, 06 Nov 1994 08:49:37 GMT"), the obsolete RFC 850 form ("Sunday,
 // 06-Nov-94 08:49:37 GMT") or asctime ("Sun Nov  6 08:49:37 1994"); a date
-// in the past means no wait (0, true). Spaces and tabs around the value are
-// ignored, as RFC 9110 says of field values.
+// in the past means no wait (0, true), and one too far ahead saturates as
+// delay-seconds do. Spaces and tabs around the value are ignored, as RFC
+// 9110 says of field values.
 func ParseRetryAfter(value string, now time.Time) (d time.Duration, ok bool) {
 	value = strings.Trim(value, " \t")
 	if value == "" {
 		return 0, false
 	}
 	if isDigit(value[0]) {
-		secs, ok := parseSeconds(value)
-		if !ok {
-			return 0, false
-		}
-		return time.Duration(secs) * time.Second, true
+		return parseDelaySeconds(value)
 	}
 	t, ok := parseHTTPDate(value, now)
 	if !ok {
@@ -144,8 +149,9 @@ func digits(s string) int {
 	return n
 }
 
-// parseSeconds parses 1*DIGIT, refusing values beyond maxDelaySeconds.
-func parseSeconds(s string) (int64, bool) {
+// parseDelaySeconds parses delay-seconds (1*DIGIT) as a Duration,
+// saturating at maxDuration for a number of seconds too large to represent.
+func parseDelaySeconds(s string) (time.Duration, bool) {
 	if s == "" {
 		return 0, false
 	}
@@ -154,19 +160,28 @@ func parseSeconds(s string) (int64, bool) {
 			return 0, false
 		}
 	}
-	// Only leading zeros can make a long value fit; dropping them spares
+	// Only leading zeros can make a long value small; dropping them spares
 	// strconv a copy of a huge string.
 	if s = strings.TrimLeft(s, "0"); s == "" {
 		return 0, true
 	}
 	if len(s) > 19 {
-		return 0, false
+		return maxDuration, true
 	}
 	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || n > maxDelaySeconds {
-		return 0, false
+	if err != nil { // 19 digits beyond int64
+		return maxDuration, true
 	}
-	return n, true
+	return secondsToDuration(n), true
+}
+
+// secondsToDuration converts n >= 0 seconds, saturating at maxDuration: a
+// server's wait is never shortened by overflow.
+func secondsToDuration(n int64) time.Duration {
+	if n > maxDelaySeconds {
+		return maxDuration
+	}
+	return time.Duration(n) * time.Second
 }
 
 func isDigit(c byte) bool { return '0' <= c && c <= '9' }

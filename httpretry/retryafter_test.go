@@ -35,9 +35,14 @@ func TestParseRetryAfterDelaySeconds(t *testing.T) {
 		{"surrounding space and tab", " 5\t", 5 * time.Second, true},
 		{"surrounding tabs and spaces", "\t\t5  ", 5 * time.Second, true},
 
-		{"one past the largest", "9223372037", 0, false},
-		{"beyond int64", "99999999999999999999", 0, false},
-		{"huge digit string", strings.Repeat("9", 1000), 0, false},
+		// RFC 9110 sets no bound on delay-seconds: a wait too long to
+		// represent saturates to the longest Duration, longer than any cap.
+		{"one past the largest", "9223372037", ptMaxDuration, true},
+		{"19 digits within int64", "9223372036854775807", ptMaxDuration, true},
+		{"19 digits beyond int64", "9999999999999999999", ptMaxDuration, true},
+		{"beyond int64", "99999999999999999999", ptMaxDuration, true},
+		{"huge digit string", strings.Repeat("9", 1000), ptMaxDuration, true},
+		{"huge with leading zeros", "000" + strings.Repeat("9", 30), ptMaxDuration, true},
 		{"empty", "", 0, false},
 		{"only space", " ", 0, false},
 		{"only tab", "\t", 0, false},
@@ -298,14 +303,22 @@ func FuzzParseRetryAfter(f *testing.F) {
 			}
 			return
 		}
-		// delay-seconds: valid exactly when the number fits, and then exact.
-		n, _ := new(big.Int).SetString(trimmed, 10)
-		fits := n.Cmp(maxSecs) <= 0
-		if ok != fits {
-			t.Fatalf("ParseRetryAfter(%q) ok = %v, want %v", value, ok, fits)
+		// delay-seconds: always valid; exact when the number fits, else
+		// saturated to the longest Duration, so that it exceeds any cap.
+		if !ok {
+			t.Fatalf("ParseRetryAfter(%q) = (_, false) for delay-seconds", value)
 		}
-		if ok && (d%time.Second != 0 || int64(d/time.Second) != n.Int64()) {
-			t.Fatalf("ParseRetryAfter(%q) = %v, want %v seconds", value, d, n)
+		n, _ := new(big.Int).SetString(trimmed, 10)
+		if n.Cmp(maxSecs) <= 0 {
+			if d%time.Second != 0 || int64(d/time.Second) != n.Int64() {
+				t.Fatalf("ParseRetryAfter(%q) = %v, want %v seconds", value, d, n)
+			}
+		} else if d != ptMaxDuration {
+			t.Fatalf("ParseRetryAfter(%q) = %v, want the longest Duration for %v seconds", value, d, n)
+		}
+		// Monotonic: ten times the seconds, plus one, is never a shorter wait.
+		if longer, ok := ParseRetryAfter(trimmed+"1", time.Unix(nowUnix, 0)); !ok || longer <= d && d != ptMaxDuration {
+			t.Fatalf("ParseRetryAfter(%q1) = (%v, %v), not longer than %v", trimmed, longer, ok, d)
 		}
 	})
 }

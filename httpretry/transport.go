@@ -519,11 +519,7 @@ func (t *Transport) statusInfo(resp *http.Response, safe bool) retry.Info {
 	info.Throttle = resp.StatusCode == http.StatusTooManyRequests
 	info.Timeout = resp.StatusCode == http.StatusGatewayTimeout || resp.StatusCode == http.StatusRequestTimeout
 	if t.obeysRetryAfter(resp.StatusCode) {
-		if d, ok := ParseRetryAfter(resp.Header.Get("Retry-After"), time.Now()); ok {
-			info.RetryAfter = d
-		} else if d, ok := rateLimitWait(resp.Header); ok {
-			info.RetryAfter = d
-		}
+		info.RetryAfter, _ = responseWait(resp.Header, time.Now())
 	}
 	if safe {
 		info.Safety = retry.Safe

@@ -1,0 +1,45 @@
+package httpretry
+
+import (
+	"net/http"
+	"strings"
+	"time"
+)
+
+// responseWait reads the wait a failed response asks for, and whether it asks
+// for one at all. Hints are monotonic: a longer hint never yields a sooner
+// retry. So every Retry-After field line counts and the longest governs (RFC
+// 9110 makes Retry-After a single value, but a server or proxy may send it
+// twice), and a wait too long to represent saturates rather than being
+// dropped as invalid (ParseRetryAfter). Without a valid Retry-After, the
+// rate-limit fields' reset is the wait, when no quota is left
+// (rateLimitWait).
+func responseWait(h http.Header, now time.Time) (time.Duration, bool) {
+	wait, found := time.Duration(0), false
+	for _, v := range h.Values("Retry-After") {
+		if d, ok := retryAfterLine(v, now); ok {
+			wait, found = max(wait, d), true
+		}
+	}
+	if found {
+		return wait, true
+	}
+	return rateLimitWait(h)
+}
+
+// retryAfterLine reads one Retry-After field line: a single value, or values
+// an intermediary joined with commas. Only delay-seconds can be told apart
+// that way (an HTTP-date holds a comma of its own); the longest valid one
+// governs.
+func retryAfterLine(v string, now time.Time) (time.Duration, bool) {
+	if d, ok := ParseRetryAfter(v, now); ok || strings.IndexByte(v, ',') < 0 {
+		return d, ok
+	}
+	wait, found := time.Duration(0), false
+	for part := range strings.SplitSeq(v, ",") {
+		if d, ok := parseDelaySeconds(strings.Trim(part, " \t")); ok {
+			wait, found = max(wait, d), true
+		}
+	}
+	return wait, found
+}
