@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"mime"
 	"net/http"
 	"strconv"
@@ -275,8 +276,11 @@ func newCallError(function string, doc *Response, resp *http.Response, attempt i
 
 // serverWait is the longest wait the answer asks for besides the retry
 // guidance: the reset of a used-up rate-limit window (of any scope, in the
-// multi-scope form), the error's retry_after, and the Retry-After header.
-// Invalid values are ignored.
+// multi-scope form), the error's retry_after, and every Retry-After header
+// line. Invalid values are ignored; a wait too long for a time.Duration is
+// not invalid: it saturates to the longest Duration, so that it exceeds the
+// strategy's MaxRetryAfter and stops retrying at once (a longer hint never
+// yields a sooner retry).
 func serverWait(doc *Response, resp *http.Response) time.Duration {
 	var wait time.Duration
 	if ext, ok := doc.Extension(URNRateLimit); ok {
@@ -285,17 +289,42 @@ func serverWait(doc *Response, resp *http.Response) time.Duration {
 		}
 	}
 	var details struct {
-		RetryAfter *Duration `json:"retry_after"`
+		RetryAfter *wireDuration `json:"retry_after"`
 	}
 	if !isNull(doc.Errors[0].Details) && json.Unmarshal(doc.Errors[0].Details, &details) == nil && details.RetryAfter != nil {
-		if d, err := details.RetryAfter.Duration(); err == nil {
+		if d, ok := details.RetryAfter.wait(); ok {
 			wait = max(wait, d)
 		}
 	}
-	if d, ok := httpretry.ParseRetryAfter(resp.Header.Get("Retry-After"), time.Now()); ok {
-		wait = max(wait, d)
+	for _, v := range resp.Header.Values("Retry-After") {
+		if d, ok := httpretry.ParseRetryAfter(v, time.Now()); ok {
+			wait = max(wait, d)
+		}
 	}
 	return wait
+}
+
+// wireDuration is a duration as sent, its value read without a bound, for
+// waits: a value too large for an int64 is still a wait, the longest.
+type wireDuration struct {
+	Value json.RawMessage `json:"value"`
+	Unit  Unit            `json:"unit"`
+}
+
+// wait converts w as Duration.Duration does, except that a wait too long for
+// a time.Duration saturates to the longest one instead of being invalid. A
+// value that is not a non-negative integer, or a unit not known, is invalid.
+func (w wireDuration) wait() (time.Duration, bool) {
+	size, ok := w.Unit.size()
+	v := string(w.Value)
+	if !ok || v == "" || strings.TrimLeft(v, "0123456789") != "" {
+		return 0, false // JSON numbers have no leading zeros, so v is one
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n > math.MaxInt64/int64(size) { // all digits: only too large
+		return math.MaxInt64, true
+	}
+	return time.Duration(n) * size, true
 }
 
 // ErrServerLimit is the reason retrying stopped when the server's
