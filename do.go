@@ -180,7 +180,7 @@ func run[T any](ctx context.Context, s Strategy, op func(context.Context) (T, er
 	} else if err := ctx.Err(); err != nil {
 		return v, nil, c.giveUp(ctx, 0, nil, err)
 	} else if err := d.begin(c.scope); err != nil {
-		v, opErr, _ := call(ctx, c.attemptTimeout, op)
+		v, opErr, _ := runAttempt(ctx, c, 1, op)
 		if opErr == nil {
 			return v, d.timer, nil
 		}
@@ -203,7 +203,7 @@ func run[T any](ctx context.Context, s Strategy, op func(context.Context) (T, er
 		if attempt == 1 && pre != nil {
 			v, opErr = pre.v, pre.err
 		} else {
-			v, opErr, timedOut = call(ctx, c.attemptTimeout, op)
+			v, opErr, timedOut = runAttempt(ctx, c, attempt, op)
 		}
 		if opErr == nil {
 			d.success()
@@ -322,6 +322,22 @@ func (d *driver) release() {
 // sleep waits d, reusing the driver's timer.
 func (d *driver) sleep(ctx context.Context, delay time.Duration) error {
 	return sleep(ctx, delay, &d.timer)
+}
+
+// runAttempt runs attempt n with the context AttemptContext gives it, and
+// tells OnAttemptDone how it went.
+func runAttempt[T any](ctx context.Context, c *config, n int, op func(context.Context) (T, error)) (T, error, bool) {
+	if c.begun == nil && c.done == nil {
+		return call(ctx, c.attemptTimeout, op)
+	}
+	if c.begun != nil {
+		ctx = c.begun(ctx, n)
+	}
+	v, err, timedOut := call(ctx, c.attemptTimeout, op)
+	if c.done != nil {
+		c.done(ctx, n, err)
+	}
+	return v, err, timedOut
 }
 
 // call runs one attempt, bounded by timeout if it is positive, and reports

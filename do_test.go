@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"go/parser"
 	"go/token"
 	"log/slog"
@@ -654,4 +655,54 @@ func TestDoBeforeRetry(t *testing.T) {
 	if !errors.Is(err, context.Canceled) || len(seen) != 0 {
 		t.Fatalf("cancelled: err = %v, vetted %v", err, seen)
 	}
+}
+
+type attemptKey struct{}
+
+// Hooks of one kind add up in the order given, AttemptContext derives each
+// attempt's context (nested, in order) and OnAttemptDone sees that context,
+// the successful attempt included; of two BeforeRetry, the first refusal
+// wins and the second is not asked.
+func TestDoHooksCompose(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var events []string
+		log := func(format string, a ...any) { events = append(events, fmt.Sprintf(format, a...)) }
+		tag := func(name string) Option {
+			return AttemptContext(func(ctx context.Context, n int) context.Context {
+				prev, _ := ctx.Value(attemptKey{}).(string)
+				return context.WithValue(ctx, attemptKey{}, prev+name+strconv.Itoa(n))
+			})
+		}
+		opts := []Option{
+			tag("a"), tag("b"),
+			OnAttemptDone(func(ctx context.Context, n int, err error) { log("done %v %d %v", ctx.Value(attemptKey{}), n, err) }),
+			OnRetry(func(_ context.Context, n int, _ time.Duration, _ error) { log("retry1 %d", n) }),
+			OnRetry(func(_ context.Context, n int, _ time.Duration, _ error) { log("retry2 %d", n) }),
+		}
+		op := func(ctx context.Context) error {
+			log("op %v", ctx.Value(attemptKey{}))
+			if len(events) < 4 {
+				return errTransient
+			}
+			return nil
+		}
+		if err := Do(context.Background(), &Simple{Backoff: Constant(time.Second)}, op, opts...); err != nil {
+			t.Fatal(err)
+		}
+		want := "op a1b1|done a1b1 1 boom|retry1 1|retry2 1|op a2b2|done a2b2 2 <nil>"
+		if got := strings.Join(events, "|"); got != want {
+			t.Fatalf("events\n%s\nwant\n%s", got, want)
+		}
+
+		errFirst, errSecond := errors.New("first"), errors.New("second")
+		asked := 0
+		err := Do(context.Background(), &Simple{}, failing(5, errTransient).op,
+			BeforeRetry(func(context.Context, int, error) error { return errFirst }),
+			BeforeRetry(func(context.Context, int, error) error { asked++; return errSecond }),
+			OnGiveUp(func(context.Context, *Error) { log("giveup1") }),
+			OnGiveUp(func(context.Context, *Error) { log("giveup2") }))
+		if !errors.Is(err, errFirst) || asked != 0 || strings.Join(events[len(events)-2:], "|") != "giveup1|giveup2" {
+			t.Fatalf("err = %v, second asked %d times, events %q", err, asked, events)
+		}
+	})
 }

@@ -14,6 +14,8 @@ type Option struct {
 	duration time.Duration
 	scope    string
 	failed   func(ctx context.Context, attempt int, err error)
+	begun    func(ctx context.Context, attempt int) context.Context
+	done     func(ctx context.Context, attempt int, err error)
 	vet      func(ctx context.Context, attempt int, err error) error
 	retrying func(ctx context.Context, attempt int, delay time.Duration, err error)
 	gaveUp   func(ctx context.Context, err *Error)
@@ -29,6 +31,8 @@ const (
 	optMaxElapsed
 	optLongPoll
 	optOnAttemptFailed
+	optAttemptContext
+	optOnAttemptDone
 	optBeforeRetry
 	optOnRetry
 	optOnGiveUp
@@ -42,6 +46,8 @@ type config struct {
 	maxElapsed     time.Duration
 	longPoll       bool
 	failed         func(ctx context.Context, attempt int, err error)
+	begun          func(ctx context.Context, attempt int) context.Context
+	done           func(ctx context.Context, attempt int, err error)
 	vet            func(ctx context.Context, attempt int, err error) error
 	retrying       func(ctx context.Context, attempt int, delay time.Duration, err error)
 	gaveUp         func(ctx context.Context, err *Error)
@@ -62,13 +68,17 @@ func (c *config) apply(opts []Option) {
 		case optLongPoll:
 			c.longPoll = true
 		case optOnAttemptFailed:
-			c.failed = o.failed
+			c.failed = both(c.failed, o.failed)
+		case optAttemptContext:
+			c.begun = nest(c.begun, o.begun)
+		case optOnAttemptDone:
+			c.done = both(c.done, o.done)
 		case optBeforeRetry:
-			c.vet = o.vet
+			c.vet = vetBoth(c.vet, o.vet)
 		case optOnRetry:
-			c.retrying = o.retrying
+			c.retrying = retryBoth(c.retrying, o.retrying)
 		case optOnGiveUp:
-			c.gaveUp = o.gaveUp
+			c.gaveUp = giveUpBoth(c.gaveUp, o.gaveUp)
 		case optLog:
 			c.logger = o.logger
 		}
@@ -100,8 +110,7 @@ func MaxElapsed(d time.Duration) Option { return Option{kind: optMaxElapsed, dur
 func LongPoll() Option { return Option{kind: optLongPoll} }
 
 // OnAttemptFailed calls f after every failed attempt, the last one included,
-// with the attempt's number (1 for the first) and its error. A later
-// OnAttemptFailed replaces an earlier one.
+// with the attempt's number (1 for the first) and its error.
 func OnAttemptFailed(f func(ctx context.Context, attempt int, err error)) Option {
 	return Option{kind: optOnAttemptFailed, failed: f}
 }
@@ -113,7 +122,8 @@ func OnAttemptFailed(f func(ctx context.Context, attempt int, err error)) Option
 // the caller's own that come before the quota's: a transport's limit on
 // attempts, a body that cannot be sent again, a server's wait longer than
 // the caller accepts. A retry refused here costs the strategy's quota
-// nothing. A later BeforeRetry replaces an earlier one.
+// nothing. Of several BeforeRetry options, the first to refuse ends the
+// loop; the later ones are not asked.
 func BeforeRetry(f func(ctx context.Context, attempt int, err error) error) Option {
 	return Option{kind: optBeforeRetry, vet: f}
 }
@@ -122,17 +132,90 @@ func BeforeRetry(f func(ctx context.Context, attempt int, err error) error) Opti
 // begin, with the number of the attempt that failed, the wait before the next
 // attempt, and the error. It does not fire after the last attempt, nor for a
 // retry refused or too late for the deadline; only a cancellation during the
-// wait can still stop the retry it announced, and then OnGiveUp follows. A
-// later OnRetry replaces an earlier one.
+// wait can still stop the retry it announced, and then OnGiveUp follows.
 func OnRetry(f func(ctx context.Context, attempt int, delay time.Duration, err error)) Option {
 	return Option{kind: optOnRetry, retrying: f}
 }
 
 // OnGiveUp calls f once when the loop returns an error, with that error: the
-// attempts made, the last error, and the reason retrying stopped. A later
-// OnGiveUp replaces an earlier one.
+// attempts made, the last error, and the reason retrying stopped.
 func OnGiveUp(f func(ctx context.Context, err *Error)) Option {
 	return Option{kind: optOnGiveUp, gaveUp: f}
+}
+
+// AttemptContext calls f before every attempt, with the attempt's number,
+// and passes the operation the context f returns, which must be derived
+// from ctx. It is how instrumentation gives each attempt a span of its own,
+// or a transport a value for the attempt. Of several AttemptContext options,
+// each derives from the context the one before it returned.
+func AttemptContext(f func(ctx context.Context, attempt int) context.Context) Option {
+	return Option{kind: optAttemptContext, begun: f}
+}
+
+// OnAttemptDone calls f after every attempt, successful or not, with the
+// context the attempt ran with (see AttemptContext), its number and its
+// error (nil for the successful one).
+func OnAttemptDone(f func(ctx context.Context, attempt int, err error)) Option {
+	return Option{kind: optOnAttemptDone, done: f}
+}
+
+// Options of the same kind add up, in the order given: a hook an integration
+// sets for itself and one the caller passes both run. Two of a kind cost
+// one small allocation when the options are applied; one costs nothing.
+
+func both(a, b func(context.Context, int, error)) func(context.Context, int, error) {
+	if a == nil {
+		return b
+	}
+	if b == nil {
+		return a
+	}
+	return func(ctx context.Context, n int, err error) { a(ctx, n, err); b(ctx, n, err) }
+}
+
+func nest(a, b func(context.Context, int) context.Context) func(context.Context, int) context.Context {
+	if a == nil {
+		return b
+	}
+	if b == nil {
+		return a
+	}
+	return func(ctx context.Context, n int) context.Context { return b(a(ctx, n), n) }
+}
+
+func vetBoth(a, b func(context.Context, int, error) error) func(context.Context, int, error) error {
+	if a == nil {
+		return b
+	}
+	if b == nil {
+		return a
+	}
+	return func(ctx context.Context, n int, err error) error {
+		if reason := a(ctx, n, err); reason != nil {
+			return reason
+		}
+		return b(ctx, n, err)
+	}
+}
+
+func retryBoth(a, b func(context.Context, int, time.Duration, error)) func(context.Context, int, time.Duration, error) {
+	if a == nil {
+		return b
+	}
+	if b == nil {
+		return a
+	}
+	return func(ctx context.Context, n int, d time.Duration, err error) { a(ctx, n, d, err); b(ctx, n, d, err) }
+}
+
+func giveUpBoth(a, b func(context.Context, *Error)) func(context.Context, *Error) {
+	if a == nil {
+		return b
+	}
+	if b == nil {
+		return a
+	}
+	return func(ctx context.Context, e *Error) { a(ctx, e); b(ctx, e) }
 }
 
 // Log logs retries at level Info and giving up at level Warn to l, with the
