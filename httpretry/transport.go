@@ -102,6 +102,12 @@ type Transport struct {
 	// Scope returns the retry quota a request draws on. nil = the request's
 	// host, so that a failing host does not exhaust the quota of the others.
 	Scope func(*http.Request) string
+	// Options are passed to retry.DoValue, which makes every request's
+	// attempts, after the Transport's own: hooks, logging, tracing. An
+	// AttemptContext's context becomes the context of the attempt's request. For a bound on each attempt use AttemptTimeout
+	// above, not retry.AttemptTimeout, which would end the attempt's context
+	// before the caller has read the response.
+	Options []retry.Option
 
 	once  sync.Once
 	owned retry.Strategy
@@ -309,7 +315,11 @@ func (l *loop) run() (*http.Response, error) {
 	defer l.body.release()
 	l.next = req
 	l.opts[0] = retry.Scope(l.t.scope(l.orig))
-	resp, err := retry.DoValue(l.orig.Context(), l.t.strategy(), l.attempt, l.opts[:]...)
+	opts := l.opts[:]
+	if len(l.t.Options) > 0 {
+		opts = append(opts[:len(opts):len(opts)], l.t.Options...)
+	}
+	resp, err := retry.DoValue(l.orig.Context(), l.t.strategy(), l.attempt, opts...)
 	if err != nil && (resp == nil || resp == l.drained) {
 		return nil, err
 	}
@@ -323,10 +333,13 @@ func (l *loop) attempt(ctx context.Context) (*http.Response, error) {
 	l.next, l.waited, l.kind = nil, false, 0
 	l.attempts++
 	areq, cancel := req, context.CancelFunc(nil)
+	if ctx != req.Context() {
+		areq = req.WithContext(ctx) // the attempt's own, from an AttemptContext option
+	}
 	if l.t.AttemptTimeout > 0 {
 		var actx context.Context
 		actx, cancel = context.WithTimeout(ctx, l.t.AttemptTimeout)
-		areq = req.WithContext(actx)
+		areq = areq.WithContext(actx)
 	}
 	resp, err := l.base.RoundTrip(areq)
 	if resp == nil && err == nil {
