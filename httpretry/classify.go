@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"syscall"
 
 	"github.com/retrykit/retry"
@@ -17,12 +18,16 @@ import (
 type Kind uint8
 
 const (
-	// KindConnect: no connection was established (refused, unreachable, a
-	// failed DNS lookup, a dial timeout), so the request never reached the
-	// server. Such a failure may be retried whatever the method.
+	// KindConnect: the request never reached the server, or the server
+	// refused it unprocessed: no connection was established (refused,
+	// unreachable, a failed DNS lookup, a dial timeout), or an HTTP/2
+	// server refused its stream (REFUSED_STREAM, or a GOAWAY whose last
+	// stream id is below it). Such a failure may be retried whatever the
+	// method.
 	KindConnect Kind = iota + 1
 	// KindRead: the request may have reached the server, but no response
-	// came back (a reset, EOF before a response, a timeout).
+	// came back whole (a reset, EOF before a response, a timeout, an
+	// HTTP/2 stream reset or abandoned after the server took it).
 	KindRead
 	// KindStatus: the server answered with a status that is a retryable
 	// failure (by default 429, 500, 502, 503 and 504).
@@ -70,7 +75,8 @@ func (e *transportError) RetryInfo() retry.Info { return e.info }
 
 // transportKind sorts a transport error. known is false for errors that are
 // not network failures (a malformed request, a bad certificate, an unknown
-// host): those are never retried.
+// host): those are never retried, and so is any error this function does not
+// recognise.
 func transportKind(err error) (kind Kind, timeout, known bool) {
 	var (
 		oe    *net.OpError
@@ -81,6 +87,7 @@ func transportKind(err error) (kind Kind, timeout, known bool) {
 		ua    x509.UnknownAuthorityError
 		he    x509.HostnameError
 		ci    x509.CertificateInvalidError
+		se    h2StreamError
 	)
 	switch {
 	case errors.As(err, &cert), errors.As(err, &ua), errors.As(err, &he), errors.As(err, &ci),
@@ -95,6 +102,14 @@ func transportKind(err error) (kind Kind, timeout, known bool) {
 		return KindConnect, oe.Timeout(), true
 	case errors.As(err, &oe) && (oe.Op == "remote error" || oe.Op == "local error"):
 		return 0, false, false // a TLS alert over TCP: the handshake failed for good
+	case errors.As(err, &se):
+		return h2StreamKind(se.Code)
+	}
+	if kind, ok := textKind(err); ok {
+		if kind == 0 {
+			return 0, false, false
+		}
+		return kind, false, true
 	}
 	var ne net.Error
 	switch {
@@ -107,4 +122,133 @@ func transportKind(err error) (kind Kind, timeout, known bool) {
 		return KindRead, false, true
 	}
 	return 0, false, false
+}
+
+// h2StreamError has the fields of the HTTP/2 stream error that net/http's
+// bundled HTTP/2 client returns when a stream is reset (RST_STREAM, RFC 9113
+// section 6.4). That type is unexported, but its As method copies it into any
+// struct with these field names and convertible types (it exists so that
+// golang.org/x/net/http2.StreamError can catch it), which is how errors.As
+// reaches it without matching text.
+type h2StreamError struct {
+	StreamID uint32
+	Code     uint32
+	Cause    error
+}
+
+// Error makes h2StreamError a target for errors.As; it is never returned.
+func (e h2StreamError) Error() string { return "http2 stream error" }
+
+// HTTP/2 error codes (RFC 9113, section 7) that decide a reset's kind.
+const (
+	h2RefusedStream      = 0x7
+	h2InadequateSecurity = 0xc
+	h2HTTP11Required     = 0xd
+)
+
+// Fixed messages of net/http (and golang.org/x/net/http2) that textKind
+// recognises, whole or by their start.
+const (
+	msgStreamError        = "stream error: stream ID "
+	msgCannotRetry        = "http2: Transport: cannot retry err ["
+	msgCannotRetryEnd     = "] after Request.Body was written"
+	msgGoAwayAbove        = "http2: Transport received GOAWAY from server ErrCode:"
+	msgGracefulGoAway     = "http2: Transport received Server's graceful shutdown GOAWAY"
+	msgGoAwayClosed       = "http2: server sent GOAWAY and closed the connection;"
+	nameRefusedStream     = "REFUSED_STREAM"
+	nameInadequateSecured = "INADEQUATE_SECURITY"
+	nameHTTP11Required    = "HTTP_1_1_REQUIRED"
+)
+
+// h2StreamKind sorts a reset stream by its error code. REFUSED_STREAM
+// guarantees that the server did no processing of the request (RFC 9113,
+// section 8.7), so it may be sent again whatever its method. A server that
+// requires HTTP/1.1 or a stronger TLS setup will answer the same way every
+// time. Any other code may come after the server acted on the request.
+func h2StreamKind(code uint32) (Kind, bool, bool) {
+	switch code {
+	case h2RefusedStream:
+		return KindConnect, false, true
+	case h2InadequateSecurity, h2HTTP11Required:
+		return 0, false, false
+	}
+	return KindRead, false, true
+}
+
+// textKind recognises the failures that net/http reports in errors with no
+// type to match, by their text: kind is 0 with ok true for one that retrying
+// cannot fix, and ok is false for an error it does not know. Each text is a
+// fixed message of net/http (or golang.org/x/net/http2, whose messages are
+// the same); only a whole message, or its fixed start, is matched, on each
+// error of the chain, so a message that merely quotes one is not taken for
+// it.
+//
+//   - HTTP/2: a GOAWAY whose last stream id is below the request's stream
+//     ("received GOAWAY from server ErrCode:", "graceful shutdown GOAWAY")
+//     means the server never processed it (RFC 9113, section 6.8): a connect
+//     failure. A connection closed after a GOAWAY that covered the stream
+//     ("server sent GOAWAY and closed the connection") may have processed
+//     it: a read failure. A reset stream's text ("stream error: stream ID N;
+//     CODE"), alone or inside the client's "cannot retry err [...]", is
+//     sorted as h2StreamKind sorts its code.
+func textKind(err error) (kind Kind, ok bool) {
+	budget := 64 // errors visited at most: a hostile tree cannot make this slow
+	var walk func(error) bool
+	walk = func(e error) bool {
+		for e != nil && budget > 0 {
+			budget--
+			if k, found := messageKind(e.Error()); found {
+				kind, ok = k, true
+				return true
+			}
+			switch u := e.(type) {
+			case interface{ Unwrap() error }:
+				e = u.Unwrap()
+			case interface{ Unwrap() []error }:
+				for _, c := range u.Unwrap() {
+					if walk(c) {
+						return true
+					}
+				}
+				return false
+			default:
+				return false
+			}
+		}
+		return false
+	}
+	walk(err)
+	return kind, ok
+}
+
+// messageKind sorts one error message; see textKind.
+func messageKind(msg string) (Kind, bool) {
+	switch {
+	case msg == msgGracefulGoAway, strings.HasPrefix(msg, msgGoAwayAbove):
+		return KindConnect, true
+	case strings.HasPrefix(msg, msgGoAwayClosed):
+		return KindRead, true
+	case strings.HasPrefix(msg, msgCannotRetry):
+		inner, _, found := strings.Cut(msg[len(msgCannotRetry):], msgCannotRetryEnd)
+		if !found {
+			return 0, false
+		}
+		return messageKind(inner)
+	case strings.HasPrefix(msg, msgStreamError):
+		// "stream error: stream ID 3; REFUSED_STREAM" and an optional
+		// "; cause".
+		_, rest, found := strings.Cut(msg[len(msgStreamError):], "; ")
+		if !found {
+			return 0, false
+		}
+		code, _, _ := strings.Cut(rest, ";")
+		switch code {
+		case nameRefusedStream:
+			return KindConnect, true
+		case nameInadequateSecured, nameHTTP11Required:
+			return 0, true
+		}
+		return KindRead, true
+	}
+	return 0, false
 }
