@@ -247,6 +247,9 @@ func run[T any](ctx context.Context, s Strategy, op func(context.Context) (T, er
 		if c.retrying != nil {
 			c.retrying(ctx, attempt, delay, opErr)
 		}
+		if c.trace != nil {
+			c.trace.retry(ctx, c.scope, attempt, delay, opErr)
+		}
 		if c.logger != nil {
 			c.logRetry(ctx, attempt, delay, opErr)
 		}
@@ -324,19 +327,15 @@ func (d *driver) sleep(ctx context.Context, delay time.Duration) error {
 	return sleep(ctx, delay, &d.timer)
 }
 
-// runAttempt runs attempt n with the context AttemptContext gives it, and
-// tells OnAttemptDone how it went.
+// runAttempt runs attempt n, with the context the Trace gives it, and tells
+// the Trace how it went.
 func runAttempt[T any](ctx context.Context, c *config, n int, op func(context.Context) (T, error)) (T, error, bool) {
-	if c.begun == nil && c.done == nil {
+	if c.trace == nil {
 		return call(ctx, c.attemptTimeout, op)
 	}
-	if c.begun != nil {
-		ctx = c.begun(ctx, n)
-	}
+	ctx = c.trace.attemptStart(ctx, c.scope, n)
 	v, err, timedOut := call(ctx, c.attemptTimeout, op)
-	if c.done != nil {
-		c.done(ctx, n, err)
-	}
+	c.trace.attemptDone(ctx, c.scope, n, err)
 	return v, err, timedOut
 }
 
@@ -407,6 +406,9 @@ func (c *config) giveUp(ctx context.Context, attempts int, last, reason error) *
 	e := &Error{Attempts: attempts, Err: last, Reason: reason}
 	if c.gaveUp != nil {
 		c.gaveUp(ctx, e)
+	}
+	if c.trace != nil {
+		c.trace.giveUp(ctx, c.scope, e)
 	}
 	if c.logger != nil {
 		c.logGiveUp(ctx, e)

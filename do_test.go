@@ -659,29 +659,37 @@ func TestDoBeforeRetry(t *testing.T) {
 
 type attemptKey struct{}
 
-// Hooks of one kind add up in the order given, AttemptContext derives each
-// attempt's context (nested, in order) and OnAttemptDone sees that context,
-// the successful attempt included; of two BeforeRetry, the first refusal
-// wins and the second is not asked.
+// Hooks of one kind add up in the order given; traces too, each attempt's
+// context derived by every AttemptStart in turn, AttemptDone seeing that
+// context (the successful attempt's included) and every hook the scope; of
+// two BeforeRetry, the first refusal wins and the second is not asked.
 func TestDoHooksCompose(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var events []string
 		log := func(format string, a ...any) { events = append(events, fmt.Sprintf(format, a...)) }
 		tag := func(name string) Option {
-			return AttemptContext(func(ctx context.Context, n int) context.Context {
-				prev, _ := ctx.Value(attemptKey{}).(string)
-				return context.WithValue(ctx, attemptKey{}, prev+name+strconv.Itoa(n))
+			return WithTrace(&Trace{
+				AttemptStart: func(ctx context.Context, scope string, n int) context.Context {
+					prev, _ := ctx.Value(attemptKey{}).(string)
+					return context.WithValue(ctx, attemptKey{}, prev+name+strconv.Itoa(n))
+				},
+				Retry: func(_ context.Context, scope string, n int, _ time.Duration, _ error) {
+					log("trace %s retry %s %d", name, scope, n)
+				},
 			})
 		}
 		opts := []Option{
+			Scope("svc"),
 			tag("a"), tag("b"),
-			OnAttemptDone(func(ctx context.Context, n int, err error) { log("done %v %d %v", ctx.Value(attemptKey{}), n, err) }),
+			WithTrace(&Trace{AttemptDone: func(ctx context.Context, scope string, n int, err error) {
+				log("done %v %s %d %v", ctx.Value(attemptKey{}), scope, n, err)
+			}}),
 			OnRetry(func(_ context.Context, n int, _ time.Duration, _ error) { log("retry1 %d", n) }),
 			OnRetry(func(_ context.Context, n int, _ time.Duration, _ error) { log("retry2 %d", n) }),
 		}
 		op := func(ctx context.Context) error {
 			log("op %v", ctx.Value(attemptKey{}))
-			if len(events) < 4 {
+			if len(events) < 6 {
 				return errTransient
 			}
 			return nil
@@ -689,7 +697,7 @@ func TestDoHooksCompose(t *testing.T) {
 		if err := Do(context.Background(), &Simple{Backoff: Constant(time.Second)}, op, opts...); err != nil {
 			t.Fatal(err)
 		}
-		want := "op a1b1|done a1b1 1 boom|retry1 1|retry2 1|op a2b2|done a2b2 2 <nil>"
+		want := "op a1b1|done a1b1 svc 1 boom|retry1 1|retry2 1|trace a retry svc 1|trace b retry svc 1|op a2b2|done a2b2 svc 2 <nil>"
 		if got := strings.Join(events, "|"); got != want {
 			t.Fatalf("events\n%s\nwant\n%s", got, want)
 		}
@@ -700,8 +708,10 @@ func TestDoHooksCompose(t *testing.T) {
 			BeforeRetry(func(context.Context, int, error) error { return errFirst }),
 			BeforeRetry(func(context.Context, int, error) error { asked++; return errSecond }),
 			OnGiveUp(func(context.Context, *Error) { log("giveup1") }),
-			OnGiveUp(func(context.Context, *Error) { log("giveup2") }))
-		if !errors.Is(err, errFirst) || asked != 0 || strings.Join(events[len(events)-2:], "|") != "giveup1|giveup2" {
+			OnGiveUp(func(context.Context, *Error) { log("giveup2") }),
+			Scope("q"),
+			WithTrace(&Trace{GiveUp: func(_ context.Context, scope string, e *Error) { log("trace giveup %s %d", scope, e.Attempts) }}))
+		if !errors.Is(err, errFirst) || asked != 0 || strings.Join(events[len(events)-3:], "|") != "giveup1|giveup2|trace giveup q 1" {
 			t.Fatalf("err = %v, second asked %d times, events %q", err, asked, events)
 		}
 	})

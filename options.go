@@ -14,8 +14,7 @@ type Option struct {
 	duration time.Duration
 	scope    string
 	failed   func(ctx context.Context, attempt int, err error)
-	begun    func(ctx context.Context, attempt int) context.Context
-	done     func(ctx context.Context, attempt int, err error)
+	trace    *Trace
 	vet      func(ctx context.Context, attempt int, err error) error
 	retrying func(ctx context.Context, attempt int, delay time.Duration, err error)
 	gaveUp   func(ctx context.Context, err *Error)
@@ -31,8 +30,7 @@ const (
 	optMaxElapsed
 	optLongPoll
 	optOnAttemptFailed
-	optAttemptContext
-	optOnAttemptDone
+	optTrace
 	optBeforeRetry
 	optOnRetry
 	optOnGiveUp
@@ -46,8 +44,7 @@ type config struct {
 	maxElapsed     time.Duration
 	longPoll       bool
 	failed         func(ctx context.Context, attempt int, err error)
-	begun          func(ctx context.Context, attempt int) context.Context
-	done           func(ctx context.Context, attempt int, err error)
+	trace          *Trace
 	vet            func(ctx context.Context, attempt int, err error) error
 	retrying       func(ctx context.Context, attempt int, delay time.Duration, err error)
 	gaveUp         func(ctx context.Context, err *Error)
@@ -69,10 +66,8 @@ func (c *config) apply(opts []Option) {
 			c.longPoll = true
 		case optOnAttemptFailed:
 			c.failed = both(c.failed, o.failed)
-		case optAttemptContext:
-			c.begun = nest(c.begun, o.begun)
-		case optOnAttemptDone:
-			c.done = both(c.done, o.done)
+		case optTrace:
+			c.trace = c.trace.then(o.trace)
 		case optBeforeRetry:
 			c.vet = vetBoth(c.vet, o.vet)
 		case optOnRetry:
@@ -143,22 +138,6 @@ func OnGiveUp(f func(ctx context.Context, err *Error)) Option {
 	return Option{kind: optOnGiveUp, gaveUp: f}
 }
 
-// AttemptContext calls f before every attempt, with the attempt's number,
-// and passes the operation the context f returns, which must be derived
-// from ctx. It is how instrumentation gives each attempt a span of its own,
-// or a transport a value for the attempt. Of several AttemptContext options,
-// each derives from the context the one before it returned.
-func AttemptContext(f func(ctx context.Context, attempt int) context.Context) Option {
-	return Option{kind: optAttemptContext, begun: f}
-}
-
-// OnAttemptDone calls f after every attempt, successful or not, with the
-// context the attempt ran with (see AttemptContext), its number and its
-// error (nil for the successful one).
-func OnAttemptDone(f func(ctx context.Context, attempt int, err error)) Option {
-	return Option{kind: optOnAttemptDone, done: f}
-}
-
 // Options of the same kind add up, in the order given: a hook an integration
 // sets for itself and one the caller passes both run. Two of a kind cost
 // one small allocation when the options are applied; one costs nothing.
@@ -171,16 +150,6 @@ func both(a, b func(context.Context, int, error)) func(context.Context, int, err
 		return a
 	}
 	return func(ctx context.Context, n int, err error) { a(ctx, n, err); b(ctx, n, err) }
-}
-
-func nest(a, b func(context.Context, int) context.Context) func(context.Context, int) context.Context {
-	if a == nil {
-		return b
-	}
-	if b == nil {
-		return a
-	}
-	return func(ctx context.Context, n int) context.Context { return b(a(ctx, n), n) }
 }
 
 func vetBoth(a, b func(context.Context, int, error) error) func(context.Context, int, error) error {

@@ -13,8 +13,8 @@ import (
 type attemptTag struct{}
 
 // The Transport's Options reach retry.DoValue beside its own hooks: the
-// caller's OnRetry runs, each attempt's request carries the context an
-// AttemptContext made for it, and the Transport's own rules (its Report, its
+// caller's OnRetry runs, each attempt's request carries the context a
+// Trace's AttemptStart made for it, and the Transport's own rules (its Report, its
 // drain, its give-up on a response) keep working.
 func TestTransportOptions(t *testing.T) {
 	srv := newServer(t, failFirst(2, 503))
@@ -28,9 +28,9 @@ func TestTransportOptions(t *testing.T) {
 	})
 	var retried []int
 	tr := &Transport{Base: observed, Strategy: noWait(), Options: []retry.Option{
-		retry.AttemptContext(func(ctx context.Context, n int) context.Context {
+		retry.WithTrace(&retry.Trace{AttemptStart: func(ctx context.Context, _ string, n int) context.Context {
 			return context.WithValue(ctx, attemptTag{}, "attempt "+strconv.Itoa(n))
-		}),
+		}}),
 		retry.OnRetry(func(_ context.Context, n int, _ time.Duration, _ error) { retried = append(retried, n) }),
 	}}
 	resp, err, rep := send(t, tr, context.Background(), "GET", srv.URL, nil)

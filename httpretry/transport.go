@@ -103,8 +103,9 @@ type Transport struct {
 	// host, so that a failing host does not exhaust the quota of the others.
 	Scope func(*http.Request) string
 	// Options are passed to retry.DoValue, which makes every request's
-	// attempts, after the Transport's own: hooks, logging, tracing. An
-	// AttemptContext's context becomes the context of the attempt's request. For a bound on each attempt use AttemptTimeout
+	// attempts, after the Transport's own: hooks, logging, a retry.Trace,
+	// whose AttemptStart context becomes the context of the attempt's
+	// request. For a bound on each attempt use AttemptTimeout
 	// above, not retry.AttemptTimeout, which would end the attempt's context
 	// before the caller has read the response.
 	Options []retry.Option
@@ -334,7 +335,7 @@ func (l *loop) attempt(ctx context.Context) (*http.Response, error) {
 	l.attempts++
 	areq, cancel := req, context.CancelFunc(nil)
 	if ctx != req.Context() {
-		areq = req.WithContext(ctx) // the attempt's own, from an AttemptContext option
+		areq = req.WithContext(ctx) // the attempt's own, from a retry.Trace
 	}
 	if l.t.AttemptTimeout > 0 {
 		var actx context.Context

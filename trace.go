@@ -1,0 +1,88 @@
+package retry
+
+import (
+	"context"
+	"time"
+)
+
+// A Trace is a set of hooks that follow one call of Do or DoValue, for
+// instrumentation (traces, metrics), in the manner of net/http/httptrace's
+// ClientTrace. Every field may be nil. Unlike the On options, each hook is
+// told the call's scope, and AttemptStart can give each attempt a context of
+// its own, such as one that carries the attempt's span. A Trace is read, not
+// changed, by the loop, so one Trace can serve any number of calls at once;
+// its hooks must be safe for concurrent use.
+type Trace struct {
+	// AttemptStart is called before attempt n (1 for the first). The
+	// operation runs with the context it returns, which must be derived
+	// from ctx; nil keeps ctx.
+	AttemptStart func(ctx context.Context, scope string, n int) context.Context
+	// AttemptDone is called after attempt n with the context it ran with
+	// and its error, nil if it succeeded.
+	AttemptDone func(ctx context.Context, scope string, n int, err error)
+	// Retry is called when a retry after attempt n has been granted and its
+	// wait is about to begin (see OnRetry).
+	Retry func(ctx context.Context, scope string, n int, delay time.Duration, err error)
+	// GiveUp is called once when the loop returns an error (see OnGiveUp).
+	GiveUp func(ctx context.Context, scope string, err *Error)
+}
+
+// WithTrace has the loop call the hooks of t. Several traces all run, in the
+// order given, each AttemptStart deriving from the context of the one
+// before it.
+func WithTrace(t *Trace) Option { return Option{kind: optTrace, trace: t} }
+
+func (t *Trace) attemptStart(ctx context.Context, scope string, n int) context.Context {
+	if t.AttemptStart != nil {
+		if actx := t.AttemptStart(ctx, scope, n); actx != nil {
+			return actx
+		}
+	}
+	return ctx
+}
+
+func (t *Trace) attemptDone(ctx context.Context, scope string, n int, err error) {
+	if t.AttemptDone != nil {
+		t.AttemptDone(ctx, scope, n, err)
+	}
+}
+
+func (t *Trace) retry(ctx context.Context, scope string, n int, delay time.Duration, err error) {
+	if t.Retry != nil {
+		t.Retry(ctx, scope, n, delay, err)
+	}
+}
+
+func (t *Trace) giveUp(ctx context.Context, scope string, err *Error) {
+	if t.GiveUp != nil {
+		t.GiveUp(ctx, scope, err)
+	}
+}
+
+// then returns a Trace that runs the hooks of t, then those of u; either
+// may be nil.
+func (t *Trace) then(u *Trace) *Trace {
+	if t == nil {
+		return u
+	}
+	if u == nil {
+		return t
+	}
+	return &Trace{
+		AttemptStart: func(ctx context.Context, scope string, n int) context.Context {
+			return u.attemptStart(t.attemptStart(ctx, scope, n), scope, n)
+		},
+		AttemptDone: func(ctx context.Context, scope string, n int, err error) {
+			t.attemptDone(ctx, scope, n, err)
+			u.attemptDone(ctx, scope, n, err)
+		},
+		Retry: func(ctx context.Context, scope string, n int, delay time.Duration, err error) {
+			t.retry(ctx, scope, n, delay, err)
+			u.retry(ctx, scope, n, delay, err)
+		},
+		GiveUp: func(ctx context.Context, scope string, err *Error) {
+			t.giveUp(ctx, scope, err)
+			u.giveUp(ctx, scope, err)
+		},
+	}
+}
