@@ -7,9 +7,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"mime"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -286,6 +288,8 @@ func serverWait(doc *Response, resp *http.Response) time.Duration {
 	if ext, ok := doc.Extension(URNRateLimit); ok {
 		if windows, err := ext.RateLimits(); err == nil {
 			wait = resetWait(windows)
+		} else {
+			wait = overlongReset(ext.Data)
 		}
 	}
 	var details struct {
@@ -302,6 +306,33 @@ func serverWait(doc *Response, resp *http.Response) time.Duration {
 		}
 	}
 	return wait
+}
+
+// overlongReset reads rate-limit data that RateLimits refused for the one
+// reason that must not shorten a wait: a used-up window (remaining 0) whose
+// resets_in is too long for a time.Duration. Such a window asks for the
+// longest wait; anything else in refused data is ignored, as before.
+func overlongReset(data json.RawMessage) time.Duration {
+	var multi struct {
+		Scopes map[string]json.RawMessage `json:"scopes"`
+	}
+	windows := []json.RawMessage{data}
+	if json.Unmarshal(data, &multi) == nil && multi.Scopes != nil {
+		windows = slices.Collect(maps.Values(multi.Scopes))
+	}
+	for _, raw := range windows {
+		var w struct {
+			Remaining *int64       `json:"remaining"`
+			ResetsIn  wireDuration `json:"resets_in"`
+		}
+		if json.Unmarshal(raw, &w) != nil || w.Remaining == nil || *w.Remaining != 0 {
+			continue
+		}
+		if d, ok := w.ResetsIn.wait(); ok && d == math.MaxInt64 {
+			return d
+		}
+	}
+	return 0
 }
 
 // wireDuration is a duration as sent, its value read without a bound, for

@@ -168,3 +168,45 @@ func TestClientProxyRetryAfterTooLongStopsAtOnce(t *testing.T) {
 		wantStoppedAtOnce(t, err, n.Load(), st, start, longest, 5*time.Minute)
 	})
 }
+
+// A used-up rate-limit window whose resets_in is too long for a
+// time.Duration asks for a wait longer than any cap, though the extension is
+// otherwise refused for it: the call stops at once instead of retrying on
+// the guidance's immediate. A window with calls left asks for no wait,
+// however long its reset.
+func TestClientRateLimitResetTooLongStopsAtOnce(t *testing.T) {
+	window := func(remaining, resets string) string {
+		return `{"limit":10,"used":10,"remaining":` + remaining + `,"window":{"value":1,"unit":"minute"},"resets_in":` + resets + `}`
+	}
+	ext := func(data string) string { return `{"urn":"urn:forrst:ext:rate-limit","data":` + data + `}` }
+	huge := `{"value":9223372036854775807,"unit":"second"}`
+	for _, c := range []struct {
+		name, ext string
+		stops     bool
+	}{
+		{"one window", ext(window("0", huge)), true},
+		{"beyond int64", ext(window("0", `{"value":99999999999999999999,"unit":"day"}`)), true},
+		{"multi-scope", ext(`{"scopes":{"function":` + window("3", `{"value":5,"unit":"second"}`) + `,"global":` + window("0", huge) + `}}`), true},
+		{"calls left", ext(window("4", huge)), false},
+		{"negative reset", ext(window("0", `{"value":-1,"unit":"second"}`)), false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			srv, n := hostile(t, func(_ int, w http.ResponseWriter, _ *http.Request) {
+				w.WriteHeader(http.StatusServiceUnavailable)
+				_, _ = w.Write([]byte(failDoc("UNAVAILABLE", `{"allowed":true,"strategy":"immediate"}`, c.ext)))
+			})
+			virtual(t, func(t *testing.T, hc *http.Client, st *stamps) {
+				cl := &forrst.Client{URL: srv.URL, HTTPClient: hc}
+				start := time.Now()
+				err := cl.Call(context.Background(), "f", nil, nil)
+				if c.stops {
+					wantStoppedAtOnce(t, err, n.Load(), st, start, longest, 5*time.Minute)
+					return
+				}
+				if !errors.Is(err, retry.ErrMaxAttempts) || n.Load() != 3 {
+					t.Fatalf("%d requests, err %v; want 3 and ErrMaxAttempts", n.Load(), err)
+				}
+			})
+		})
+	}
+}
