@@ -46,6 +46,10 @@ Flags (-flag and --flag are the same):
                     retried (default: no limit)
   --kill-after D    grace between SIGTERM and SIGKILL; 0 = SIGKILL at once
                     (default 5s)
+  --foreground      run COMMAND in retry's own process group: it can read
+                    the terminal and gets the terminal's Ctrl-C itself, but
+                    --timeout and signals reach COMMAND alone, not the
+                    processes it starts (as timeout --foreground)
   -v, --verbose     also a line on stderr when an attempt succeeds
   -q, --quiet       no line on stderr from retry itself (usage errors excepted)
 
@@ -62,16 +66,22 @@ COMMAND's standard input, output and error are retry's own. Standard input is
 shared, not replayed: a later attempt reads what earlier ones left unread, so
 data piped into retry reaches the first attempt that reads it.
 
+Each attempt runs in a process group of its own, as timeout(1) runs its
+command: --timeout, and the signals retry passes on, reach every process of
+the attempt, such as those a shell script starts, and a stopped attempt is
+over once all of them have exited (SIGKILL after --kill-after). So the
+terminal does not signal COMMAND itself: a Ctrl-C reaches retry, which passes
+SIGINT on, once. A COMMAND that reads the terminal or changes its modes (a
+password prompt, an editor, ssh -t) needs --foreground.
+
 SIGINT, SIGTERM or SIGHUP sent to retry stops the current attempt and ends
 the run without further attempts: COMMAND gets the signal, then SIGKILL after
---kill-after. retry passes SIGTERM on to COMMAND, and SIGINT only if it is not
-in its terminal's foreground process group: there a Ctrl-C reaches COMMAND
-from the terminal, and is not sent twice. SIGHUP is passed on unless the
-terminal hung up (the shell or the kernel sends it to COMMAND then). A second
-signal ends retry at once, after passing it on likewise. The signals retry
-sends, and --timeout, reach COMMAND itself, not processes it starts: a shell
-script should exec its last command or trap and pass them on. Signals retry
-was started with ignored, as by nohup, stay ignored.
+--kill-after. retry passes SIGTERM on, and SIGINT unless COMMAND is in the
+terminal's foreground process group (with --foreground): there a Ctrl-C
+reaches COMMAND from the terminal, and is not sent twice. SIGHUP is passed on
+unless the terminal hung up and the shell or the kernel sent it to COMMAND.
+A second signal ends retry at once, after passing it on likewise. Signals
+retry was started with ignored, as by nohup, stay ignored.
 
 Exit status: that of the last attempt, 128+N if it was killed by signal N
 (or if signal N ended the run between attempts); 126 if COMMAND cannot be
@@ -87,17 +97,18 @@ Examples:
 
 // runConfig is what "retry run" was asked to do.
 type runConfig struct {
-	attempts  int
-	delay     time.Duration
-	maxDelay  time.Duration
-	jitter    retry.Jitter
-	onExit    exitCodes // nil = every non-zero status
-	timeout   time.Duration
-	maxTime   time.Duration // 0 = no bound on the whole run
-	killAfter time.Duration
-	verbose   bool
-	quiet     bool
-	argv      []string
+	attempts   int
+	delay      time.Duration
+	maxDelay   time.Duration
+	jitter     retry.Jitter
+	onExit     exitCodes // nil = every non-zero status
+	timeout    time.Duration
+	maxTime    time.Duration // 0 = no bound on the whole run
+	killAfter  time.Duration
+	foreground bool // keep the command in retry's process group; see runner
+	verbose    bool
+	quiet      bool
+	argv       []string
 }
 
 // runCommand implements "retry run".
@@ -106,7 +117,10 @@ func runCommand(ctx context.Context, args []string, std stdio) int {
 	if !ok {
 		return status
 	}
-	r := &runner{c: c, std: std, hadTerminal: haveTerminal()}
+	r := &runner{c: c, std: std, hadTerminal: haveTerminal(), group: groupsWork && !c.foreground}
+	if r.group {
+		becomeSubreaper()
+	}
 	defer r.exitOnSecondSignal(ctx)()
 	// dctx bounds the run for --max-time; ctx stays the signals' alone, so
 	// that running out of time is not taken for an interruption.
@@ -138,6 +152,7 @@ func parseRunFlags(args []string, std stdio) (runConfig, int, bool) {
 	fs.Var(durationValue{&c.timeout}, "timeout", "")
 	fs.Var(durationValue{&c.maxTime}, "max-time", "")
 	fs.Var(durationValue{&c.killAfter}, "kill-after", "")
+	fs.BoolVar(&c.foreground, "foreground", false, "")
 	for _, name := range []string{"v", "verbose"} {
 		fs.BoolVar(&c.verbose, name, false, "")
 	}
@@ -192,10 +207,28 @@ func usageError(w io.Writer, cmd, msg string) int {
 }
 
 // runner runs the attempts of one "retry run".
+//
+// Unless --foreground, each attempt's command leads a process group of its
+// own, and retry signals that group, as GNU timeout(1) does: the processes a
+// command starts (a shell script's, "sh -c 'a & b'") are stopped with it, and
+// do not outlive a timed-out attempt. timeout puts itself in the group, and
+// dies of its own SIGKILL; retry stays out of it, so that it can retry after
+// --kill-after, and waits until the group is gone before the next attempt.
+// The price, as with timeout: the command is not in the terminal's
+// foreground process group, so it cannot read the terminal (the kernel stops
+// it with SIGTTIN) and does not get the terminal's signals: Ctrl-C reaches
+// retry alone, which passes it on once, and Ctrl-Z stops retry but not the
+// command. Handing the terminal to the command's group, as a shell does,
+// would take a Ctrl-C and a Ctrl-Z away from retry, which must see both to
+// end the run or stop with its command; so a command that needs the
+// terminal asks for --foreground, which keeps it in retry's group, where the
+// terminal reaches it and passOn sends no signal twice, but where retry
+// signals the command alone.
 type runner struct {
 	c           runConfig
 	std         stdio
 	hadTerminal bool // retry had a controlling terminal when the run began
+	group       bool // each attempt has a process group of its own
 	attempts    int  // attempts started
 	outOfTime   bool // --max-time ended the run
 
@@ -227,7 +260,14 @@ func (r *runner) attempt(ctx, actx context.Context) error {
 	cmd.Env = append(os.Environ(),
 		"RETRY_ATTEMPT="+strconv.Itoa(r.attempts),
 		"RETRY_MAX_ATTEMPTS="+strconv.Itoa(r.c.attempts))
-	cmd.Cancel = func() error { return r.stop(cmd.Process, stopSignal(ctx)) }
+	if r.group {
+		cmd.SysProcAttr = newGroup()
+	}
+	var stopped stopTime
+	cmd.Cancel = func() error {
+		stopped.set(time.Now())
+		return r.stop(cmd.Process, stopSignal(ctx))
+	}
 	cmd.WaitDelay = r.c.killAfter
 	if err := cmd.Start(); err != nil {
 		if ctx.Err() != nil {
@@ -237,6 +277,7 @@ func (r *runner) attempt(ctx, actx context.Context) error {
 	}
 	r.setRunning(cmd.Process)
 	err := cmd.Wait()
+	r.endGroup(cmd.Process.Pid, stopped.get())
 	r.setRunning(nil)
 	if err == nil || errors.Is(err, exec.ErrWaitDelay) && cmd.ProcessState.Success() {
 		return nil // ErrWaitDelay: it exited 0 but left its output open
@@ -255,34 +296,101 @@ func (r *runner) attempt(ctx, actx context.Context) error {
 	return retry.Permanent(f)
 }
 
-// stop asks the command's process p to end with sig, the signal that ended
-// the run or SIGTERM for --timeout, unless the terminal has sent it to p
-// already (see passOn). If sig cannot be sent (as on Windows), or
-// --kill-after is zero, it kills p at once. exec.Cmd's WaitDelay kills p if
-// it is still running --kill-after later.
+// stop asks the attempt, the command's process p and its group, to end
+// with sig, the signal that ended the run or SIGTERM for --timeout, unless
+// the terminal has sent it to p already (see passOn). If sig cannot be sent
+// (as on Windows), or --kill-after is zero, it kills them at once. exec.Cmd's
+// WaitDelay kills p if it is still running --kill-after later, and endGroup
+// the rest of its group.
 func (r *runner) stop(p *os.Process, sig syscall.Signal) error {
 	if r.c.killAfter > 0 {
 		if !r.passOn(p, sig) {
 			return nil
 		}
-		err := p.Signal(sig)
+		err := r.signal(p, sig)
 		if err == nil || errors.Is(err, os.ErrProcessDone) {
 			return err
 		}
 	}
-	return p.Kill()
+	return r.signal(p, syscall.SIGKILL)
+}
+
+// signal sends sig to the attempt: to the process group that p leads, or
+// to p alone with --foreground.
+func (r *runner) signal(p *os.Process, sig syscall.Signal) error {
+	switch {
+	case r.group:
+		if err := signalGroup(p.Pid, sig); errors.Is(err, syscall.ESRCH) {
+			return os.ErrProcessDone
+		} else if err != nil {
+			return fmt.Errorf("signal process group %d: %w", p.Pid, err)
+		}
+		return nil
+	case sig == syscall.SIGKILL:
+		return p.Kill()
+	}
+	return p.Signal(sig)
+}
+
+// endGroup returns once the process group pgid of an attempt that has
+// exited is gone, if the attempt was stopped (at stopped, not zero): the
+// processes the command started may still be running, having caught the
+// signal or ignored it, and get SIGKILL --kill-after after it was sent. The
+// group of an attempt that exited by itself is left alone: what it started
+// in the background may be meant to run on, as a daemon.
+func (r *runner) endGroup(pgid int, stopped time.Time) {
+	if !r.group {
+		return
+	}
+	defer reapGroup(pgid)
+	if stopped.IsZero() {
+		return
+	}
+	killAt := stopped.Add(r.c.killAfter)
+	giveUp := killAt.Add(time.Second) // zombies retry is not the parent of
+	for reapGroup(pgid); groupLeft(pgid); reapGroup(pgid) {
+		now := time.Now()
+		switch {
+		case now.After(giveUp):
+			return
+		case !now.Before(killAt):
+			_ = signalGroup(pgid, syscall.SIGKILL)
+			killAt = giveUp.Add(time.Hour) // once
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// stopTime is when exec.Cmd's Cancel stopped an attempt, set in the
+// goroutine that watches the attempt's context.
+type stopTime struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (s *stopTime) set(t time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.t = t
+}
+
+func (s *stopTime) get() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.t
 }
 
 // passOn reports whether sig, which retry received (or chose, for
 // --timeout), is to be sent to the command's process p. It is not if the
-// terminal has sent it to p already:
+// terminal has sent it to p already, which it can only with --foreground:
+// otherwise p's process group is its own, which the terminal never signals.
 //
 //   - A terminal sends SIGINT for a Ctrl-C to its foreground process group,
-//     which holds retry and the command, as the command does not leave
-//     retry's group. Sent again, it would be a second Ctrl-C, which tools
-//     such as terraform and docker compose take as "abort now, skip the
-//     cleanup". So SIGINT is passed on only if retry and the command are not
-//     in the foreground group of retry's terminal, or retry has none. (A
+//     which with --foreground holds retry and the command. Sent again, it
+//     would be a second Ctrl-C, which tools such as terraform and docker
+//     compose take as "abort now, skip the cleanup". So SIGINT is passed on
+//     only if retry and the command are not both in the foreground group of
+//     retry's terminal, or retry has none. (A
 //     "kill -INT" aimed at retry alone while it is in the foreground is not
 //     passed on either: --kill-after then ends the command.)
 //   - When a terminal hangs up, the kernel sends SIGHUP to the session
@@ -359,7 +467,7 @@ func (r *runner) exitOn(sig syscall.Signal) {
 	r.mu.Unlock()
 	if p != nil {
 		if r.passOn(p, sig) {
-			_ = p.Signal(sig)
+			_ = r.signal(p, sig)
 		}
 		if !r.c.quiet {
 			fmt.Fprintf(r.std.err, "retry: second %s: not waiting for %s (pid %d) to exit\n", signalName(sig), r.c.argv[0], p.Pid)

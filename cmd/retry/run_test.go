@@ -606,7 +606,7 @@ func TestRunHelp(t *testing.T) {
 			t.Errorf("retry run %s: exit status %d, want 0", flag, code)
 		}
 		for _, want := range []string{"usage: retry run", "--attempts", "--on-exit", "--kill-after", "shared",
-			"foreground process group", "SIGHUP", "126", "Examples:"} {
+			"foreground process group", "--foreground", "group of its own", "SIGHUP", "126", "Examples:"} {
 			if !strings.Contains(out, want) {
 				t.Errorf("retry run %s: the usage does not mention %q", flag, want)
 			}

@@ -102,23 +102,38 @@ func ctrlC(t *testing.T, master *os.File) {
 	}
 }
 
+// modes are the ways retry runs a command: in a process group of its own,
+// where the terminal's signals reach retry alone, which passes them on, and
+// in retry's, the terminal's foreground group, where they reach both.
+var modes = []struct {
+	name  string
+	flags []string
+}{{"own group", nil}, {"--foreground", []string{"--foreground"}}}
+
 // TestRunCtrlCIsNotSentTwice: retry runs in the foreground of a terminal, and
-// a Ctrl-C reaches the command once, from the terminal.
+// a Ctrl-C reaches the command once: from retry, or with --foreground from
+// the terminal.
 func TestRunCtrlCIsNotSentTwice(t *testing.T) {
 	t.Parallel()
-	for _, typed := range []bool{true, false} {
-		name := "typed"
-		if !typed {
-			// The terminal's SIGINT to the foreground group, sent to the
-			// command first and to retry once the command has run its trap:
-			// a SIGINT from retry would then be seen, every time.
-			name = "in turn"
-		}
-		t.Run(name, func(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		flags []string
+		typed bool
+	}{
+		{"typed", nil, true},
+		{"typed, --foreground", []string{"--foreground"}, true},
+		// The terminal's SIGINT to the foreground group, sent to the command
+		// first and to retry once the command has run its trap: a SIGINT
+		// from retry would then be seen, every time. Only with --foreground
+		// is the command in the group the terminal signals.
+		{"in turn, --foreground", []string{"--foreground"}, false},
+	} {
+		typed := tc.typed
+		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			master, tty := openPTY(t)
 			script, started, got := spinner(t, syscall.SIGINT, true)
-			cmd, errOut := startInTerminal(t, tty, retryBin, runArgs([]string{"--attempts", "5"}, "sh", "-c", script)...)
+			cmd, errOut := startInTerminal(t, tty, retryBin, runArgs(append(tc.flags, "--attempts", "5"), "sh", "-c", script)...)
 			waitFor(t, "the command to start", func() bool { return len(lines(t, started)) > 0 })
 			if typed {
 				ctrlC(t, master)
@@ -152,9 +167,18 @@ func TestRunCtrlCIsNotSentTwice(t *testing.T) {
 // SIGINT again but killed after --kill-after.
 func TestRunCtrlCThenKillAfter(t *testing.T) {
 	t.Parallel()
+	for _, mode := range modes {
+		t.Run(mode.name, func(t *testing.T) {
+			t.Parallel()
+			testCtrlCThenKillAfter(t, mode.flags)
+		})
+	}
+}
+
+func testCtrlCThenKillAfter(t *testing.T, flags []string) {
 	master, tty := openPTY(t)
 	script, started, got := spinner(t, syscall.SIGINT, false)
-	cmd, errOut := startInTerminal(t, tty, retryBin, runArgs([]string{"--kill-after", "500ms"}, "sh", "-c", script)...)
+	cmd, errOut := startInTerminal(t, tty, retryBin, runArgs(append(flags, "--kill-after", "500ms"), "sh", "-c", script)...)
 	waitFor(t, "the command to start", func() bool { return len(lines(t, started)) > 0 })
 	start := time.Now()
 	ctrlC(t, master)
@@ -174,15 +198,24 @@ func TestRunCtrlCThenKillAfter(t *testing.T) {
 }
 
 // TestRunSecondCtrlC: a second Ctrl-C ends retry at once, and the command
-// gets it once more, from the terminal.
+// gets it once more: from retry, or with --foreground from the terminal.
 func TestRunSecondCtrlC(t *testing.T) {
 	t.Parallel()
+	for _, mode := range modes {
+		t.Run(mode.name, func(t *testing.T) {
+			t.Parallel()
+			testSecondCtrlC(t, mode.flags)
+		})
+	}
+}
+
+func testSecondCtrlC(t *testing.T, flags []string) {
 	master, tty := openPTY(t)
 	script, started, got := spinner(t, syscall.SIGINT, false)
 	// The kernel sends SIGHUP to the foreground group when retry, the
 	// session leader, exits: the command ignores it, to outlive retry.
 	script = `trap "" HUP; ` + script
-	cmd, errOut := startInTerminal(t, tty, retryBin, runArgs([]string{"--kill-after", "30s"}, "sh", "-c", script)...)
+	cmd, errOut := startInTerminal(t, tty, retryBin, runArgs(append(flags, "--kill-after", "30s"), "sh", "-c", script)...)
 	waitFor(t, "the command to start", func() bool { return len(lines(t, started)) > 0 })
 	ctrlC(t, master)
 	waitFor(t, "the command to catch the first SIGINT", func() bool { return len(lines(t, got)) > 0 })
@@ -233,17 +266,27 @@ func TestRunCtrlCInTheBackground(t *testing.T) {
 }
 
 // TestRunTerminalHangsUp: when the terminal hangs up, the command gets
-// SIGHUP once: from the kernel, which sends it to the foreground process
-// group when the session leader (the shell) exits, or from retry, if it is
-// the session leader, to which alone the kernel sends it.
+// SIGHUP once: with --foreground from the kernel, which sends it to the
+// foreground process group when the session leader (the shell) exits, or
+// from retry, if it is the session leader, to which alone the kernel sends
+// it, or if the command is in a process group of its own.
 func TestRunTerminalHangsUp(t *testing.T) {
 	t.Parallel()
+	for _, mode := range modes {
+		t.Run(mode.name, func(t *testing.T) {
+			t.Parallel()
+			testTerminalHangsUp(t, mode.flags)
+		})
+	}
+}
+
+func testTerminalHangsUp(t *testing.T, flags []string) {
 	t.Run("under a shell", func(t *testing.T) {
 		t.Parallel()
 		master, tty := openPTY(t)
 		script, started, got := spinner(t, syscall.SIGHUP, true)
 		errFile := filepath.Join(t.TempDir(), "stderr")
-		args := strings.Join(quoteAll(append([]string{retryBin}, runArgs(nil, "sh", "-c", script)...)), " ")
+		args := strings.Join(quoteAll(append([]string{retryBin}, runArgs(flags, "sh", "-c", script)...)), " ")
 		shell, _ := startInTerminal(t, tty, "sh", "-c", fmt.Sprintf(`%s 2> '%s'; exit 0`, args, errFile))
 		waitFor(t, "the command to start", func() bool { return len(lines(t, started)) > 0 })
 		master.Close()
@@ -260,7 +303,7 @@ func TestRunTerminalHangsUp(t *testing.T) {
 		t.Parallel()
 		master, tty := openPTY(t)
 		script, started, got := spinner(t, syscall.SIGHUP, true)
-		cmd, errOut := startInTerminal(t, tty, retryBin, runArgs(nil, "sh", "-c", script)...)
+		cmd, errOut := startInTerminal(t, tty, retryBin, runArgs(flags, "sh", "-c", script)...)
 		waitFor(t, "the command to start", func() bool { return len(lines(t, started)) > 0 })
 		master.Close()
 		if code := waitExit(t, cmd); code != 129 {
@@ -270,6 +313,26 @@ func TestRunTerminalHangsUp(t *testing.T) {
 			t.Errorf("the command caught SIGHUP %d times, want once", n)
 		}
 	})
+}
+
+// TestRunForegroundReadsTheTerminal: with --foreground, a command can read
+// the terminal in whose foreground retry runs. (In a group of its own, the
+// kernel would stop it with SIGTTIN until --timeout.)
+func TestRunForegroundReadsTheTerminal(t *testing.T) {
+	t.Parallel()
+	master, tty := openPTY(t)
+	out := filepath.Join(t.TempDir(), "out")
+	cmd, errOut := startInTerminal(t, tty, retryBin, runArgs([]string{"--foreground", "--attempts", "1", "--timeout", "5s"},
+		"sh", "-c", fmt.Sprintf(`read line; echo "$line" > '%s'`, out))...)
+	if _, err := master.Write([]byte("typed\n")); err != nil {
+		t.Fatal(err)
+	}
+	if code := waitExit(t, cmd); code != 0 {
+		t.Errorf("exit status %d, want 0; stderr:\n%s", code, errOut)
+	}
+	if got := lines(t, out); len(got) != 1 || got[0] != "typed" {
+		t.Errorf("the command read %q from the terminal, want \"typed\"", got)
+	}
 }
 
 // quoteAll quotes args for sh.
