@@ -20,14 +20,15 @@ type Kind uint8
 const (
 	// KindConnect: the request never reached the server, or the server
 	// refused it unprocessed: no connection was established (refused,
-	// unreachable, a failed DNS lookup, a dial timeout), or an HTTP/2
-	// server refused its stream (REFUSED_STREAM, or a GOAWAY whose last
-	// stream id is below it). Such a failure may be retried whatever the
-	// method.
+	// unreachable, a failed DNS lookup, a dial timeout), the server closed
+	// the connection before reading it, or an HTTP/2 server refused its
+	// stream (REFUSED_STREAM, or a GOAWAY whose last stream id is below
+	// it). Such a failure may be retried whatever the method.
 	KindConnect Kind = iota + 1
 	// KindRead: the request may have reached the server, but no response
 	// came back whole (a reset, EOF before a response, a timeout, an
-	// HTTP/2 stream reset or abandoned after the server took it).
+	// HTTP/2 stream reset or abandoned after the server took it, a TLS
+	// record that fails its integrity check).
 	KindRead
 	// KindStatus: the server answered with a status that is a retryable
 	// failure (by default 429, 500, 502, 503 and 504).
@@ -74,9 +75,9 @@ func (e *transportError) Unwrap() error         { return e.err }
 func (e *transportError) RetryInfo() retry.Info { return e.info }
 
 // transportKind sorts a transport error. known is false for errors that are
-// not network failures (a malformed request, a bad certificate, an unknown
-// host): those are never retried, and so is any error this function does not
-// recognise.
+// not network failures (a malformed request, a bad certificate, a failed TLS
+// handshake, an unknown host): those are never retried, and so is any error
+// this function does not recognise.
 func transportKind(err error) (kind Kind, timeout, known bool) {
 	var (
 		oe    *net.OpError
@@ -91,8 +92,16 @@ func transportKind(err error) (kind Kind, timeout, known bool) {
 	)
 	switch {
 	case errors.As(err, &cert), errors.As(err, &ua), errors.As(err, &he), errors.As(err, &ci),
-		errors.As(err, &rec), errors.As(err, &alert):
+		errors.As(err, &alert):
 		return 0, false, false // the handshake failed for good: retrying cannot fix it
+	case errors.As(err, &rec):
+		// Conn is set only when the first record is not TLS at all: the
+		// server does not speak it. Otherwise a record's header was
+		// invalid, a damaged record like those of tlsRecordFailure.
+		if rec.Conn != nil {
+			return 0, false, false
+		}
+		return KindRead, false, true
 	case errors.As(err, &dns):
 		if dns.IsNotFound {
 			return 0, false, false
@@ -101,6 +110,9 @@ func transportKind(err error) (kind Kind, timeout, known bool) {
 	case errors.As(err, &oe) && (oe.Op == "dial" || oe.Op == "proxyconnect"):
 		return KindConnect, oe.Timeout(), true
 	case errors.As(err, &oe) && (oe.Op == "remote error" || oe.Op == "local error"):
+		if tlsRecordFailure(oe) {
+			return KindRead, false, true
+		}
 		return 0, false, false // a TLS alert over TCP: the handshake failed for good
 	case errors.As(err, &se):
 		return h2StreamKind(se.Code)
@@ -122,6 +134,27 @@ func transportKind(err error) (kind Kind, timeout, known bool) {
 		return KindRead, false, true
 	}
 	return 0, false, false
+}
+
+// tlsRecordFailure reports whether a TLS alert error is the record layer's:
+// a record that failed its integrity check or exceeded the size limit (RFC
+// 8446, section 5.2), detected here ("local error"). The connection's bytes
+// were damaged on the way, as by a reset, so the response was lost, not
+// refused. crypto/tls reports the alert in an unexported type; its text is
+// the alert's name, which is what is matched. Go's error does not say whether
+// the handshake had completed, so a record damaged among the handshake's own
+// encrypted messages counts too; the handshake's failures to agree
+// (certificates, versions, ciphers, a peer that does not speak TLS, any alert
+// the server sends) are other errors, and stay permanent.
+func tlsRecordFailure(oe *net.OpError) bool {
+	if oe.Op != "local error" || oe.Err == nil {
+		return false
+	}
+	switch oe.Err.Error() {
+	case "tls: bad record MAC", "tls: record overflow":
+		return true
+	}
+	return false
 }
 
 // h2StreamError has the fields of the HTTP/2 stream error that net/http's
@@ -149,6 +182,7 @@ const (
 // Fixed messages of net/http (and golang.org/x/net/http2) that textKind
 // recognises, whole or by their start.
 const (
+	msgServerClosedIdle   = "http: server closed idle connection"
 	msgStreamError        = "stream error: stream ID "
 	msgCannotRetry        = "http2: Transport: cannot retry err ["
 	msgCannotRetryEnd     = "] after Request.Body was written"
@@ -183,6 +217,9 @@ func h2StreamKind(code uint32) (Kind, bool, bool) {
 // error of the chain, so a message that merely quotes one is not taken for
 // it.
 //
+//   - "http: server closed idle connection": the server closed a connection
+//     before a request was expected on it (net/http sets it only then), so
+//     the request was never read: a connect failure.
 //   - HTTP/2: a GOAWAY whose last stream id is below the request's stream
 //     ("received GOAWAY from server ErrCode:", "graceful shutdown GOAWAY")
 //     means the server never processed it (RFC 9113, section 6.8): a connect
@@ -224,6 +261,8 @@ func textKind(err error) (kind Kind, ok bool) {
 // messageKind sorts one error message; see textKind.
 func messageKind(msg string) (Kind, bool) {
 	switch {
+	case msg == msgServerClosedIdle:
+		return KindConnect, true
 	case msg == msgGracefulGoAway, strings.HasPrefix(msg, msgGoAwayAbove):
 		return KindConnect, true
 	case strings.HasPrefix(msg, msgGoAwayClosed):
