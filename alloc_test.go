@@ -23,6 +23,8 @@ func TestZeroAllocations(t *testing.T) {
 		return nil
 	}
 	opts := []Option{Scope("svc"), AttemptTimeout(0)}
+	attempts := 0
+	trace := WithTrace(&Trace{AttemptDone: func(context.Context, string, int, error) { attempts++ }})
 	// A type that wraps a strategy goes through the Strategy methods and
 	// single-use tokens rather than the built-in fast path.
 	wrapped := &struct{ Strategy }{NewStandard(StandardOptions{})}
@@ -33,6 +35,8 @@ func TestZeroAllocations(t *testing.T) {
 	}{
 		{"success", func() { _ = Do(ctx, standard, succeed) }},
 		{"success with options", func() { _ = Do(ctx, standard, succeed, opts...) }},
+		{"success with zero options", func() { _ = Do(ctx, standard, succeed, Option{}, Option{}) }},
+		{"success with a Trace", func() { _ = Do(ctx, standard, succeed, trace) }},
 		{"two zero-delay retries", func() { _ = Do(ctx, simple, twoRetries) }},
 		{"success through tokens", func() { _ = Do(ctx, wrapped, succeed) }},
 		{"two retries through tokens", func() { _ = Do(ctx, wrappedSimple, twoRetries) }},

@@ -82,6 +82,15 @@ func BenchmarkDo(b *testing.B) {
 			bucket.Refund(DefaultRetryCost)
 		}
 	})
+	b.Run("success/zero-option", func(b *testing.B) {
+		s := NewStandard(StandardOptions{})
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := Do(ctx, s, succeed, Option{}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 	b.Run("success/options", func(b *testing.B) {
 		s := NewStandard(StandardOptions{})
 		opts := []Option{Scope("svc"), OnRetry(func(context.Context, int, time.Duration, error) {})}

@@ -34,7 +34,7 @@ func Do(ctx context.Context, s Strategy, op func(context.Context) error, opts ..
 		return nilOperation(ctx, opts)
 	}
 	wrapped := func(ctx context.Context) (struct{}, error) { return struct{}{}, op(ctx) }
-	if len(opts) == 0 && ctx.Err() == nil {
+	if none(opts) && ctx.Err() == nil {
 		// The strategies most calls use, on their own unscoped quota, are
 		// called directly: an interface call here costs a third of the
 		// whole success path.
@@ -97,7 +97,7 @@ func DoValue[T any](ctx context.Context, s Strategy, op func(context.Context) (T
 		var zero T
 		return zero, nilOperation(ctx, opts)
 	}
-	if len(opts) == 0 {
+	if none(opts) {
 		// The common case, a built-in strategy without options, gets a path
 		// of its own for the first attempt; a failure joins the loop.
 		if e := builtin(s); e != nil && ctx.Err() == nil {
@@ -114,6 +114,18 @@ func DoValue[T any](ctx context.Context, s Strategy, op func(context.Context) (T
 		}
 	}
 	return loop(ctx, s, op, opts)
+}
+
+// none reports whether opts change nothing: there are none, or all are the
+// zero Option, which an integration may pass for "nothing to add" (a tracer
+// that records nothing, say) without costing the call its fast path.
+func none(opts []Option) bool {
+	for i := range opts {
+		if opts[i].kind != optNone {
+			return false
+		}
+	}
+	return true
 }
 
 // nilOperation is the give-up for a nil op: an *Error like any other, hooks

@@ -8,7 +8,9 @@ import (
 
 // An Option changes how Do and DoValue run. Options are plain values: making
 // and passing them allocates nothing, and a slice of them can be built once
-// and reused for every call.
+// and reused for every call. The zero Option changes nothing and costs
+// nothing: a call whose options are all zero takes the same path as one
+// with none.
 type Option struct {
 	kind     optionKind
 	duration time.Duration
