@@ -10,14 +10,22 @@
 // is safe:
 //
 //   - Responses with status 429 (a throttling error), 500, 502, 503 or 504
-//     are failures (Transport.Statuses). Other statuses, 4xx above all, are
-//     the caller's business and come back as they are. So does a response of
-//     413, 429 or 503 with a valid Retry-After.
-//   - A transport error is a connect failure (refused, unreachable, DNS,
-//     dial timeout: the request never reached the server) or a read failure
-//     (reset, EOF before a response, timeout: it may have). Errors that
-//     retrying cannot fix (a bad certificate, an unknown host, a malformed
-//     request) and the request's own cancellation are never retried.
+//     are failures (Transport.Statuses), and so is a 413 (Content Too
+//     Large) with a valid Retry-After: on 413, 429 and 503
+//     (Transport.RetryAfterStatuses) the server's Retry-After is obeyed, as
+//     urllib3 does, and sets the shortest wait before the retry (see
+//     Waiting). Other statuses, 4xx above all, are the caller's business
+//     and come back as they are.
+//   - A transport error is a connect failure (the request never reached the
+//     server, or the server refused it unprocessed: refused, unreachable,
+//     DNS, dial timeout, a connection the server closed before reading the
+//     request, an HTTP/2 stream refused with REFUSED_STREAM or left out by a
+//     GOAWAY) or a read failure (it may have reached it: reset, EOF before a
+//     response, timeout, any other reset of an HTTP/2 stream, a TLS record
+//     that fails its integrity check). Errors that retrying cannot fix (a
+//     bad certificate or another failed TLS handshake, an unknown host, a
+//     malformed request) and the request's own cancellation are never
+//     retried, and neither is an error the Transport does not recognise.
 //   - GET, HEAD, OPTIONS, TRACE, PUT and DELETE (Transport.Methods) may be
 //     repeated after any such failure. Other methods, POST and PATCH above
 //     all, are repeated only after a connect failure, or when the request
