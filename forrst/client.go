@@ -33,7 +33,10 @@ import (
 //
 // The strategy's limits always win: a server can make the client wait longer
 // or stop sooner, never retry more often, sooner, or past the strategy's
-// MaxRetryAfter. Without guidance, a failed call is judged by the extension's
+// MaxRetryAfter. A wait too long for a time.Duration (an after, a
+// retry_after or a Retry-After of 292 years or more) is longer than that cap,
+// not invalid: the call stops at once with a *retry.RetryAfterError as its
+// reason. Without guidance, a failed call is judged by the extension's
 // default table for its code, and a failure that is not a Forrst response at
 // all (a refused connection, a proxy's 502) by the HTTP transport's rules.
 //
@@ -260,6 +263,9 @@ func newCallError(function string, doc *Response, resp *http.Response, attempt i
 	ce.Guidance = DefaultGuidance(code)
 	if ext, ok := doc.Extension(URNRetry); ok {
 		// Broken guidance counts as none: the table is the safe reading.
+		// Guidance that asks for a wait too long for a time.Duration is not
+		// broken (Retry reads it as the longest its unit can express): it
+		// exceeds the strategy's MaxRetryAfter and stops retrying at once.
 		if g, err := ext.Retry(); err == nil {
 			ce.Guidance, ce.FromServer = g, true
 		}
@@ -333,29 +339,6 @@ func overlongReset(data json.RawMessage) time.Duration {
 		}
 	}
 	return 0
-}
-
-// wireDuration is a duration as sent, its value read without a bound, for
-// waits: a value too large for an int64 is still a wait, the longest.
-type wireDuration struct {
-	Value json.RawMessage `json:"value"`
-	Unit  Unit            `json:"unit"`
-}
-
-// wait converts w as Duration.Duration does, except that a wait too long for
-// a time.Duration saturates to the longest one instead of being invalid. A
-// value that is not a non-negative integer, or a unit not known, is invalid.
-func (w wireDuration) wait() (time.Duration, bool) {
-	size, ok := w.Unit.size()
-	v := string(w.Value)
-	if !ok || v == "" || strings.TrimLeft(v, "0123456789") != "" {
-		return 0, false // JSON numbers have no leading zeros, so v is one
-	}
-	n, err := strconv.ParseInt(v, 10, 64)
-	if err != nil || n > math.MaxInt64/int64(size) { // all digits: only too large
-		return math.MaxInt64, true
-	}
-	return time.Duration(n) * size, true
 }
 
 // ErrServerLimit is the reason retrying stopped when the server's

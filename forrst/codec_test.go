@@ -439,8 +439,6 @@ func TestRetryDataStrictness(t *testing.T) {
 		{"unit plural", `{"allowed":true,"strategy":"fixed","after":{"value":1,"unit":"seconds"}}`},
 		{"unit missing", `{"allowed":true,"strategy":"fixed","after":{"value":1}}`},
 		{"negative value", `{"allowed":true,"strategy":"fixed","after":{"value":-1,"unit":"second"}}`},
-		{"overflowing seconds", `{"allowed":true,"strategy":"fixed","after":{"value":9223372036854775807,"unit":"second"}}`},
-		{"overflowing minutes", `{"allowed":true,"strategy":"fixed","after":{"value":153722868,"unit":"minute"}}`},
 		{"beyond int64", `{"allowed":true,"strategy":"fixed","after":{"value":1e30,"unit":"second"}}`},
 		{"fractional value", `{"allowed":true,"strategy":"fixed","after":{"value":1.5,"unit":"second"}}`},
 		{"negative max_attempts", `{"allowed":true,"strategy":"fixed","max_attempts":-1}`},

@@ -210,3 +210,75 @@ func TestClientRateLimitResetTooLongStopsAtOnce(t *testing.T) {
 		})
 	}
 }
+
+// Guidance whose after is too long for a time.Duration is guidance still,
+// not broken: Retry reads it as the longest after its unit can express
+// (2^63-1 ns, rounded down to whole seconds or minutes).
+func TestRetryGuidanceTooLongIsGuidance(t *testing.T) {
+	const maxSeconds, maxMinutes = 9223372036, 153722867 // floor((2^63-1) ns / 1 s), / 1 min
+	cases := []struct {
+		data string
+		want forrst.Duration
+	}{
+		{`{"allowed":true,"strategy":"fixed","after":{"value":9223372037,"unit":"second"}}`, forrst.Duration{Value: maxSeconds, Unit: forrst.Second}},
+		{`{"allowed":true,"strategy":"fixed","after":{"value":9223372036854775807,"unit":"second"}}`, forrst.Duration{Value: maxSeconds, Unit: forrst.Second}},
+		{`{"allowed":true,"strategy":"exponential","after":{"value":153722868,"unit":"minute"}}`, forrst.Duration{Value: maxMinutes, Unit: forrst.Minute}},
+		{`{"allowed":true,"strategy":"fixed","after":{"value":99999999999999999999,"unit":"minute"},"max_attempts":3}`, forrst.Duration{Value: maxMinutes, Unit: forrst.Minute}},
+		{`{"allowed":true,"strategy":"fixed","after":{"value":153722867,"unit":"minute"}}`, forrst.Duration{Value: maxMinutes, Unit: forrst.Minute}},
+	}
+	for _, c := range cases {
+		t.Run(c.data, func(t *testing.T) {
+			g, err := forrst.Extension{URN: urnRetry, Data: json.RawMessage(c.data)}.Retry()
+			if err != nil || g.After == nil || *g.After != c.want {
+				t.Fatalf("Retry() = %+v, %v; want after %+v", g, err, c.want)
+			}
+			if err := g.Validate(); err != nil {
+				t.Fatalf("Validate: %v", err)
+			}
+			want, _ := c.want.Duration()
+			if w := g.Wait(1); w != want || w < 292*365*24*time.Hour {
+				t.Errorf("Wait(1) = %v, want %v", w, want)
+			}
+		})
+	}
+	// Values that are not a non-negative integer stay invalid.
+	for _, v := range []string{`-1`, `1.5`, `1e30`, `"60"`, `true`} {
+		data := `{"allowed":true,"strategy":"fixed","after":{"value":` + v + `,"unit":"second"}}`
+		if g, err := (forrst.Extension{URN: urnRetry, Data: json.RawMessage(data)}).Retry(); !errors.Is(err, forrst.ErrInvalid) {
+			t.Errorf("Retry(%s) = %+v, %v; want ErrInvalid", data, g, err)
+		}
+	}
+}
+
+// Retry guidance asking for a wait too long for a time.Duration stops the
+// call at once, with the server's guidance and a RetryAfterError as the
+// reason, instead of retrying on the code's default table (exponential 1 s).
+func TestClientGuidanceTooLongStopsAtOnce(t *testing.T) {
+	for _, data := range []string{
+		`{"allowed":true,"strategy":"fixed","after":{"value":9223372036854775807,"unit":"minute"}}`,
+		`{"allowed":true,"strategy":"exponential","after":{"value":153722868,"unit":"minute"}}`,
+		`{"allowed":true,"strategy":"fixed","after":{"value":99999999999999999999,"unit":"second"},"max_attempts":3}`,
+		`{"allowed":true,"strategy":"fixed","after":{"value":9223372037,"unit":"second"}}`,
+	} {
+		t.Run(data, func(t *testing.T) {
+			srv, n := hostile(t, func(_ int, w http.ResponseWriter, _ *http.Request) {
+				w.WriteHeader(http.StatusServiceUnavailable)
+				_, _ = w.Write([]byte(failDoc("UNAVAILABLE", data)))
+			})
+			virtual(t, func(t *testing.T, hc *http.Client, st *stamps) {
+				c := &forrst.Client{URL: srv.URL, HTTPClient: hc}
+				start := time.Now()
+				err := c.Call(context.Background(), "f", nil, nil)
+				ce := wantCallError(t, err, "UNAVAILABLE", http.StatusServiceUnavailable)
+				if !ce.FromServer || ce.Guidance.After == nil {
+					t.Errorf("guidance %+v (from server %v), want the server's", ce.Guidance, ce.FromServer)
+				}
+				var rae *retry.RetryAfterError
+				if !errors.As(err, &rae) || rae.RetryAfter < 292*365*24*time.Hour {
+					t.Fatalf("err = %v, want a RetryAfterError of about 292 years", err)
+				}
+				wantStoppedAtOnce(t, err, n.Load(), st, start, rae.RetryAfter, 5*time.Minute)
+			})
+		})
+	}
+}

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -36,16 +38,75 @@ type RetryData struct {
 	MaxAttempts int       `json:"max_attempts,omitempty"`
 }
 
-// Retry decodes and checks the retry extension's data.
+// Retry decodes and checks the retry extension's data. An after too long
+// for a time.Duration (about 292 years) is valid guidance, not broken: it
+// reads as the longest after its unit can express, a wait longer than any
+// cap a client sets, so that a client stops retrying instead of falling back
+// to the default table (a longer hint never yields a sooner retry).
 func (e Extension) Retry() (RetryData, error) {
-	var d RetryData
-	if err := decodeData(e.Data, &d); err != nil {
+	var w struct {
+		Allowed     bool          `json:"allowed"`
+		Strategy    Strategy      `json:"strategy,omitempty"`
+		After       *wireDuration `json:"after,omitempty"`
+		MaxAttempts int           `json:"max_attempts,omitempty"`
+	}
+	if err := decodeData(e.Data, &w); err != nil {
 		return RetryData{}, fmt.Errorf("retry extension: %w", err)
+	}
+	d := RetryData{Allowed: w.Allowed, Strategy: w.Strategy, MaxAttempts: w.MaxAttempts}
+	if w.After != nil {
+		n, ok := w.After.value()
+		if !ok {
+			return RetryData{}, fmt.Errorf("%w: retry extension: after: the value %s is not a non-negative integer", ErrInvalid, w.After.Value)
+		}
+		if size, ok := w.After.Unit.size(); ok {
+			n = min(n, math.MaxInt64/int64(size))
+		}
+		d.After = &Duration{Value: n, Unit: w.After.Unit}
 	}
 	if err := d.Validate(); err != nil {
 		return RetryData{}, err
 	}
 	return d, nil
+}
+
+// wireDuration is a duration as sent, its value kept as the JSON number it
+// is, so that a wait too long for an int64 or a time.Duration can be told
+// from an invalid one.
+type wireDuration struct {
+	Value json.RawMessage `json:"value"`
+	Unit  Unit            `json:"unit"`
+}
+
+// value reads the value: a non-negative integer, saturating at
+// math.MaxInt64. An absent or null value is 0, as for a Duration.
+func (w wireDuration) value() (int64, bool) {
+	v := string(w.Value)
+	if v == "" || v == "null" {
+		return 0, true
+	}
+	if strings.TrimLeft(v, "0123456789") != "" {
+		return 0, false // a sign, a fraction, an exponent, a string
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil { // all digits: only too large
+		return math.MaxInt64, true
+	}
+	return n, true
+}
+
+// wait converts w as Duration.Duration does, except that a wait too long for
+// a time.Duration saturates to the longest one instead of being invalid.
+func (w wireDuration) wait() (time.Duration, bool) {
+	size, ok := w.Unit.size()
+	n, valid := w.value()
+	if !ok || !valid {
+		return 0, false
+	}
+	if n > math.MaxInt64/int64(size) {
+		return math.MaxInt64, true
+	}
+	return time.Duration(n) * size, true
 }
 
 // Validate checks d: a known strategy, an after in seconds or minutes that a
