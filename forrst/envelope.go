@@ -206,7 +206,11 @@ func (d Duration) Duration() (time.Duration, error) {
 
 // seconds expresses d in whole seconds, rounded up.
 func seconds(d time.Duration) Duration {
-	return Duration{Value: int64((d + time.Second - 1) / time.Second), Unit: Second}
+	v := int64(d / time.Second)
+	if d%time.Second > 0 {
+		v++ // rounded up without adding first, which overflows near the longest Duration
+	}
+	return Duration{Value: v, Unit: Second}
 }
 
 // validate checks what every request must hold.
