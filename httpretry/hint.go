@@ -10,10 +10,10 @@ import (
 // for one at all. Hints are monotonic: a longer hint never yields a sooner
 // retry. So every Retry-After field line counts and the longest governs (RFC
 // 9110 makes Retry-After a single value, but a server or proxy may send it
-// twice), and a wait too long to represent saturates rather than being
-// dropped as invalid (ParseRetryAfter). Without a valid Retry-After, the
-// rate-limit fields' reset is the wait, when no quota is left
-// (rateLimitWait).
+// twice), a wait too long to represent saturates rather than being dropped
+// as invalid (ParseRetryAfter), and the rate-limit fields' reset, a wait
+// only when no quota is left (rateLimitWait), lengthens a shorter
+// Retry-After: the longer of the two governs.
 func responseWait(h http.Header, now time.Time) (time.Duration, bool) {
 	wait, found := time.Duration(0), false
 	for _, v := range h.Values("Retry-After") {
@@ -21,10 +21,10 @@ func responseWait(h http.Header, now time.Time) (time.Duration, bool) {
 			wait, found = max(wait, d), true
 		}
 	}
-	if found {
-		return wait, true
+	if d, ok := rateLimitWait(h); ok {
+		wait, found = max(wait, d), true
 	}
-	return rateLimitWait(h)
+	return wait, found
 }
 
 // retryAfterLine reads one Retry-After field line: a single value, or values

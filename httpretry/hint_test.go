@@ -41,6 +41,11 @@ func TestResponseWait(t *testing.T) {
 		{"RateLimit alone, quota left", [][2]string{{"RateLimit", `"d";r=5;t=30`}}, 0, false},
 		{"RateLimit-Reset with quota left", [][2]string{{"RateLimit-Remaining", "5"}, {"RateLimit-Reset", "30"}}, 0, false},
 		{"RateLimit-Reset with none left", [][2]string{{"RateLimit-Remaining", "0"}, {"RateLimit-Reset", "30"}}, 30 * time.Second, true},
+		{"RateLimit longer than Retry-After", [][2]string{{"Retry-After", "1"}, {"RateLimit", `"d";r=0;t=3`}}, 3 * time.Second, true},
+		{"Retry-After longer than RateLimit", [][2]string{{"Retry-After", "3"}, {"RateLimit", `"d";r=0;t=1`}}, 3 * time.Second, true},
+		{"RateLimit with quota left beside Retry-After", [][2]string{{"Retry-After", "1"}, {"RateLimit", `"d";r=5;t=3600`}}, time.Second, true},
+		{"old form longer than Retry-After", [][2]string{{"Retry-After", "1"}, {"RateLimit-Remaining", "0"}, {"RateLimit-Reset", "3600"}}, time.Hour, true},
+		{"RateLimit too long beside Retry-After", [][2]string{{"Retry-After", "1"}, {"RateLimit", `"d";r=0;t=999999999999999`}}, ptMaxDuration, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -77,16 +82,20 @@ func TestResponseWaitIsMonotonic(t *testing.T) {
 
 func FuzzResponseWait(f *testing.F) {
 	for _, s := range ptRetryAfterSeeds {
-		f.Add(s, "5")
+		f.Add(s, "5", `"d";r=0;t=3`)
 	}
-	f.Add("1", "3600")
-	f.Add("1, 3600", "")
-	f.Add("9223372037", "1")
-	f.Fuzz(func(t *testing.T, a, b string) {
+	f.Add("1", "3600", "")
+	f.Add("1, 3600", "", `"d";r=5;t=60`)
+	f.Add("9223372037", "1", `"d";r=0;t=999999999999999`)
+	f.Add("soon", "1", `"d";r=0;t=30`)
+	f.Fuzz(func(t *testing.T, a, b, rl string) {
 		one := func(vs ...string) (time.Duration, bool) {
 			h := http.Header{}
 			for _, v := range vs {
 				h.Add("Retry-After", v)
+			}
+			if rl != "" {
+				h.Add("RateLimit", rl)
 			}
 			return responseWait(h, ptNow)
 		}
@@ -100,9 +109,15 @@ func FuzzResponseWait(f *testing.F) {
 		if okab != (oka || okb) || dab < 0 {
 			t.Fatalf("%q and %q: (%v, %v); alone (%v, %v) and (%v, %v)", a, b, dab, okab, da, oka, db, okb)
 		}
-		// The longest line governs: adding a line never shortens the wait.
+		// The longest hint governs: adding a line never shortens the wait,
+		// nor does a Retry-After shorten RateLimit's.
 		if (oka && dab < da) || (okb && dab < db) {
 			t.Fatalf("%q and %q: %v, shorter than one of them alone (%v, %v)", a, b, dab, da, db)
+		}
+		if rl != "" {
+			if d, ok := rateLimitWait(http.Header{"Ratelimit": {rl}}); ok && (!okab || dab < d) {
+				t.Fatalf("%q and %q beside RateLimit %q: (%v, %v), shorter than its %v", a, b, rl, dab, okab, d)
+			}
 		}
 	})
 }
@@ -183,6 +198,34 @@ func TestRateLimitResetIsAWaitOnlyWithNoneRemaining(t *testing.T) {
 		discard(resp)
 		if err != nil || resp.StatusCode != 200 || time.Since(start) != 2*time.Second {
 			t.Fatalf("none left: err %v after %v; want 200 after 2s", err, time.Since(start))
+		}
+	})
+}
+
+// Retry-After and RateLimit together: the longer governs, whichever it is,
+// so neither hint can make a retry come sooner than the other asks.
+func TestLongerOfRetryAfterAndRateLimitGoverns(t *testing.T) {
+	rlLonger := newServer(t, answer([]int{429, 200}, []string{"Retry-After", "1", "RateLimit", `"d";r=0;t=3`}))
+	raLonger := newServer(t, answer([]int{429, 200}, []string{"Retry-After", "3", "RateLimit", `"d";r=0;t=1`}))
+	overCap := newServer(t, answer([]int{429, 200}, []string{"Retry-After", "1", "RateLimit", `"d";r=0;t=3600`}))
+	virtual(t, func(t *testing.T, base *http.Transport) {
+		tr := &Transport{Base: base, Strategy: noWait(), MaxRetryAfter: time.Minute}
+		for _, srv := range []*server{rlLonger, raLonger} {
+			start := time.Now()
+			resp, err, _ := send(t, tr, context.Background(), "GET", srv.URL, nil)
+			discard(resp)
+			if err != nil || resp.StatusCode != 200 || time.Since(start) != 3*time.Second {
+				t.Fatalf("err %v after %v; want 200 after 3s", err, time.Since(start))
+			}
+		}
+		start := time.Now()
+		resp, err, rep := send(t, tr, context.Background(), "GET", overCap.URL, nil)
+		discard(resp)
+		var rae *retry.RetryAfterError
+		if err != nil || resp.StatusCode != 429 || len(overCap.requests()) != 1 || time.Since(start) != 0 ||
+			!errors.As(rep.Reason, &rae) || rae.RetryAfter != time.Hour {
+			t.Fatalf("RateLimit over the cap: err %v, %d requests in %v, reason %v; want the 429 at once",
+				err, len(overCap.requests()), time.Since(start), rep.Reason)
 		}
 	})
 }
