@@ -15,14 +15,20 @@ import (
 // only when no quota is left (rateLimitWait), lengthens a shorter
 // Retry-After: the longer of the two governs.
 func responseWait(h http.Header, now time.Time) (time.Duration, bool) {
+	wait, found := retryAfterWait(h, now)
+	if d, ok := rateLimitWait(h); ok {
+		wait, found = max(wait, d), true
+	}
+	return wait, found
+}
+
+// retryAfterWait is the longest valid wait of all the Retry-After lines.
+func retryAfterWait(h http.Header, now time.Time) (time.Duration, bool) {
 	wait, found := time.Duration(0), false
 	for _, v := range h.Values("Retry-After") {
 		if d, ok := retryAfterLine(v, now); ok {
 			wait, found = max(wait, d), true
 		}
-	}
-	if d, ok := rateLimitWait(h); ok {
-		wait, found = max(wait, d), true
 	}
 	return wait, found
 }

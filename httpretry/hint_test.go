@@ -229,3 +229,15 @@ func TestLongerOfRetryAfterAndRateLimitGoverns(t *testing.T) {
 		}
 	})
 }
+
+// A 413 is a failure to retry when any of its Retry-After lines is valid,
+// as statusInfo reads them: an invalid first line does not hide a valid
+// second one.
+func Test413WithAValidSecondRetryAfterIsRetried(t *testing.T) {
+	srv := newServer(t, answer([]int{413, 200}, []string{"Retry-After", "soon", "Retry-After", "0"}))
+	resp, err, rep := send(t, &Transport{Strategy: noWait()}, context.Background(), "GET", srv.URL, nil)
+	discard(resp)
+	if err != nil || resp.StatusCode != 200 || rep.Attempts != 2 {
+		t.Fatalf("err %v, status %d after %d attempts", err, resp.StatusCode, rep.Attempts)
+	}
+}

@@ -253,7 +253,7 @@ func (t *Transport) isFailure(resp *http.Response) bool {
 		return true
 	}
 	if t.obeysRetryAfter(resp.StatusCode) {
-		_, ok := ParseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
+		_, ok := retryAfterWait(resp.Header, time.Now()) // any line, as statusInfo reads them
 		return ok
 	}
 	return false
