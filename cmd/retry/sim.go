@@ -147,6 +147,9 @@ func simCommand(ctx context.Context, args []string, io stdio) int {
 		s.RejectCost = *reject
 		err = s.Check()
 	}
+	if err == nil {
+		err = fitsMachine(s)
+	}
 	if err != nil {
 		fmt.Fprintln(io.err, "retry sim:", err)
 		return 2
@@ -156,7 +159,9 @@ func simCommand(ctx context.Context, args []string, io stdio) int {
 	if err != nil {
 		return usageError(io.err, "sim", err.Error())
 	}
-	results, err := simulate(progress, policies, func(p sim.Policy) (sim.Result, error) { return sim.Run(ctx, s, p) })
+	results, err := simulate(progress, policies, func(p sim.Policy, report func(float64)) (sim.Result, error) {
+		return sim.RunWithProgress(ctx, s, p, report)
+	})
 	if err != nil {
 		return interrupted(ctx, io)
 	}
@@ -171,6 +176,21 @@ func simCommand(ctx context.Context, args []string, io stdio) int {
 		return 1
 	}
 	return 0
+}
+
+// fitsMachine returns why the machine cannot hold the requests of s, if it
+// cannot: the guard is what its memory holds, not a fixed number.
+func fitsMachine(s sim.Scenario) error {
+	limit, memory := sim.MaxRequests()
+	requests := s.Rate * s.Duration.Seconds()
+	if requests <= float64(limit) {
+		return nil
+	}
+	if memory == 0 {
+		return fmt.Errorf("%.3g requests (rate × duration) is more than the %d simulated where the memory available cannot be read", requests, limit)
+	}
+	return fmt.Errorf("%.3g requests (rate × duration) is more than this machine's %.1f GB of available memory holds: at most %d, at %d bytes each if all are in flight at once",
+		requests, float64(memory)/1e9, limit, sim.BytesPerRequest)
 }
 
 // printResults prints the table of a run: names to the left, numbers to the
@@ -322,13 +342,14 @@ func checkOutputPath(path string) error {
 }
 
 // simulate runs every policy, showing progress, and stops at the first error
-// (the context's).
-func simulate[R any](progress *progress, policies []sim.Policy, run func(sim.Policy) (R, error)) ([]R, error) {
+// (the context's). run reports the share of its policy's run done.
+func simulate[R any](progress *progress, policies []sim.Policy, run func(p sim.Policy, report func(float64)) (R, error)) ([]R, error) {
 	defer progress.done()
 	results := make([]R, 0, len(policies))
 	for i, p := range policies {
-		progress.show(fmt.Sprintf("simulating %d/%d: %s", i+1, len(policies), p.Name))
-		r, err := run(p)
+		report := func(frac float64) { progress.update(i, len(policies), p.Name, frac) }
+		report(0)
+		r, err := run(p, report)
 		if err != nil {
 			return nil, err
 		}
@@ -348,7 +369,7 @@ func simOCC(ctx context.Context, io stdio, progress *progress, clients int, seed
 	if err != nil {
 		return usageError(io.err, "sim", err.Error())
 	}
-	results, err := simulate(progress, policies, func(p sim.Policy) (sim.OCCResult, error) { return sim.RunOCC(ctx, s, p) })
+	results, err := simulate(progress, policies, func(p sim.Policy, _ func(float64)) (sim.OCCResult, error) { return sim.RunOCC(ctx, s, p) })
 	if err != nil {
 		return interrupted(ctx, io)
 	}
@@ -372,32 +393,70 @@ func simOCC(ctx context.Context, io stdio, progress *progress, clients int, seed
 	return 0
 }
 
-// progress shows a one-line progress indicator on a terminal.
+// progress shows how far a run is, with the time it has left: on a
+// terminal one line redrawn in place, elsewhere (a log, CI) a plain line
+// every progressEvery, so that a long run is seen to be alive.
 type progress struct {
-	w      io.Writer
-	active bool
-	width  int
+	w        io.Writer // nil: no progress
+	terminal bool
+	width    int       // of the line on the terminal
+	start    time.Time // of the run
+	last     time.Time // when a line was last shown
 }
+
+const (
+	progressRedraw = 100 * time.Millisecond // on a terminal
+	progressEvery  = 5 * time.Second        // elsewhere
+)
 
 func newProgress(w io.Writer, quiet bool) *progress {
-	f, ok := w.(*os.File)
-	if quiet || !ok {
+	if quiet {
 		return &progress{}
 	}
-	fi, err := f.Stat()
-	return &progress{w: w, active: err == nil && fi.Mode()&os.ModeCharDevice != 0}
+	p := &progress{w: w, start: time.Now()}
+	if f, ok := w.(*os.File); ok {
+		fi, err := f.Stat()
+		p.terminal = err == nil && fi.Mode()&os.ModeCharDevice != 0
+	}
+	p.last = p.start
+	return p
 }
 
-func (p *progress) show(line string) {
-	if !p.active {
+// update shows that policy i of n is running, frac of it done.
+func (p *progress) update(i, n int, name string, frac float64) {
+	if p.w == nil {
 		return
 	}
-	fmt.Fprintf(p.w, "\r%s%s", line, strings.Repeat(" ", max(p.width-len(line), 0)))
-	p.width = len(line)
+	now := time.Now()
+	since := now.Sub(p.last)
+	if p.terminal && since < progressRedraw && p.width > 0 || !p.terminal && since < progressEvery {
+		return
+	}
+	p.last = now
+	done := (float64(i) + min(max(frac, 0), 1)) / float64(n)
+	left := ""
+	if elapsed := now.Sub(p.start); elapsed >= time.Second && done > 0.005 {
+		left = ", about " + formatLeft(time.Duration(float64(elapsed)*(1-done)/done)) + " left"
+	}
+	line := fmt.Sprintf("%d%% done, %d/%d: %s%s", int(100*done), i+1, n, name, left)
+	if !p.terminal {
+		fmt.Fprintln(p.w, "retry sim:", line)
+		return
+	}
+	fmt.Fprintf(p.w, "\r%s%s", line, strings.Repeat(" ", max(p.width-utf8.RuneCountInString(line), 0)))
+	p.width = utf8.RuneCountInString(line)
+}
+
+// formatLeft rounds an estimate of the time left to what it is worth.
+func formatLeft(d time.Duration) string {
+	if d < time.Minute {
+		return d.Round(time.Second).String()
+	}
+	return d.Round(10 * time.Second).String()
 }
 
 func (p *progress) done() {
-	if p.active && p.width > 0 {
+	if p.terminal && p.width > 0 {
 		fmt.Fprintf(p.w, "\r%s\r", strings.Repeat(" ", p.width))
 	}
 }

@@ -1,13 +1,19 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"encoding/xml"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/retrykit/retry/cmd/retry/internal/sim"
 )
 
 // small keeps the end-to-end runs quick.
@@ -308,5 +314,53 @@ func TestSimRejectCost(t *testing.T) {
 	if !strings.Contains(header, "costing the server as much as any attempt") || !strings.Contains(header, "reject_cost 1") ||
 		charged["Standard, quota per client"] > charged["no retries"]-0.03 {
 		t.Errorf("--reject-cost 1: %s: success %v; want charged 429s and the quota per client clearly below no retries", header, charged)
+	}
+}
+
+// Where stderr is not a terminal, progress is a plain line every few
+// seconds with the share done and the time left (in virtual time: a
+// policy's run reports every second, and takes ten).
+func TestSimProgressPlainLines(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var buf bytes.Buffer
+		p := newProgress(&buf, false)
+		for i := range 2 {
+			for s := range 10 {
+				time.Sleep(time.Second)
+				p.update(i, 2, "policy "+fmt.Sprint(i), float64(s+1)/10)
+			}
+		}
+		p.done()
+		want := "retry sim: 25% done, 1/2: policy 0, about 15s left\n" +
+			"retry sim: 50% done, 1/2: policy 0, about 10s left\n" +
+			"retry sim: 75% done, 2/2: policy 1, about 5s left\n" +
+			"retry sim: 100% done, 2/2: policy 1, about 0s left\n"
+		if buf.String() != want {
+			t.Errorf("progress:\n%s\nwant:\n%s", buf.String(), want)
+		}
+		var quiet bytes.Buffer
+		q := newProgress(&quiet, true)
+		time.Sleep(time.Minute)
+		q.update(0, 1, "x", 0.5)
+		if quiet.Len() != 0 {
+			t.Errorf("--quiet progress: %q", quiet.String())
+		}
+	})
+}
+
+// The guard on the requests of a run is what this machine's memory holds.
+func TestSimRequestGuardFollowsTheMachine(t *testing.T) {
+	limit, memory := sim.MaxRequests()
+	if memory == 0 {
+		t.Skip("this system does not say how much memory is available")
+	}
+	if limit > 1_000_000_000 {
+		t.Skipf("this machine may simulate %d requests: more than a run can hold", limit)
+	}
+	// A run of 1.5 times the limit, in as many seconds.
+	rate := fmt.Sprint(int(math.Sqrt(1.5 * float64(limit))))
+	_, errOut, code := runRetry(t, "", "sim", "--quiet", "--rate", rate, "--duration", rate+"s", "--clients", "1000")
+	if code != 2 || !strings.Contains(errOut, "available memory") || !strings.Contains(errOut, fmt.Sprint(limit)) {
+		t.Errorf("--rate %s --duration %ss: exit %d, stderr %q; want 2 and the machine's limit of %d", rate, rate, code, errOut, limit)
 	}
 }

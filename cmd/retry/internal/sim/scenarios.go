@@ -40,14 +40,20 @@ func Defaults(kind Kind, clients int, rate float64, duration time.Duration, seed
 
 // Describe says in a line what s is.
 func (s Scenario) Describe() string {
-	incident := ""
+	return fmt.Sprintf("%s: %d clients send %.0f req/s for %v to a server of capacity %.0f/s; from %v to %v %s; clients time out after %v",
+		s.Kind, s.Clients, s.Rate, s.Duration, s.Capacity, s.Start, s.End, s.Incident(), s.Timeout)
+}
+
+// Incident says what happens during the incident of s, e.g. "every attempt
+// fails".
+func (s Scenario) Incident() string {
 	switch s.Kind {
 	case Outage:
-		incident = "every attempt fails"
+		return "every attempt fails"
 	case Brownout:
-		incident = fmt.Sprintf("%.0f%% of attempts fail", 100*s.FailRate)
+		return fmt.Sprintf("%.0f%% of attempts fail", 100*s.FailRate)
 	case Overload:
-		incident = fmt.Sprintf("capacity drops to %.0f/s", s.DegradedCapacity)
+		return fmt.Sprintf("capacity drops to %.0f/s", s.DegradedCapacity)
 	case Throttle:
 		cost := "nothing (a front-door limiter)"
 		switch {
@@ -56,8 +62,7 @@ func (s Scenario) Describe() string {
 		case s.RejectCost > 0:
 			cost = fmt.Sprintf("%.3g%% of an attempt's work", 100*s.RejectCost)
 		}
-		incident = fmt.Sprintf("beyond %.0f/s: 429, Retry-After %v, costing the server %s", s.ThrottleRate, s.RetryAfter, cost)
+		return fmt.Sprintf("beyond %.0f/s: 429, Retry-After %v, costing the server %s", s.ThrottleRate, s.RetryAfter, cost)
 	}
-	return fmt.Sprintf("%s: %d clients send %.0f req/s for %v to a server of capacity %.0f/s; from %v to %v %s; clients time out after %v",
-		s.Kind, s.Clients, s.Rate, s.Duration, s.Capacity, s.Start, s.End, incident, s.Timeout)
+	return ""
 }

@@ -15,13 +15,10 @@
 package sim
 
 import (
-	"cmp"
-	"container/heap"
 	"context"
 	"errors"
 	"math"
 	"math/rand/v2"
-	"slices"
 	"time"
 
 	"github.com/retrykit/retry"
@@ -160,8 +157,9 @@ func (s Scenario) Check() error {
 		return errors.New("each client would send no request in the run: raise the rate or lower the clients")
 	case float64(s.Clients)/s.Rate < 1e-6:
 		return errors.New("each client would send more than a million requests a second: lower the rate or raise the clients")
-	case s.Rate*s.Duration.Seconds() > 5e7:
-		return errors.New("too many requests to simulate (rate × duration above 50 million)")
+	case s.Rate*s.Duration.Seconds() > maxRequests:
+		// What a run can hold; MaxRequests says what this machine can.
+		return errors.New("too many requests to simulate (rate × duration above 2 billion)")
 	case s.Duration < 2*time.Second:
 		return errors.New("duration must be at least 2s")
 	case s.Start < 0 || s.End <= s.Start || s.End >= s.Duration:
@@ -247,35 +245,117 @@ func (q *queue) Pop() any {
 // Run simulates policy p in scenario s, which must pass Check. It stops
 // early, with ctx's error, if ctx is done.
 func Run(ctx context.Context, s Scenario, p Policy) (Result, error) {
-	r := runner{s: s, p: p, ctx: ctx}
+	return RunWithProgress(ctx, s, p, nil)
+}
+
+// RunWithProgress is Run, calling report now and then (every few
+// milliseconds of work) with the share of the run's virtual time done, from
+// 0 to 1. report may be nil.
+func RunWithProgress(ctx context.Context, s Scenario, p Policy, report func(done float64)) (Result, error) {
+	r := runner{s: s, p: p, ctx: ctx, report: report}
 	return r.run()
 }
+
+// maxRequests bounds the requests of any run: a request's slot is an int32.
+const maxRequests = 2_000_000_000
 
 // checkEvery is how many events pass between looks at the context.
 const checkEvery = 1 << 14
 
+// The memory of a run grows with the requests in flight at once, not with
+// the requests it simulates: the statistics are streamed (counters, series
+// per second and a histogram of latencies), and a request's state lives in
+// a slot that is reused once it is answered for good or cut off by the end
+// of the run. Pending events are small values without pointers, so that
+// millions of them cost little to hold and nothing to the garbage collector.
 type runner struct {
-	s   Scenario
-	p   Policy
-	ctx context.Context
+	s      Scenario
+	p      Policy
+	ctx    context.Context
+	report func(float64)
 
-	q   queue
-	seq uint64
+	q    pending
+	seq  uint64
+	reqs []request // slots of the requests in flight
+	free []int32   // slots of reqs free for reuse
+	end  time.Duration
 
 	arrivals *rand.Rand // issue times: the same for every policy
 	server   *rand.Rand // brownout failures: the same for every policy
 	jitter   *rand.Rand // the strategies' randomness
 
 	strategy   func(int) retry.Strategy
+	throttled  error         // the 429 as this policy sees it
 	clock      time.Duration // virtual time: when the event being handled happens
 	serverFree time.Duration // when the server finishes the work queued so far
 	tokens     float64       // Throttle: the server's rate-limit bucket
 	lastRefill time.Duration
 
 	res       Result
-	latencies []latency
+	latencies histogram
 	attempts  []int // per 1 s bucket: attempts that completed (answered)
 	successes []int // per bucket: attempts that succeeded
+}
+
+// Answers, as pending events carry them.
+const (
+	ansOK uint8 = iota
+	ansFailed
+	ansTimeout
+	ansThrottled
+)
+
+// item is a pending event of Run: id is the client of an evIssue, the
+// request's slot in runner.reqs otherwise.
+type item struct {
+	at   time.Duration
+	seq  uint64 // ties break in the order events were scheduled: determinism
+	id   int32
+	kind uint8
+	ans  uint8 // evAnswer's answer
+}
+
+func (a item) before(b item) bool { return a.at < b.at || a.at == b.at && a.seq < b.seq }
+
+// pending is a binary min-heap of items, written out rather than through
+// container/heap, whose interface would box every item.
+type pending []item
+
+func (h *pending) push(e item) {
+	q := append(*h, e)
+	for i := len(q) - 1; i > 0; {
+		parent := (i - 1) / 2
+		if !q[i].before(q[parent]) {
+			break
+		}
+		q[i], q[parent] = q[parent], q[i]
+		i = parent
+	}
+	*h = q
+}
+
+func (h *pending) pop() item {
+	q := *h
+	top := q[0]
+	last := len(q) - 1
+	q[0] = q[last]
+	q = q[:last]
+	for i := 0; ; {
+		small, l, r := i, 2*i+1, 2*i+2
+		if l < len(q) && q[l].before(q[small]) {
+			small = l
+		}
+		if r < len(q) && q[r].before(q[small]) {
+			small = r
+		}
+		if small == i {
+			break
+		}
+		q[i], q[small] = q[small], q[i]
+		i = small
+	}
+	*h = q
+	return top
 }
 
 const bucket = time.Second
@@ -287,41 +367,47 @@ func (r *runner) run() (Result, error) {
 	r.jitter = rand.New(rand.NewPCG(s.Seed, 3))
 	r.strategy = r.p.New(Env{Rand: r.jitter.Float64, Now: func() time.Time { return Epoch.Add(r.clock) }})
 	r.tokens = s.ThrottleRate
+	r.throttled = errThrottled
+	if r.p.RetryAfter == ObeyRetryAfter {
+		r.throttled = retry.WithInfo(errors.New("429 Too Many Requests"),
+			retry.Info{Safety: retry.Safe, Throttle: true, RetryAfter: s.RetryAfter, Fault: retry.FaultClient})
+	}
 
 	n := int(s.Duration / bucket)
 	r.res = Result{Policy: r.p.Name, Step: bucket.Seconds(), Offered: make([]float64, n), Goodput: make([]float64, n)}
 	r.attempts = make([]int, n)
 	r.successes = make([]int, n)
 
+	// The world ends a little after the last request is issued: requests
+	// still waiting then count as failed, with the latency they had so far.
+	r.end = s.Duration + Grace(s)
 	// Each client sends at a steady interval, starting at a random phase.
 	interval := time.Duration(float64(s.Clients) / s.Rate * float64(time.Second))
 	for c := range s.Clients {
-		r.push(&event{at: time.Duration(r.arrivals.Float64() * float64(interval)), kind: evIssue, c: c})
+		r.push(item{at: time.Duration(r.arrivals.Float64() * float64(interval)), kind: evIssue, id: int32(c)})
 	}
-	// The world ends a little after the last request is issued: requests
-	// still waiting then count as failed, with the latency they had so far.
-	end := s.Duration + Grace(s)
-	for n := 0; r.q.Len() > 0; n++ {
-		if n%checkEvery == 0 && r.ctx.Err() != nil {
-			return Result{}, r.ctx.Err()
+	for n := 0; len(r.q) > 0; n++ {
+		if n%checkEvery == 0 {
+			if r.ctx.Err() != nil {
+				return Result{}, r.ctx.Err()
+			}
+			if r.report != nil {
+				r.report(float64(r.clock) / float64(r.end))
+			}
 		}
-		e := heap.Pop(&r.q).(*event)
+		e := r.q.pop()
 		r.clock = e.at
-		if e.at > end {
-			r.unfinished(e, end)
-			continue
-		}
 		switch e.kind {
 		case evIssue:
 			if e.at >= s.Duration {
 				continue
 			}
-			r.issue(e.c, e.at)
-			r.push(&event{at: e.at + interval, kind: evIssue, c: e.c})
+			r.issue(int(e.id), e.at)
+			r.push(item{at: e.at + interval, kind: evIssue, id: e.id})
 		case evAttempt:
-			r.attempt(e.r, e.at)
+			r.attempt(e.id, e.at)
 		case evAnswer:
-			r.answer(e.r, e.at, e.ok, e.err, e.hint)
+			r.answer(e.id, e.at, e.ans)
 		}
 	}
 	r.finish()
@@ -332,25 +418,27 @@ func (r *runner) run() (Result, error) {
 // requests answered promptly are not cut off: twice the attempt timeout.
 func Grace(s Scenario) time.Duration { return 2 * s.Timeout }
 
-// latency is how long a request took, or had taken when the run ended.
-type latency struct {
-	d   time.Duration
-	cut bool
-}
-
-// unfinished counts a request still in flight when the run ends.
-func (r *runner) unfinished(e *event, end time.Duration) {
-	if e.kind == evIssue || e.r == nil {
-		return
-	}
-	r.res.Unfinished++
-	r.latencies = append(r.latencies, latency{end - e.r.issued, true})
-}
-
-func (r *runner) push(e *event) {
+// push schedules e. An event after the end of the run would never be
+// handled: its request is counted unfinished at once, with the latency it
+// has when the run ends, and its slot is free again.
+func (r *runner) push(e item) {
 	r.seq++
 	e.seq = r.seq
-	heap.Push(&r.q, e)
+	if e.at <= r.end {
+		r.q.push(e)
+		return
+	}
+	if e.kind != evIssue {
+		r.res.Unfinished++
+		r.latencies.add(r.end-r.reqs[e.id].issued, true)
+		r.release(e.id)
+	}
+}
+
+// release frees the slot of a request that is over.
+func (r *runner) release(id int32) {
+	r.reqs[id] = request{}
+	r.free = append(r.free, id)
 }
 
 func (r *runner) issue(client int, at time.Duration) {
@@ -358,17 +446,25 @@ func (r *runner) issue(client int, at time.Duration) {
 	if r.inIncident(at) {
 		r.res.IncidentRequests++
 	}
-	req := &request{client: client, issued: at}
 	tok, err := r.strategy(client).AcquireInitialToken("")
 	if err != nil {
-		tok = retry.Token{} // no token: one attempt (seed 001)
+		tok = retry.Token{} // no token: one attempt, as the Smithy retry guide says
 	}
-	req.tok = tok
-	r.push(&event{at: at + tok.Delay(), kind: evAttempt, r: req})
+	req := request{client: client, issued: at, tok: tok}
+	var id int32
+	if k := len(r.free); k > 0 {
+		id, r.free = r.free[k-1], r.free[:k-1]
+		r.reqs[id] = req
+	} else {
+		id = int32(len(r.reqs))
+		r.reqs = append(r.reqs, req)
+	}
+	r.push(item{at: at + tok.Delay(), kind: evAttempt, id: id})
 }
 
-// attempt sends one attempt of req at time at and schedules its answer.
-func (r *runner) attempt(req *request, at time.Duration) {
+// attempt sends one attempt of request id at time at and schedules its
+// answer.
+func (r *runner) attempt(id int32, at time.Duration) {
 	s := r.s
 	r.res.Attempts++
 	if r.inIncident(at) {
@@ -377,30 +473,26 @@ func (r *runner) attempt(req *request, at time.Duration) {
 	if i := int(at / bucket); i < len(r.res.Offered) {
 		r.res.Offered[i]++
 	}
+	answer := func(when time.Duration, ans uint8) { r.push(item{at: when, kind: evAnswer, id: id, ans: ans}) }
 
 	// The rate limiter decides as the attempt arrives. By default it
 	// answers at once, before the queue; with a RejectCost the 429 takes
 	// its turn in the queue and that share of an attempt's work.
 	if s.Kind == Throttle && r.inIncident(at) && !r.admit(at) {
-		err := errThrottled
-		if r.p.RetryAfter == ObeyRetryAfter {
-			err = retry.WithInfo(errors.New("429 Too Many Requests"),
-				retry.Info{Safety: retry.Safe, Throttle: true, RetryAfter: s.RetryAfter, Fault: retry.FaultClient})
-		}
 		answered := at
 		if s.RejectCost > 0 {
 			var timedOut bool
 			if answered, timedOut = r.enqueue(at, s.RejectCost); timedOut {
-				r.push(&event{at: at + s.Timeout, kind: evAnswer, r: req, err: errTimeout})
+				answer(at+s.Timeout, ansTimeout)
 				return
 			}
 		}
-		r.push(&event{at: answered, kind: evAnswer, r: req, err: err, hint: s.RetryAfter})
+		answer(answered, ansThrottled)
 		return
 	}
 	done, timedOut := r.enqueue(at, 1)
 	if timedOut {
-		r.push(&event{at: at + s.Timeout, kind: evAnswer, r: req, err: errTimeout})
+		answer(at+s.Timeout, ansTimeout)
 		return
 	}
 	failed := false
@@ -411,10 +503,10 @@ func (r *runner) attempt(req *request, at time.Duration) {
 		failed = r.server.Float64() < s.FailRate
 	}
 	if failed {
-		r.push(&event{at: done, kind: evAnswer, r: req, err: errFailed})
+		answer(done, ansFailed)
 		return
 	}
-	r.push(&event{at: done, kind: evAnswer, r: req, ok: true})
+	answer(done, ansOK)
 }
 
 // enqueue puts work, a share of an attempt's, arriving at time at, in the
@@ -447,21 +539,33 @@ func (r *runner) admit(at time.Duration) bool {
 	return false
 }
 
-func (r *runner) answer(req *request, at time.Duration, ok bool, err error, hint time.Duration) {
+func (r *runner) answer(id int32, at time.Duration, ans uint8) {
+	req := &r.reqs[id]
 	i := int(at / bucket)
 	if i < len(r.attempts) {
 		r.attempts[i]++
 	}
 	s := r.strategy(req.client)
-	if ok {
+	if ans == ansOK {
 		_ = s.RecordSuccess(req.tok)
 		r.res.Succeeded++
 		if i < len(r.successes) {
 			r.successes[i]++
 			r.res.Goodput[i]++
 		}
-		r.latencies = append(r.latencies, latency{d: at - req.issued})
+		r.latencies.add(at-req.issued, false)
+		r.release(id)
 		return
+	}
+	var err error
+	var hint time.Duration // the Retry-After of a 429 answer
+	switch ans {
+	case ansFailed:
+		err = errFailed
+	case ansTimeout:
+		err = errTimeout
+	case ansThrottled:
+		err, hint = r.throttled, r.s.RetryAfter
 	}
 	next, refused := s.RefreshToken(req.tok, err)
 	if refused == nil && r.p.MaxElapsed > 0 && at+next.Delay()-req.issued > r.p.MaxElapsed {
@@ -471,7 +575,8 @@ func (r *runner) answer(req *request, at time.Duration, ok bool, err error, hint
 		refused = retry.ErrMaxAttempts
 	}
 	if refused != nil {
-		r.latencies = append(r.latencies, latency{d: at - req.issued})
+		r.latencies.add(at-req.issued, false)
+		r.release(id)
 		return
 	}
 	req.tok = next
@@ -479,16 +584,15 @@ func (r *runner) answer(req *request, at time.Duration, ok bool, err error, hint
 	if r.p.RetryAfter == ReplaceWithRetryAfter && hint > 0 {
 		delay = hint // the library waits what the server asked instead of its backoff
 	}
-	r.push(&event{at: at + delay, kind: evAttempt, r: req})
+	r.push(item{at: at + delay, kind: evAttempt, id: id})
 }
 
 func (r *runner) inIncident(at time.Duration) bool { return at >= r.s.Start && at < r.s.End }
 
 // finish computes latency percentiles and recovery.
 func (r *runner) finish() {
-	slices.SortFunc(r.latencies, func(a, b latency) int { return cmp.Compare(a.d, b.d) })
-	r.res.P50, r.res.P50Cut = percentile(r.latencies, 0.50)
-	r.res.P99, r.res.P99Cut = percentile(r.latencies, 0.99)
+	r.res.P50, r.res.P50Cut = r.latencies.percentile(0.50)
+	r.res.P99, r.res.P99Cut = r.latencies.percentile(0.99)
 
 	// Healthy: at least 90 % of the attempts answered in a second succeed
 	// (a second without answers counts as neither), and it stays so until
@@ -504,18 +608,4 @@ func (r *runner) finish() {
 		r.res.Recovered = true
 		r.res.Recovery = max(time.Duration(first)*bucket-r.s.End, 0)
 	}
-}
-
-// percentile returns the p-th latency and whether it, or any latency below
-// it, was cut off by the end of the run (then the true value is higher).
-func percentile(sorted []latency, p float64) (time.Duration, bool) {
-	if len(sorted) == 0 {
-		return 0, false
-	}
-	i := min(max(int(math.Ceil(p*float64(len(sorted))))-1, 0), len(sorted)-1)
-	cut := false
-	for _, l := range sorted[:i+1] {
-		cut = cut || l.cut
-	}
-	return sorted[i].d, cut
 }

@@ -3,7 +3,9 @@ package sim
 import (
 	"context"
 	"math"
+	"math/rand/v2"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -276,4 +278,110 @@ func TestRejectCostChargesA429LikeAnAttempt(t *testing.T) {
 	if base.P50 <= freeNone.P50 {
 		t.Fatalf("no retries: p50 %v with charged 429s, not above the free 429s'", base.P50)
 	}
+}
+
+// The percentiles of the streamed histogram are the exact ones to within
+// its precision, and say whether a cut-off latency is among those below.
+func TestHistogramPercentiles(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(1, 2))
+	for _, n := range []int{1, 2, 3, 100, 10007} {
+		var h histogram
+		vals := make([]time.Duration, n)
+		cut := make(map[time.Duration]bool)
+		for i := range vals {
+			// From nanoseconds to about 20 minutes, evenly in log scale.
+			vals[i] = time.Duration(math.Exp(rnd.Float64() * math.Log(1.2e12)))
+			c := rnd.IntN(10) == 0
+			h.add(vals[i], c)
+			cut[vals[i]] = cut[vals[i]] || c
+		}
+		slices.Sort(vals)
+		for _, p := range []float64{0.01, 0.5, 0.99, 1} {
+			i := min(max(int(math.Ceil(p*float64(n)))-1, 0), n-1)
+			want, wantCut := vals[i], false
+			for _, v := range vals[:i+1] {
+				wantCut = wantCut || cut[v]
+			}
+			got, gotCut := h.percentile(p)
+			if d := math.Abs(float64(got - want)); d > float64(want)/(1<<subBits) {
+				t.Errorf("n %d: p%v = %v, want %v (within 2^-%d)", n, 100*p, got, want, subBits)
+			}
+			// A cut latency in the same bin as the percentile, but above
+			// it, may count: the histogram cannot tell them apart.
+			if gotCut != wantCut && !(gotCut && sameBin(h.minCut, want)) {
+				t.Errorf("n %d: p%v cut = %v, want %v", n, 100*p, gotCut, wantCut)
+			}
+		}
+	}
+	var empty histogram
+	if v, cut := empty.percentile(0.5); v != 0 || cut {
+		t.Errorf("empty histogram: %v, %v", v, cut)
+	}
+}
+
+func sameBin(a, b time.Duration) bool {
+	as, am := locate(a)
+	bs, bm := locate(b)
+	return as == bs && am == bm
+}
+
+// A run's memory follows the requests in flight, not the requests made:
+// ten times the requests, with as many in flight at once, take no more
+// request slots, and the latencies a histogram of fixed size.
+func TestRunMemoryDoesNotGrowWithRequests(t *testing.T) {
+	slots := func(d time.Duration, name string) (int, int) {
+		s, err := Defaults(Brownout, 50, 500, d, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := runner{s: s, p: byName(t, name), ctx: context.Background()}
+		res, err := r.run()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(r.reqs), res.Requests
+	}
+	for _, name := range []string{"no retries", "Standard, quota per client", "10 att., 100ms·2^n + ≤100ms jitter"} {
+		short, n1 := slots(20*time.Second, name)
+		long, n2 := slots(200*time.Second, name)
+		if n2 < 9*n1 || long > 2*short || long > 200 {
+			t.Errorf("%s: %d slots for %d requests, %d for %d; want as few for ten times the requests, and few",
+				name, short, n1, long, n2)
+		}
+	}
+}
+
+func TestParseMeminfo(t *testing.T) {
+	data := []byte("MemTotal:       24683600 kB\nMemFree:        23650000 kB\nMemAvailable:   22264116 kB\nHugePages_Total:       0\n")
+	if got := parseMeminfo(data, "MemAvailable"); got != 22264116*1024 {
+		t.Errorf("MemAvailable = %d, want %d", got, 22264116*1024)
+	}
+	if got := parseMeminfo(data, "HugePages_Total"); got != 0 {
+		t.Errorf("HugePages_Total = %d", got)
+	}
+	for _, bad := range []string{"", "MemAvailable:", "MemAvailable: x kB", "MemAvailable: 5 MB", "MemAvailable: 99999999999999999999 kB", "MemAvailable 5 kB"} {
+		if got := parseMeminfo([]byte(bad), "MemAvailable"); got != 0 {
+			t.Errorf("%q: %d, want 0", bad, got)
+		}
+	}
+	if v, ok := parseCgroupBytes([]byte("max\n")); ok {
+		t.Errorf("max: %d, ok", v)
+	}
+	if v, ok := parseCgroupBytes([]byte("1073741824\n")); !ok || v != 1<<30 {
+		t.Errorf("1073741824: %d, %v", v, ok)
+	}
+	if n, mem := MaxRequests(); n <= 0 || mem > 0 && uint64(n) > mem/BytesPerRequest {
+		t.Errorf("MaxRequests() = %d for %d bytes", n, mem)
+	}
+}
+
+// FuzzParseMeminfo: no panic, and a value found is a whole number of kB or
+// a plain number.
+func FuzzParseMeminfo(f *testing.F) {
+	f.Add([]byte("MemAvailable:   22264116 kB\n"), "MemAvailable")
+	f.Add([]byte("a: 1\nb:2 kB"), "b")
+	f.Fuzz(func(t *testing.T, data []byte, field string) {
+		_ = parseMeminfo(data, field)
+		_, _ = parseCgroupBytes(data)
+	})
 }
