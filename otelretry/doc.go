@@ -1,0 +1,83 @@
+// Package otelretry follows the retry loops of github.com/retrykit/retry in
+// OpenTelemetry traces and metrics. One value instruments retry.Do and
+// retry.DoValue, and every integration that takes retry options, without
+// code of its own for each:
+//
+//	inst := otelretry.New(otelretry.WithTracerProvider(tp), otelretry.WithMeterProvider(mp))
+//	err := retry.Do(ctx, s, op, inst.Option())
+//	client := &http.Client{Transport: &httpretry.Transport{Options: []retry.Option{inst.Option()}}}
+//	fc := &forrst.Client{URL: url, Options: []retry.Option{inst.Option()}}
+//
+// # Spans
+//
+// The instrumentation adds to the caller's span (the one in the context of
+// the call) and never starts a trace of its own:
+//
+//   - Each failed attempt adds the event retry.attempt_failed to the caller's
+//     span, with retry.attempt (1 for the first), error.type (the error's
+//     class, see ClassThrottle and the others), retry.error (its message)
+//     and retry.retry_after (the server's hint, in seconds) if there is one.
+//   - Each wait before a retry adds retry.wait, with the number of the
+//     attempt that failed, retry.delay in seconds, error.type and the hint.
+//   - A call that fails for good adds retry.give_up, with retry.attempts,
+//     retry.reason (ReasonAttempts, ReasonQuota, ReasonBudget,
+//     ReasonDeadline, ReasonNotRetryable and the others) and the last
+//     error's class.
+//   - Each attempt after the first is a span of its own, retry.attempt (kind
+//     internal), a child of the caller's span, with retry.scope and
+//     retry.attempt; with WithHTTPConventions it carries the HTTP semantic
+//     conventions' http.request.resend_count, and with WithGRPCConventions
+//     gRFC A72's previous-rpc-attempts and transparent-retry. A failed
+//     attempt's span has status Error and error.type. The attempt's context
+//     carries the span, so the spans an HTTP or gRPC instrumentation starts
+//     for the request (otelhttp's client span, say) nest under it.
+//
+// The first attempt runs in the caller's context as it is, with no span: a
+// call that succeeds at once, most calls, costs no span and no event. That
+// is the model of the designs this one was compared with. OpenTelemetry's
+// HTTP semantic conventions make each physical request of a resent HTTP
+// request a client span of its own and mark the resends with
+// http.request.resend_count; otelhttp's Transport starts one client span per
+// RoundTrip from the request's context, so under an httpretry.Transport
+// whose Base is an otelhttp Transport each attempt already has its client
+// span, and this package only needs to give the retries a parent that says
+// which retry they are. gRPC's OpenTelemetry tracing (gRFC A72, after gRFC
+// A45) makes a call span and an attempt span per attempt with
+// previous-rpc-attempts; here the caller's span plays the call span. Polly's
+// telemetry (Polly.Extensions) reports retries as events (OnRetry, with the
+// attempt number and the delay) and attempt metrics rather than spans, which
+// is what the events on the caller's span carry. The waits stay visible as
+// the gaps between attempt spans, each announced by its retry.wait event.
+//
+// # Metrics
+//
+// In the semantic conventions' style (a namespace, the client side, units in
+// UCUM), every instrument carrying retry.scope:
+//
+//   - retry.client.attempts (counter, {attempt}): every attempt, with
+//     retry.outcome (success or failure) and, on failure, error.type.
+//   - retry.client.retries (counter, {retry}): the attempts after the first,
+//     the load retries add, with the same attributes.
+//   - retry.client.call.retries (histogram, {retry}): per call that retried
+//     at all, the retries it made, with retry.outcome success or give_up; as
+//     gRFC A96's grpc.client.call.retries, whose name it takes with
+//     WithGRPCConventions, a call without retries records nothing.
+//   - retry.client.retry.delay (histogram, s): each wait before a retry,
+//     with error.type.
+//   - retry.client.give_ups (counter, {call}): calls that failed for good,
+//     with retry.reason and error.type.
+//   - retry.client.quota.available, retry.client.budget.available and
+//     retry.client.send_rate (observable gauges): see WithStrategy,
+//     WithQuota and WithBudget.
+//
+// Scopes are attribute values, so their number is bounded (WithMaxScopes,
+// DefaultMaxScopes): the calls of later scopes are counted under OtherScope.
+//
+// # Cost
+//
+// With the OpenTelemetry API's no-op providers (or the global ones before a
+// provider is installed), Option returns the zero retry.Option and a call
+// costs what it costs without it: no allocation on the success path. With
+// the SDK, a call that succeeds at once records one counter increment from
+// attribute sets made once per scope. The README measures both.
+package otelretry

@@ -1,0 +1,112 @@
+package otelretry
+
+import (
+	"context"
+	"math"
+
+	"github.com/retrykit/retry"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+)
+
+// scopedQuota is a strategy with a quota per scope: *retry.Standard and
+// *retry.Adaptive.
+type scopedQuota interface {
+	Available(scope string) int
+}
+
+// sendRate is a strategy with a send-rate limiter per scope: *retry.Adaptive.
+type sendRate interface {
+	Rate(scope string) (rate float64, limiting bool)
+}
+
+type namedQuota struct {
+	name string
+	q    retry.Quota
+}
+
+type namedBudget struct {
+	name string
+	b    *retry.Budget
+}
+
+// gauges are the sources of the observable gauges.
+type gauges struct {
+	strategies []retry.Strategy
+	quotas     []namedQuota
+	budgets    []namedBudget
+}
+
+// WithStrategy observes s's state per scope, for every scope the
+// instrumentation has seen (OtherScope excepted: its scopes have no one value):
+// the tokens left in its quota (retry.client.quota.available) if it has
+// Available(scope) as *retry.Standard and *retry.Adaptive do, and the send
+// rate its limiter allows (retry.client.send_rate) while it is limiting, if
+// it has Rate(scope) as *retry.Adaptive does.
+func WithStrategy(s retry.Strategy) Option {
+	return func(c *config) { c.gauges.strategies = append(c.gauges.strategies, s) }
+}
+
+// WithQuota observes the tokens q holds (retry.client.quota.available), with
+// retry.quota = name: a quota shared by all scopes, such as a
+// redisquota.Quota or a retry.TokenBucket given to several strategies.
+func WithQuota(name string, q retry.Quota) Option {
+	return func(c *config) { c.gauges.quotas = append(c.gauges.quotas, namedQuota{name, q}) }
+}
+
+// WithBudget observes the retries b allows now (retry.client.budget.available),
+// with retry.budget = name.
+func WithBudget(name string, b *retry.Budget) Option {
+	return func(c *config) { c.gauges.budgets = append(c.gauges.budgets, namedBudget{name, b}) }
+}
+
+// register makes the gauges and their callback; nil if there is nothing to
+// observe.
+func (g *gauges) register(m metric.Meter, t *scopes) metric.Registration {
+	if len(g.strategies) == 0 && len(g.quotas) == 0 && len(g.budgets) == 0 {
+		return nil
+	}
+	quota, err := m.Int64ObservableGauge("retry.client.quota.available", metric.WithUnit("{token}"),
+		metric.WithDescription("Tokens left in a retry quota: a retry takes its cost from it."))
+	handle(err)
+	budget, err := m.Int64ObservableGauge("retry.client.budget.available", metric.WithUnit("{retry}"),
+		metric.WithDescription("Retries a retry budget allows now."))
+	handle(err)
+	rate, err := m.Float64ObservableGauge("retry.client.send_rate", metric.WithUnit("{attempt}/s"),
+		metric.WithDescription("The send rate an adaptive strategy's limiter allows in a scope, while it is limiting."))
+	handle(err)
+	reg, err := m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		g.observe(o, t, quota, budget, rate)
+		return nil
+	}, quota, budget, rate)
+	handle(err)
+	return reg
+}
+
+func (g *gauges) observe(o metric.Observer, t *scopes, quota, budget metric.Int64Observable, rate metric.Float64Observable) {
+	for _, q := range g.quotas {
+		o.ObserveInt64(quota, int64(q.q.Available()), metric.WithAttributes(keyQuota.String(q.name)))
+	}
+	for _, b := range g.budgets {
+		o.ObserveInt64(budget, int64(b.b.Available()), metric.WithAttributes(keyBudget.String(b.name)))
+	}
+	if len(g.strategies) == 0 {
+		return
+	}
+	for name, s := range t.all() {
+		attrs := metric.WithAttributeSet(attribute.NewSet(s.attr))
+		for _, st := range g.strategies {
+			if sq, ok := st.(scopedQuota); ok {
+				// math.MaxInt is "no quota" (an Adaptive without one).
+				if n := sq.Available(name); n != math.MaxInt {
+					o.ObserveInt64(quota, int64(n), attrs)
+				}
+			}
+			if sr, ok := st.(sendRate); ok {
+				if r, limiting := sr.Rate(name); limiting {
+					o.ObserveFloat64(rate, r, attrs)
+				}
+			}
+		}
+	}
+}
