@@ -133,7 +133,11 @@ type Adaptive struct {
 	opts   AdaptiveOptions
 	tokens issuer
 	scopes scopes[adaptiveScope, *adaptiveScope]
-	all    outcomes // every scope's, together
+	all    outcomes // every scope's, together, once scopes other than "" are used
+	// scoped is set when a scope other than "" is first used. Until then
+	// the unscoped scope's outcomes are every scope's, and the success path
+	// need not count them twice.
+	scoped atomic.Bool
 }
 
 // NewAdaptive returns an Adaptive strategy with the given options.
@@ -246,7 +250,7 @@ func (a *Adaptive) firstSucceeded(sc *adaptiveScope) {
 	if sc.outcomes.success() {
 		sc.outcomes.count(a.now(), a.window())
 	}
-	if a.all.success() {
+	if a.scoped.Load() && a.all.success() {
 		a.all.count(a.now(), a.window())
 	}
 }
@@ -326,6 +330,9 @@ func (a *Adaptive) quota(scope string) Quota {
 	if b := a.scopes.unscoped.Load(); b != nil && scope == "" {
 		sc = &b.val
 	} else {
+		if scope != "" && !a.scoped.Load() {
+			a.scoped.Store(true)
+		}
 		sc = a.scopes.get(scope, scopeConfig{capacity: a.opts.Capacity, shared: a.opts.Bucket}, orDefault(a.opts.MaxScopes, defaultMaxScopes))
 	}
 	return sc
@@ -340,7 +347,10 @@ func (a *Adaptive) next(st state, err error) (state, error) {
 	}
 	now := a.now()
 	attempts, accepts := sc.outcomes.failure(now, a.window())
-	allAttempts, allAccepts := a.all.failure(now, a.window())
+	allAttempts, allAccepts := attempts, accepts // while "" is the only scope
+	if a.scoped.Load() {
+		allAttempts, allAccepts = a.all.failure(now, a.window())
+	}
 	streak := sc.streak.Add(1)
 	if info.Throttle || sc.limiting.Load() {
 		a.tell(sc, now, info.Throttle)

@@ -14,6 +14,8 @@ func TestZeroAllocations(t *testing.T) {
 	}
 	ctx := context.Background()
 	standard := NewStandard(StandardOptions{})
+	adaptive := NewAdaptive(AdaptiveOptions{})
+	budgeted := NewStandard(StandardOptions{Budget: NewBudget(BudgetOptions{})})
 	simple := &Simple{Backoff: Constant(0)}
 	n := 0
 	twoRetries := func(context.Context) error {
@@ -34,6 +36,9 @@ func TestZeroAllocations(t *testing.T) {
 		run  func()
 	}{
 		{"success", func() { _ = Do(ctx, standard, succeed) }},
+		{"success with Adaptive", func() { _ = Do(ctx, adaptive, succeed) }},
+		{"success with Adaptive in a scope", func() { _ = Do(ctx, adaptive, succeed, Scope("svc")) }},
+		{"success with Standard and a Budget", func() { _ = Do(ctx, budgeted, succeed) }},
 		{"success with options", func() { _ = Do(ctx, standard, succeed, opts...) }},
 		{"success with zero options", func() { _ = Do(ctx, standard, succeed, Option{}, Option{}) }},
 		{"success with a Trace", func() { _ = Do(ctx, standard, succeed, trace) }},
