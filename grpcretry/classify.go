@@ -1,0 +1,206 @@
+package grpcretry
+
+import (
+	"context"
+	"errors"
+	"math"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/retrykit/retry"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+)
+
+// Metadata keys of gRPC A6.
+const (
+	// PushbackKey is the trailer in which a server tells the client when to
+	// retry, in milliseconds, or (negative or malformed) not to retry.
+	PushbackKey = "grpc-retry-pushback-ms"
+	// PreviousAttemptsKey is the header a retry or hedge carries with the
+	// number of attempts made before it.
+	PreviousAttemptsKey = "grpc-previous-rpc-attempts"
+)
+
+var (
+	// ErrPushback is the reason retrying stopped when the server's
+	// grpc-retry-pushback-ms was negative, malformed or repeated: gRPC A6
+	// reads it as the server asking the client not to retry.
+	ErrPushback = errors.New("grpcretry: the server's grpc-retry-pushback-ms asks not to retry")
+	// ErrCommitted is the reason a stream was not retried: it was committed
+	// (a response message was received, its headers were read, or its client
+	// messages outgrew the replay buffer), as gRPC A6 commits a call.
+	ErrCommitted = errors.New("grpcretry: the call is committed and cannot be retried")
+)
+
+// errHedged stops the loop after a hedged call: its hedges were its retries.
+var errHedged = errors.New("grpcretry: retry attempts exhausted: the call was hedged")
+
+// attemptError is one failed attempt, classified. It wraps the status error
+// grpc returned, so status.Code and status.FromError still see the code.
+type attemptError struct {
+	err  error
+	info retry.Info
+	stop bool // the server's pushback asked not to retry
+}
+
+func (e *attemptError) Error() string         { return e.err.Error() }
+func (e *attemptError) Unwrap() error         { return e.err }
+func (e *attemptError) RetryInfo() retry.Info { return e.info }
+
+// outcome is what the interceptor knows about a failed attempt beyond its
+// error.
+type outcome struct {
+	trailer    metadata.MD
+	sent       bool // the attempt had a transport stream: it left the client
+	idempotent bool
+	timedOut   bool // the attempt's own timeout ended it, not the caller's
+}
+
+// classify turns a failed attempt into a classified error. See the package
+// documentation for the table it implements.
+func (c *config) classify(err error, o outcome) *attemptError {
+	st, _ := status.FromError(err)
+	code := st.Code()
+	info := retry.Info{Safety: retry.Unsafe, Fault: faultOf(code)}
+	maybe := retry.Unsafe
+	if o.idempotent {
+		maybe = retry.MaybeSafe
+	}
+	switch {
+	case o.timedOut:
+		info = retry.Info{Safety: maybe, Fault: retry.FaultServer, Timeout: true}
+	case code == codes.Unavailable && !o.sent:
+		// It never left the client: the transparent-retry case of A6.
+		info = retry.Info{Safety: retry.Safe, Fault: retry.FaultServer}
+	case code == codes.ResourceExhausted && local(st):
+		// grpc's own limit on message sizes: repeating it changes nothing.
+	case code == codes.Canceled:
+		// The caller's cancellation, or the server's: never repeated.
+	case c.retryable.has(code):
+		info = retry.Info{Safety: retry.MaybeSafe, Fault: retry.FaultServer, Throttle: code == codes.ResourceExhausted}
+		if o.idempotent {
+			info.Safety = retry.Safe
+		}
+	case maybeProcessed(code):
+		info = retry.Info{Safety: maybe, Fault: retry.FaultServer, Timeout: code == codes.DeadlineExceeded}
+	}
+	e := &attemptError{err: err, info: info}
+	d, stop := parsePushback(o.trailer[PushbackKey])
+	e.stop = stop
+	e.info.RetryAfter = max(d, retryInfoDelay(st))
+	return e
+}
+
+// faultOf says which side a status code blames.
+func faultOf(c codes.Code) retry.Fault {
+	switch c {
+	case codes.Canceled, codes.InvalidArgument, codes.NotFound, codes.AlreadyExists,
+		codes.PermissionDenied, codes.Unauthenticated, codes.FailedPrecondition,
+		codes.OutOfRange, codes.Unimplemented:
+		return retry.FaultClient
+	case codes.Unknown:
+		return retry.FaultUnknown
+	}
+	return retry.FaultServer
+}
+
+// maybeProcessed reports whether a failure with code c leaves the call in
+// doubt: the server may have done the work, so only an idempotent method may
+// be repeated.
+func maybeProcessed(c codes.Code) bool {
+	switch c {
+	case codes.DeadlineExceeded, codes.Internal, codes.Unknown, codes.Aborted:
+		return true
+	}
+	return false
+}
+
+// local reports whether st is grpc's own message-size limit rather than the
+// server's answer.
+func local(st *status.Status) bool {
+	m := st.Message()
+	return strings.HasPrefix(m, "grpc: received message larger than max") ||
+		strings.HasPrefix(m, "grpc: trying to send message larger than max")
+}
+
+// retryInfoDelay returns the retry_delay of a google.rpc.RetryInfo in st's
+// details, or 0. A negative or invalid delay is no hint.
+func retryInfoDelay(st *status.Status) time.Duration {
+	if len(st.Proto().GetDetails()) == 0 {
+		return 0
+	}
+	var d time.Duration
+	for _, x := range st.Details() {
+		ri, ok := x.(*errdetails.RetryInfo)
+		if !ok || ri.GetRetryDelay() == nil || ri.GetRetryDelay().CheckValid() != nil {
+			continue
+		}
+		d = max(d, ri.GetRetryDelay().AsDuration()) // AsDuration saturates
+	}
+	return d
+}
+
+// parsePushback reads the grpc-retry-pushback-ms values of a trailer. No
+// value is no hint. One value of decimal digits is a wait in milliseconds
+// (saturating at the longest Duration). Anything else, a negative number,
+// a malformed value or several values, asks not to retry (stop), as gRPC A6
+// and grpc-go read it.
+func parsePushback(values []string) (d time.Duration, stop bool) {
+	switch len(values) {
+	case 0:
+		return 0, false
+	case 1:
+	default:
+		return 0, true
+	}
+	v := strings.Trim(values[0], " \t")
+	if v == "" {
+		return 0, true
+	}
+	var ms uint64
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		if c < '0' || c > '9' {
+			return 0, true
+		}
+		if ms > (math.MaxUint64-9)/10 {
+			ms = math.MaxUint64 // saturate; still validate the rest
+			continue
+		}
+		ms = ms*10 + uint64(c-'0')
+	}
+	if ms > uint64(math.MaxInt64/int64(time.Millisecond)) {
+		return time.Duration(math.MaxInt64), false
+	}
+	return time.Duration(ms) * time.Millisecond, false
+}
+
+// vetHints applies the interceptor's own limits to a failure the strategy
+// would otherwise be asked about: a pushback that says stop, a wait beyond
+// the cap.
+func (c *config) vetHints(e *attemptError) error {
+	if e == nil || !e.info.Retryable() {
+		return nil // the strategy says why
+	}
+	if e.stop {
+		return ErrPushback
+	}
+	if e.info.RetryAfter > c.maxRetryAfter {
+		return &retry.RetryAfterError{RetryAfter: e.info.RetryAfter, Max: c.maxRetryAfter}
+	}
+	return nil
+}
+
+// attemptTimedOut reports whether an attempt whose context was actx ended
+// because of the attempt's own bound while the caller's ctx was alive.
+func attemptTimedOut(ctx, actx context.Context) bool {
+	return ctx.Err() == nil && errors.Is(actx.Err(), context.DeadlineExceeded)
+}
+
+// sent reports whether an attempt with this peer address had a transport
+// stream: grpc fills the peer only then.
+func sent(addr net.Addr) bool { return addr != nil }

@@ -1,0 +1,98 @@
+// Package grpcretry retries and hedges gRPC calls through the strategies of
+// package retry, following the gRPC retry design (gRFC A6, "gRPC Retry
+// Design"): UnaryClientInterceptor and StreamClientInterceptor.
+//
+//	cc, err := grpc.NewClient(target,
+//		grpc.WithTransportCredentials(creds),
+//		grpc.WithDisableRetry(), // one retry layer: ours
+//		grpc.WithUnaryInterceptor(grpcretry.UnaryClientInterceptor()),
+//		grpc.WithStreamInterceptor(grpcretry.StreamClientInterceptor()))
+//
+// Every call's attempts are made by retry.Do, the loop every integration of
+// this module shares: the interceptors classify each failed attempt into a
+// retry.Info and apply gRPC's own rules (server hints, commit points, replay)
+// through its hooks. The strategy (WithStrategy; by default a
+// retry.NewAdaptive(retry.AdaptiveOptions{}) owned by the interceptor,
+// scoped per ClientConn target) decides whether a retryable failure is
+// retried and how long to wait. Dial with grpc.WithDisableRetry(): otherwise
+// a service config's retryPolicy makes grpc retry inside each of our
+// attempts, and the attempts multiply.
+//
+// # What is retried
+//
+// Each failed attempt is classified by its status code, and by whether the
+// method is idempotent (WithIdempotentMethods, or the Idempotent call
+// option):
+//
+//	status                                  retry.Info                         retried
+//	UNAVAILABLE, the call never left the    Safe, server fault                 always: A6's transparent retry
+//	  client (no transport stream)
+//	a code of WithRetryableCodes            MaybeSafe (Safe if idempotent),    always, as A6's
+//	  (default UNAVAILABLE,                   server fault; RESOURCE_EXHAUSTED   retryableStatusCodes
+//	  RESOURCE_EXHAUSTED)                     is a throttle
+//	RESOURCE_EXHAUSTED from grpc's own      Unsafe, client fault               never
+//	  message-size limit
+//	the attempt's own timeout               Timeout, server fault; MaybeSafe   idempotent only, and only by a
+//	  (WithAttemptTimeout)                    if idempotent, else Unsafe         strategy that retries timeouts
+//	DEADLINE_EXCEEDED, INTERNAL, UNKNOWN,   MaybeSafe if idempotent, else      idempotent only: the server
+//	  ABORTED from the server                 Unsafe; server fault               may have done the work
+//	CANCELLED, and the caller's own         Unsafe                             never: retry.Do stops when the
+//	  deadline or cancellation                                                   caller's context is done
+//	any other code                          Unsafe (client fault for           never
+//	                                          INVALID_ARGUMENT, NOT_FOUND, ...)
+//
+// A code retried for every call is one the service owner declared safe to
+// repeat, as A6's retryableStatusCodes are; gRPC's status code guide makes
+// UNAVAILABLE the code of a request that was not processed.
+//
+// # Server hints
+//
+// The trailer grpc-retry-pushback-ms (A6) is the server's pushback: a value
+// of decimal digits is the wait before the retry; a negative value, a
+// malformed one, or several values ask the client not to retry, and the call
+// ends with ErrPushback as its reason. A google.rpc.RetryInfo in the status
+// details gives, in retry_delay, a minimum wait. Both become the failure's
+// Info.RetryAfter (the longer, if both), so the wait is never shorter than
+// the server asked. Neither makes a failure retryable that is not, and the
+// client's limits always win: a wait longer than WithMaxRetryAfter (5 min),
+// or than the strategy's MaxRetryAfter, ends the call at once with a
+// *retry.RetryAfterError, and one that would end past the caller's deadline
+// ends it with retry.ErrDeadline.
+//
+// A6 makes a valid pushback the next delay exactly. Package retry's hints are
+// minimums (the wait is the longer of the backoff and the hint), so here the
+// wait is the pushback, or the strategy's backoff when that is longer: with
+// the default backoff (at most 50 ms before the first retry, 100 ms before
+// the second), any pushback past those is obeyed exactly. A pushback of 0
+// asks for no wait: the backoff applies.
+//
+// # Streams
+//
+// A stream is retried until it is committed, as A6 commits a call: by its
+// first response message, by a call of Header, or by client messages that
+// outgrow the per-RPC replay buffer (WithBufferLimit, 256 KiB by default).
+// Until then the interceptor keeps the messages sent, and a retry sends them
+// again, then CloseSend if the application called it. See
+// StreamClientInterceptor.
+//
+// # Attempts and deadlines
+//
+// Each retry and hedge carries the header grpc-previous-rpc-attempts with the
+// number of attempts before it (A6). Every attempt runs under the caller's
+// context, so the server sees the caller's deadline (or the attempt's, if
+// WithAttemptTimeout is shorter), and no wait starts that could not end
+// before it.
+//
+// # Hedging
+//
+// WithHedging sends idempotent unary calls as hedged requests (A6's
+// hedgingPolicy): see Hedging. Hedges are paid for from a retry.Quota and
+// stop while the service is struggling.
+//
+// # Errors
+//
+// A call that fails for good returns a *retry.Error wrapping the last
+// attempt's status error: status.Code(err) is the server's code, and
+// errors.Is(err, retry.ErrMaxAttempts) (ErrPushback, ErrCommitted, ...) says
+// why retrying stopped.
+package grpcretry

@@ -1,0 +1,203 @@
+package grpcretry
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/retrykit/retry"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	testpb "google.golang.org/grpc/interop/grpc_testing"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+)
+
+// slowFirst makes the first attempt wait until it is cancelled (and says so
+// on cancelled), and answers the others at once with their number.
+func slowFirst(cancelled chan<- struct{}) func(context.Context, int, *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
+	return func(ctx context.Context, n int, _ *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
+		if n == 1 {
+			<-ctx.Done()
+			close(cancelled)
+			return nil, ctx.Err()
+		}
+		grpc.SetHeader(ctx, metadata.Pairs("attempt", "hedge"))
+		return ok(n)
+	}
+}
+
+// TestHedgeWinnerAndCancellation: a hedge goes out after the delay, the
+// first answer wins, and the slow attempt is cancelled at the server.
+func TestHedgeWinnerAndCancellation(t *testing.T) {
+	cancelled := make(chan struct{})
+	srv := &server{unary: slowFirst(cancelled)}
+	c := client(t, srv, WithStrategy(simple(3)), WithIdempotentMethods(method), WithHedging(Hedging{Delay: 5 * time.Millisecond}))
+	var header metadata.MD
+	r, err := c.UnaryCall(context.Background(), &testpb.SimpleRequest{}, grpc.Header(&header))
+	if err != nil || string(r.GetPayload().GetBody()) != "2" {
+		t.Fatalf("%v, %v", r, err)
+	}
+	if got := header.Get("attempt"); len(got) != 1 || got[0] != "hedge" {
+		t.Fatalf("the caller's header is %v, not the winner's", header)
+	}
+	select {
+	case <-cancelled:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the losing attempt was not cancelled")
+	}
+	if got := srv.seen(); len(got) != 2 || got[1] != "1" {
+		t.Fatalf("grpc-previous-rpc-attempts %q", got)
+	}
+}
+
+// TestHedgeOnlyIdempotent: a method not declared idempotent is not hedged.
+func TestHedgeOnlyIdempotent(t *testing.T) {
+	srv := &server{unary: func(ctx context.Context, n int, _ *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
+		time.Sleep(30 * time.Millisecond)
+		return ok(n)
+	}}
+	c := client(t, srv, WithStrategy(simple(3)), WithHedging(Hedging{Delay: time.Millisecond}))
+	if _, err := c.UnaryCall(context.Background(), &testpb.SimpleRequest{}); err != nil || srv.calls.Load() != 1 {
+		t.Fatalf("%v after %d attempts", err, srv.calls.Load())
+	}
+}
+
+// TestHedgeNonFatal: a retryable failure sends the next hedge at once,
+// without waiting for the hedging delay.
+func TestHedgeNonFatal(t *testing.T) {
+	srv := &server{unary: failing(codes.Unavailable, 2)}
+	c := client(t, srv, WithStrategy(simple(3)), WithIdempotentMethods(method), WithHedging(Hedging{Delay: time.Hour, MaxAttempts: 3}))
+	r, err := c.UnaryCall(context.Background(), &testpb.SimpleRequest{})
+	if err != nil || string(r.GetPayload().GetBody()) != "2" {
+		t.Fatalf("%v, %v", r, err)
+	}
+}
+
+// TestHedgeFatal: a failure that is not retryable ends the call with it.
+func TestHedgeFatal(t *testing.T) {
+	srv := &server{unary: failing(codes.InvalidArgument, 2)}
+	c := client(t, srv, WithStrategy(simple(3)), WithIdempotentMethods(method), WithHedging(Hedging{Delay: time.Hour, MaxAttempts: 3}))
+	_, err := c.UnaryCall(context.Background(), &testpb.SimpleRequest{})
+	if status.Code(err) != codes.InvalidArgument || srv.calls.Load() != 1 {
+		t.Fatalf("%v after %d attempts", err, srv.calls.Load())
+	}
+}
+
+// TestHedgeExhausted: when every copy fails, the call fails once, without a
+// retry of the whole group.
+func TestHedgeExhausted(t *testing.T) {
+	srv := &server{unary: failing(codes.Unavailable, 100)}
+	c := client(t, srv, WithStrategy(simple(3)), WithIdempotentMethods(method), WithHedging(Hedging{Delay: time.Hour, MaxAttempts: 3}))
+	_, err := c.UnaryCall(context.Background(), &testpb.SimpleRequest{})
+	if status.Code(err) != codes.Unavailable || srv.calls.Load() != 3 || !errors.Is(err, errHedged) {
+		t.Fatalf("%v after %d attempts", err, srv.calls.Load())
+	}
+}
+
+// TestHedgePushbackStops: a pushback that says stop ends the hedging.
+func TestHedgePushbackStops(t *testing.T) {
+	srv := &server{unary: pushback("-1")}
+	c := client(t, srv, WithStrategy(simple(3)), WithIdempotentMethods(method), WithHedging(Hedging{Delay: time.Hour, MaxAttempts: 3}))
+	if _, err := c.UnaryCall(context.Background(), &testpb.SimpleRequest{}); status.Code(err) != codes.Unavailable || srv.calls.Load() != 1 {
+		t.Fatalf("%v after %d attempts", err, srv.calls.Load())
+	}
+}
+
+// TestHedgeQuota: a hedge the quota cannot pay for is not sent, a winning
+// hedge gets its tokens back, and a losing one does not.
+func TestHedgeQuota(t *testing.T) {
+	cancelled := make(chan struct{})
+	srv := &server{unary: slowFirst(cancelled)}
+	q := retry.NewTokenBucket(20)
+	c := client(t, srv, WithStrategy(simple(3)), WithIdempotentMethods(method), WithHedging(Hedging{Delay: time.Millisecond, Quota: q, Cost: 15}))
+	if _, err := c.UnaryCall(context.Background(), &testpb.SimpleRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	if q.Available() != 20 {
+		t.Fatalf("a winning hedge left the quota at %d, want 20", q.Available())
+	}
+	q.Take(10) // 10 left: less than a hedge costs
+	slow := &server{unary: func(ctx context.Context, n int, _ *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
+		time.Sleep(20 * time.Millisecond)
+		return ok(n)
+	}}
+	c = client(t, slow, WithStrategy(simple(3)), WithIdempotentMethods(method), WithHedging(Hedging{Delay: time.Millisecond, Quota: q, Cost: 15}))
+	if _, err := c.UnaryCall(context.Background(), &testpb.SimpleRequest{}); err != nil || slow.calls.Load() != 1 {
+		t.Fatalf("with an empty quota: %v after %d attempts", err, slow.calls.Load())
+	}
+}
+
+// TestHedgeBudget: a budget that allows no retry allows no hedge.
+func TestHedgeBudget(t *testing.T) {
+	slow := &server{unary: func(ctx context.Context, n int, _ *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
+		time.Sleep(20 * time.Millisecond)
+		return ok(n)
+	}}
+	b := retry.NewBudget(retry.BudgetOptions{Ratio: -1, MinPerSecond: -1})
+	c := client(t, slow, WithStrategy(simple(3)), WithIdempotentMethods(method), WithHedging(Hedging{Delay: time.Millisecond, Budget: b}))
+	if _, err := c.UnaryCall(context.Background(), &testpb.SimpleRequest{}); err != nil || slow.calls.Load() != 1 {
+		t.Fatalf("%v after %d attempts", err, slow.calls.Load())
+	}
+}
+
+// TestHedgeOffWhileThrottled: while Adaptive's send-rate limiter is
+// limiting the scope, no hedge is sent.
+func TestHedgeOffWhileThrottled(t *testing.T) {
+	slow := &server{unary: func(ctx context.Context, n int, _ *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
+		time.Sleep(20 * time.Millisecond)
+		return ok(n)
+	}}
+	a := retry.NewAdaptive(retry.AdaptiveOptions{MaxWait: time.Millisecond}) // the limiter's waits stay short
+	// One throttle starts the limiter; the retry's wait (1 s of throttling
+	// backoff) does not fit the deadline, so nothing waits.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	defer cancel()
+	retry.Do(ctx, a, func(context.Context) error { return retry.Throttled(errors.New("slow down")) }, retry.Scope("throttled"))
+	if _, limiting := a.Rate("throttled"); !limiting {
+		t.Fatal("the limiter is not limiting after a throttle")
+	}
+	c := client(t, slow, WithStrategy(a), WithIdempotentMethods(method), WithScope(func(*grpc.ClientConn, string) string { return "throttled" }),
+		WithHedging(Hedging{Delay: time.Millisecond}))
+	if _, err := c.UnaryCall(context.Background(), &testpb.SimpleRequest{}); err != nil || slow.calls.Load() != 1 {
+		t.Fatalf("%v after %d attempts", err, slow.calls.Load())
+	}
+}
+
+// TestHedgeQuantile: with no fixed delay, hedging starts once enough
+// latencies are known, at their quantile.
+func TestHedgeQuantile(t *testing.T) {
+	var l latencies
+	if _, ok := l.quantile(0.95); ok {
+		t.Fatal("a quantile of nothing")
+	}
+	for i := range 100 {
+		l.add(time.Duration(i+1) * time.Millisecond)
+	}
+	if d, ok := l.quantile(0.95); !ok || d != 96*time.Millisecond {
+		t.Fatalf("p95 of 1..100 ms: %v %v", d, ok)
+	}
+	srv := &server{unary: func(_ context.Context, n int, _ *testpb.SimpleRequest) (*testpb.SimpleResponse, error) { return ok(n) }}
+	ic := newInterceptor([]Option{WithStrategy(simple(3)), WithIdempotentMethods(method), WithHedging(Hedging{})})
+	c := dial(t, serve(t, srv), grpc.WithUnaryInterceptor(ic.unary))
+	for range minSamples {
+		if _, ok := ic.hedge.hedgeDelay(); ok {
+			t.Fatal("a delay before enough latencies were seen")
+		}
+		if _, err := c.UnaryCall(context.Background(), &testpb.SimpleRequest{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if d, ok := ic.hedge.hedgeDelay(); !ok || d <= 0 {
+		t.Fatalf("after %d calls: %v %v", minSamples, d, ok)
+	}
+	for range 10 { // hedged calls now
+		if _, err := c.UnaryCall(context.Background(), &testpb.SimpleRequest{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ic.hedge.lat.n != minSamples+10 {
+		t.Fatalf("hedged calls recorded %d latencies, want %d", ic.hedge.lat.n, minSamples+10)
+	}
+}

@@ -1,0 +1,216 @@
+package grpcretry
+
+import (
+	"strings"
+	"time"
+
+	"github.com/retrykit/retry"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+)
+
+// Defaults of the interceptors.
+const (
+	// DefaultMaxRetryAfter is the longest server-requested wait obeyed
+	// (grpc-retry-pushback-ms, google.rpc.RetryInfo): a longer one ends
+	// retrying at once.
+	DefaultMaxRetryAfter = 5 * time.Minute
+	// DefaultBufferLimit is how many bytes of a stream's client messages are
+	// kept for replay, gRPC A6's per-RPC retry buffer.
+	DefaultBufferLimit = 256 << 10
+)
+
+// An Option configures UnaryClientInterceptor or StreamClientInterceptor.
+type Option func(*config)
+
+type config struct {
+	strategy       retry.Strategy
+	retryable      codeSet
+	idempotent     map[string]bool // full method names, and "/service/" for a whole service
+	attemptTimeout time.Duration
+	maxRetryAfter  time.Duration
+	bufferLimit    int
+	hedging        *Hedging
+	scope          func(cc *grpc.ClientConn, method string) string
+	retryOpts      []retry.Option
+}
+
+func newConfig(opts []Option) *config {
+	c := &config{
+		retryable:     codeSetOf(codes.Unavailable, codes.ResourceExhausted),
+		maxRetryAfter: DefaultMaxRetryAfter,
+		bufferLimit:   DefaultBufferLimit,
+	}
+	for _, o := range opts {
+		if o != nil {
+			o(c)
+		}
+	}
+	if c.strategy == nil {
+		c.strategy = retry.NewAdaptive(retry.AdaptiveOptions{})
+	}
+	return c
+}
+
+// WithStrategy makes the interceptor's calls draw on s, which decides
+// whether a retryable failure is retried and how long to wait first. Share
+// one strategy per service. Without it, the interceptor owns a
+// retry.NewAdaptive(retry.AdaptiveOptions{}).
+func WithStrategy(s retry.Strategy) Option { return func(c *config) { c.strategy = s } }
+
+// WithRetryableCodes sets the status codes that are retried for every call,
+// idempotent or not: gRPC A6's retryableStatusCodes. The default is
+// UNAVAILABLE and RESOURCE_EXHAUSTED (the latter as a throttling error).
+// The list replaces the default; an empty list retries only calls that never
+// left the client and, for idempotent methods, failures after which the call
+// may have been processed.
+func WithRetryableCodes(cs ...codes.Code) Option {
+	return func(c *config) { c.retryable = codeSetOf(cs...) }
+}
+
+// WithIdempotentMethods names the methods that may be repeated after the
+// server may have processed them, as full method names
+// ("/package.Service/Method"), or "/package.Service/" for every method of a
+// service. The Idempotent call option marks a single call.
+func WithIdempotentMethods(methods ...string) Option {
+	return func(c *config) {
+		if c.idempotent == nil {
+			c.idempotent = make(map[string]bool, len(methods))
+		}
+		for _, m := range methods {
+			c.idempotent[m] = true
+		}
+	}
+}
+
+// WithAttemptTimeout bounds each attempt by d: a unary attempt's context
+// (and so the deadline the server sees), a stream attempt until its first
+// response message. An attempt that runs out of time is a timeout: retried
+// only for an idempotent method, and only by a strategy that retries
+// timeouts (retry.Adaptive does not by default). The caller's deadline
+// bounds every attempt too. Zero or less means no bound.
+func WithAttemptTimeout(d time.Duration) Option { return func(c *config) { c.attemptTimeout = d } }
+
+// WithMaxRetryAfter bounds the wait a server may ask for with
+// grpc-retry-pushback-ms or google.rpc.RetryInfo: a longer one ends retrying
+// at once with a *retry.RetryAfterError. 0 = DefaultMaxRetryAfter. The
+// strategy's own MaxRetryAfter applies as well: the smaller wins.
+func WithMaxRetryAfter(d time.Duration) Option {
+	return func(c *config) {
+		if d <= 0 {
+			d = DefaultMaxRetryAfter
+		}
+		c.maxRetryAfter = d
+	}
+}
+
+// WithBufferLimit sets how many bytes of a stream's client messages are kept
+// so that a retry can send them again (gRPC A6's per-RPC buffer). A stream
+// whose messages outgrow it is committed: it is not retried any more.
+// 0 = DefaultBufferLimit (256 KiB); negative = no buffer, so a stream is
+// committed by its first message.
+func WithBufferLimit(n int) Option {
+	return func(c *config) {
+		if n == 0 {
+			n = DefaultBufferLimit
+		}
+		c.bufferLimit = n
+	}
+}
+
+// WithScope names the retry quota a call draws on (see retry.Scope). The
+// default is the ClientConn's target, so that a failing service does not
+// drain the quota of the others.
+func WithScope(f func(cc *grpc.ClientConn, method string) string) Option {
+	return func(c *config) { c.scope = f }
+}
+
+// WithRetryOptions adds options to every call's retry loop: hooks such as
+// retry.OnRetry, retry.OnAttemptFailed and retry.OnGiveUp, or retry.Log.
+// The interceptor sets retry.Scope, retry.AttemptTimeout and
+// retry.BeforeRetry itself: a BeforeRetry given here is replaced.
+func WithRetryOptions(opts ...retry.Option) Option {
+	return func(c *config) { c.retryOpts = append(c.retryOpts, opts...) }
+}
+
+// WithHedging sends unary calls of idempotent methods as hedged requests
+// (gRPC A6's hedgingPolicy): see Hedging.
+func WithHedging(h Hedging) Option { return func(c *config) { c.hedging = &h } }
+
+// isIdempotent reports whether method was declared idempotent.
+func (c *config) isIdempotent(method string) bool {
+	if len(c.idempotent) == 0 {
+		return false
+	}
+	if c.idempotent[method] {
+		return true
+	}
+	if i := strings.LastIndexByte(method, '/'); i > 0 {
+		return c.idempotent[method[:i+1]]
+	}
+	return false
+}
+
+func (c *config) scopeOf(cc *grpc.ClientConn, method string) string {
+	if c.scope != nil {
+		return c.scope(cc, method)
+	}
+	if cc == nil {
+		return ""
+	}
+	return cc.Target()
+}
+
+// codeSet is a set of status codes, one bit per code.
+type codeSet uint32
+
+func codeSetOf(cs ...codes.Code) codeSet {
+	var s codeSet
+	for _, c := range cs {
+		if c < 32 {
+			s |= 1 << c
+		}
+	}
+	return s
+}
+
+func (s codeSet) has(c codes.Code) bool { return c < 32 && s&(1<<c) != 0 }
+
+// callOption is a grpc.CallOption of this package: the interceptor reads it
+// and removes it before the call reaches grpc.
+type callOption struct {
+	grpc.EmptyCallOption
+	idempotent bool
+	noRetry    bool
+}
+
+// Idempotent marks one call as safe to repeat after the server may have
+// processed it, as WithIdempotentMethods does for every call of a method.
+// It has effect only through the interceptors of this package.
+func Idempotent() grpc.CallOption { return callOption{idempotent: true} }
+
+// NoRetry makes one call a single attempt: no retries, no hedges.
+func NoRetry() grpc.CallOption { return callOption{noRetry: true} }
+
+// callOptions takes this package's options out of opts: it copies opts only
+// when it holds one.
+func callOptions(opts []grpc.CallOption) (idempotent, noRetry bool, rest []grpc.CallOption) {
+	found := false
+	for _, o := range opts {
+		if co, ok := o.(callOption); ok {
+			found = true
+			idempotent = idempotent || co.idempotent
+			noRetry = noRetry || co.noRetry
+		}
+	}
+	if !found {
+		return false, false, opts
+	}
+	rest = make([]grpc.CallOption, 0, len(opts))
+	for _, o := range opts {
+		if _, ok := o.(callOption); !ok {
+			rest = append(rest, o)
+		}
+	}
+	return idempotent, noRetry, rest
+}

@@ -1,0 +1,291 @@
+package grpcretry
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/retrykit/retry"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	testpb "google.golang.org/grpc/interop/grpc_testing"
+	"google.golang.org/grpc/status"
+)
+
+func payload(n int) *testpb.Payload { return &testpb.Payload{Body: make([]byte, n)} }
+
+// TestServerStreamRetriedBeforeFirstMessage: a server stream that fails
+// before its first message is retried, with grpc-previous-rpc-attempts.
+func TestServerStreamRetriedBeforeFirstMessage(t *testing.T) {
+	srv := &server{output: func(n int, req *testpb.StreamingOutputCallRequest, s testpb.TestService_StreamingOutputCallServer) error {
+		if n == 1 {
+			return status.Error(codes.Unavailable, "not yet")
+		}
+		for _, p := range req.GetResponseParameters() {
+			if err := s.Send(&testpb.StreamingOutputCallResponse{Payload: payload(int(p.GetSize()))}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}}
+	c := client(t, srv, WithStrategy(simple(3)))
+	st, err := c.StreamingOutputCall(context.Background(), &testpb.StreamingOutputCallRequest{
+		ResponseParameters: []*testpb.ResponseParameters{{Size: 1}, {Size: 2}, {Size: 3}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sizes []int
+	for {
+		m, err := st.Recv()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		sizes = append(sizes, len(m.GetPayload().GetBody()))
+	}
+	if !slices.Equal(sizes, []int{1, 2, 3}) || !slices.Equal(srv.seen(), []string{"", "1"}) {
+		t.Fatalf("received %v; attempts %q", sizes, srv.seen())
+	}
+}
+
+// TestServerStreamCommittedByFirstMessage: after the first response message
+// the call is committed, and a failure comes back as grpc returned it.
+func TestServerStreamCommittedByFirstMessage(t *testing.T) {
+	srv := &server{output: func(n int, _ *testpb.StreamingOutputCallRequest, s testpb.TestService_StreamingOutputCallServer) error {
+		if err := s.Send(&testpb.StreamingOutputCallResponse{Payload: payload(1)}); err != nil {
+			return err
+		}
+		return status.Error(codes.Unavailable, "gone")
+	}}
+	c := client(t, srv, WithStrategy(simple(3)))
+	st, err := c.StreamingOutputCall(context.Background(), &testpb.StreamingOutputCallRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Recv(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Recv(); status.Code(err) != codes.Unavailable || srv.calls.Load() != 1 {
+		t.Fatalf("after the first message: %v after %d attempts", err, srv.calls.Load())
+	}
+}
+
+// TestServerStreamEmpty: a stream that ends with OK and no message is a
+// success, and gives io.EOF.
+func TestServerStreamEmpty(t *testing.T) {
+	srv := &server{output: func(int, *testpb.StreamingOutputCallRequest, testpb.TestService_StreamingOutputCallServer) error {
+		return nil
+	}}
+	c := client(t, srv, WithStrategy(simple(3)))
+	st, err := c.StreamingOutputCall(context.Background(), &testpb.StreamingOutputCallRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Recv(); err != io.EOF {
+		t.Fatalf("empty stream: %v", err)
+	}
+	if _, err := st.Recv(); err != io.EOF {
+		t.Fatalf("empty stream, second Recv: %v", err)
+	}
+}
+
+// sumInput is a client-streaming handler that reads every message and fails
+// the attempts before the nth with UNAVAILABLE, after reading them all.
+func sumInput(failUntil int, got *[][]int) func(int, testpb.TestService_StreamingInputCallServer) error {
+	return func(n int, s testpb.TestService_StreamingInputCallServer) error {
+		var sizes []int
+		total := 0
+		for {
+			m, err := s.Recv()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				return err
+			}
+			sizes = append(sizes, len(m.GetPayload().GetBody()))
+			total += len(m.GetPayload().GetBody())
+		}
+		*got = append(*got, sizes)
+		if n < failUntil {
+			return status.Error(codes.Unavailable, "lost it")
+		}
+		return s.SendAndClose(&testpb.StreamingInputCallResponse{AggregatedPayloadSize: int32(total)})
+	}
+}
+
+// TestClientStreamReplay: the client's messages are replayed on a retry,
+// and CloseSend with them.
+func TestClientStreamReplay(t *testing.T) {
+	var got [][]int
+	srv := &server{input: sumInput(2, &got)}
+	c := client(t, srv, WithStrategy(simple(3)))
+	st, err := c.StreamingInputCall(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []int{10, 20, 30} {
+		if err := st.Send(&testpb.StreamingInputCallRequest{Payload: payload(n)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, err := st.CloseAndRecv()
+	if err != nil || r.GetAggregatedPayloadSize() != 60 {
+		t.Fatalf("%v, %v", r, err)
+	}
+	if len(got) != 2 || !slices.Equal(got[0], got[1]) || !slices.Equal(got[1], []int{10, 20, 30}) {
+		t.Fatalf("the server read %v", got)
+	}
+}
+
+// TestClientStreamBufferLimit: messages past the replay buffer commit the
+// call, which is then not retried.
+func TestClientStreamBufferLimit(t *testing.T) {
+	for _, tc := range []struct {
+		limit   int
+		retried bool
+	}{{1000, true}, {100, false}} {
+		var got [][]int
+		srv := &server{input: sumInput(2, &got)}
+		c := client(t, srv, WithStrategy(simple(3)), WithBufferLimit(tc.limit))
+		st, err := c.StreamingInputCall(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 3 {
+			if err := st.Send(&testpb.StreamingInputCallRequest{Payload: payload(40)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		_, err = st.CloseAndRecv()
+		if tc.retried != (err == nil) || srv.calls.Load() != map[bool]int64{true: 2, false: 1}[tc.retried] {
+			t.Errorf("limit %d: %v after %d attempts", tc.limit, err, srv.calls.Load())
+		}
+		if !tc.retried && (!errors.Is(err, ErrCommitted) || status.Code(err) != codes.Unavailable) {
+			t.Errorf("limit %d: %v, want ErrCommitted and UNAVAILABLE", tc.limit, err)
+		}
+	}
+}
+
+// TestBidiRetry: a bidirectional stream that fails before its first
+// response is retried with the messages sent so far.
+func TestBidiRetry(t *testing.T) {
+	srv := &server{duplex: func(n int, s testpb.TestService_FullDuplexCallServer) error {
+		m, err := s.Recv()
+		if err != nil {
+			return err
+		}
+		if n == 1 {
+			return status.Error(codes.Unavailable, "restarting")
+		}
+		return s.Send(&testpb.StreamingOutputCallResponse{Payload: m.GetPayload()})
+	}}
+	c := client(t, srv, WithStrategy(simple(3)))
+	st, err := c.FullDuplexCall(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Send(&testpb.StreamingOutputCallRequest{Payload: payload(7)}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := st.Recv()
+	if err != nil || len(r.GetPayload().GetBody()) != 7 || srv.calls.Load() != 2 {
+		t.Fatalf("%v, %v after %d attempts", r, err, srv.calls.Load())
+	}
+	st.CloseSend()
+}
+
+// TestHeaderCommits: reading a stream's headers commits it, as grpc's own
+// retry does.
+func TestHeaderCommits(t *testing.T) {
+	srv := &server{output: func(int, *testpb.StreamingOutputCallRequest, testpb.TestService_StreamingOutputCallServer) error {
+		return status.Error(codes.Unavailable, "down")
+	}}
+	c := client(t, srv, WithStrategy(simple(3)))
+	st, err := c.StreamingOutputCall(context.Background(), &testpb.StreamingOutputCallRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Header()
+	if _, err := st.Recv(); !errors.Is(err, ErrCommitted) || srv.calls.Load() != 1 {
+		t.Fatalf("after Header: %v after %d attempts", err, srv.calls.Load())
+	}
+}
+
+// TestStreamAttemptTimeout: the attempt timeout bounds a stream attempt
+// until its first message, and not after.
+func TestStreamAttemptTimeout(t *testing.T) {
+	srv := &server{output: func(n int, _ *testpb.StreamingOutputCallRequest, s testpb.TestService_StreamingOutputCallServer) error {
+		if n == 1 {
+			<-s.Context().Done()
+			return s.Context().Err()
+		}
+		if err := s.Send(&testpb.StreamingOutputCallResponse{}); err != nil {
+			return err
+		}
+		time.Sleep(60 * time.Millisecond) // past the attempt timeout, after the commit
+		return s.Send(&testpb.StreamingOutputCallResponse{})
+	}}
+	c := client(t, srv, WithStrategy(simple(3)), WithAttemptTimeout(30*time.Millisecond), WithIdempotentMethods(
+		"/grpc.testing.TestService/StreamingOutputCall"))
+	st, err := c.StreamingOutputCall(context.Background(), &testpb.StreamingOutputCallRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		if _, err := st.Recv(); err != nil {
+			t.Fatalf("message %d: %v", i, err)
+		}
+	}
+	if _, err := st.Recv(); err != io.EOF || srv.calls.Load() != 2 {
+		t.Fatalf("end: %v after %d attempts", err, srv.calls.Load())
+	}
+}
+
+// TestStreamGiveUp: a stream that keeps failing gives a *retry.Error.
+func TestStreamGiveUp(t *testing.T) {
+	srv := &server{output: func(int, *testpb.StreamingOutputCallRequest, testpb.TestService_StreamingOutputCallServer) error {
+		return status.Error(codes.Unavailable, "down")
+	}}
+	c := client(t, srv, WithStrategy(simple(3)))
+	st, err := c.StreamingOutputCall(context.Background(), &testpb.StreamingOutputCallRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = st.Recv()
+	var re *retry.Error
+	if !errors.As(err, &re) || !errors.Is(err, retry.ErrMaxAttempts) || status.Code(err) != codes.Unavailable || srv.calls.Load() != 3 {
+		t.Fatalf("%v after %d attempts", err, srv.calls.Load())
+	}
+}
+
+// TestStreamNeverOpened: a stream that could not be opened (a refused
+// connection) is retried by its first receive, and reports every attempt.
+func TestStreamNeverOpened(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := lis.Addr().String()
+	lis.Close()
+	attempts := 0
+	c := dial(t, addr, grpc.WithStreamInterceptor(StreamClientInterceptor(WithStrategy(simple(3)),
+		WithRetryOptions(retry.OnAttemptFailed(func(context.Context, int, error) { attempts++ })))))
+	st, err := c.StreamingInputCall(context.Background())
+	if err != nil {
+		t.Fatalf("NewStream: %v", err)
+	}
+	if err := st.Send(&testpb.StreamingInputCallRequest{Payload: payload(1)}); err != nil {
+		t.Fatalf("Send: %v", err)
+	}
+	if _, err := st.CloseAndRecv(); status.Code(err) != codes.Unavailable || attempts != 3 {
+		t.Fatalf("%v after %d attempts", err, attempts)
+	}
+}

@@ -1,0 +1,141 @@
+package grpcretry
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/retrykit/retry"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
+)
+
+// UnaryClientInterceptor returns an interceptor that retries failed unary
+// calls through a retry.Strategy, and hedges them if WithHedging is given.
+// Install it with grpc.WithUnaryInterceptor, and dial with
+// grpc.WithDisableRetry() so that grpc's own retry (configured by a service
+// config) does not multiply the attempts. The attempts are made by
+// retry.Do, the loop every integration of this module shares. See the package
+// documentation for what is retried.
+//
+// A call that fails for good returns a *retry.Error that wraps the last
+// attempt's status error: status.Code(err) and status.FromError(err) give its
+// code, and errors.Is(err, retry.ErrMaxAttempts) and the like the reason.
+func UnaryClientInterceptor(opts ...Option) grpc.UnaryClientInterceptor {
+	i := newInterceptor(opts)
+	return i.unary
+}
+
+// interceptor is the state both interceptors share.
+type interceptor struct {
+	cfg   *config
+	calls sync.Pool // of *unaryCall, each with its retry options bound to it
+	hedge *hedger
+}
+
+func newInterceptor(opts []Option) *interceptor {
+	i := &interceptor{cfg: newConfig(opts)}
+	i.calls.New = func() any { return i.newUnaryCall() }
+	if i.cfg.hedging != nil {
+		i.hedge = newHedger(i.cfg)
+	}
+	return i
+}
+
+// unaryCall is one unary call's way through its attempts: the operation
+// retry.Do calls for each attempt and the check it makes before a retry.
+type unaryCall struct {
+	i          *interceptor
+	ctx        context.Context // the caller's
+	method     string
+	req, reply any
+	cc         *grpc.ClientConn
+	invoker    grpc.UnaryInvoker
+	idempotent bool
+	attempts   int
+	last       *attemptError
+	timeFirst  bool // record the first attempt's latency for hedging
+
+	trailer  metadata.MD
+	peer     peer.Peer
+	capture  [2]grpc.CallOption // grpc.Trailer(&trailer), grpc.Peer(&peer)
+	callOpts []grpc.CallOption  // the caller's options, then capture
+
+	op   func(context.Context) error
+	opts []retry.Option // scope, attempt timeout, the caller's, BeforeRetry
+}
+
+func (i *interceptor) newUnaryCall() *unaryCall {
+	c := &unaryCall{i: i}
+	c.capture = [2]grpc.CallOption{grpc.Trailer(&c.trailer), grpc.Peer(&c.peer)}
+	c.op = c.attempt
+	c.opts = append(c.opts, retry.Option{})
+	if d := i.cfg.attemptTimeout; d > 0 {
+		c.opts = append(c.opts, retry.AttemptTimeout(d))
+	}
+	c.opts = append(c.opts, i.cfg.retryOpts...)
+	c.opts = append(c.opts, retry.BeforeRetry(c.vet))
+	return c
+}
+
+func (i *interceptor) unary(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	idem, noRetry, opts := callOptions(opts)
+	if noRetry {
+		return invoker(ctx, method, req, reply, cc, opts...)
+	}
+	idem = idem || i.cfg.isIdempotent(method)
+	if i.hedge != nil && idem {
+		if err, ok := i.hedge.call(ctx, method, req, reply, cc, invoker, opts); ok {
+			return err
+		}
+	}
+	c := i.calls.Get().(*unaryCall)
+	c.ctx, c.method, c.req, c.reply, c.cc, c.invoker, c.idempotent = ctx, method, req, reply, cc, invoker, idem
+	c.timeFirst = i.hedge != nil && idem && i.hedge.delay <= 0
+	c.callOpts = append(append(c.callOpts[:0], opts...), c.capture[:]...)
+	c.opts[0] = retry.Scope(i.cfg.scopeOf(cc, method))
+	err := retry.Do(ctx, i.cfg.strategy, c.op, c.opts...)
+	c.reset()
+	i.calls.Put(c)
+	return err
+}
+
+// reset lets go of the call c served.
+func (c *unaryCall) reset() {
+	clear(c.callOpts)
+	c.ctx, c.req, c.reply, c.cc, c.invoker, c.last = nil, nil, nil, nil, nil, nil
+	c.method, c.attempts, c.trailer, c.peer, c.timeFirst = "", 0, nil, peer.Peer{}, false
+}
+
+// attempt makes one attempt and classifies its failure.
+func (c *unaryCall) attempt(ctx context.Context) error {
+	c.attempts++
+	actx := ctx
+	if c.attempts > 1 {
+		actx = metadata.AppendToOutgoingContext(ctx, PreviousAttemptsKey, strconv.Itoa(c.attempts-1))
+	}
+	c.trailer, c.peer = nil, peer.Peer{}
+	var start time.Time
+	if c.timeFirst && c.attempts == 1 {
+		start = time.Now()
+	}
+	err := c.invoker(actx, c.method, c.req, c.reply, c.cc, c.callOpts...)
+	if err == nil {
+		if !start.IsZero() {
+			c.i.hedge.lat.add(time.Since(start)) // until hedging knows its delay
+		}
+		return nil
+	}
+	c.last = c.i.cfg.classify(err, outcome{
+		trailer:    c.trailer,
+		sent:       sent(c.peer.Addr),
+		idempotent: c.idempotent,
+		timedOut:   attemptTimedOut(c.ctx, ctx),
+	})
+	return c.last
+}
+
+// vet runs before the strategy is asked for a retry.
+func (c *unaryCall) vet(context.Context, int, error) error { return c.i.cfg.vetHints(c.last) }

@@ -1,0 +1,386 @@
+package grpcretry
+
+import (
+	"context"
+	"errors"
+	"net"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/retrykit/retry"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	testpb "google.golang.org/grpc/interop/grpc_testing"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+)
+
+// failing answers every attempt before the nth with code, then succeeds.
+func failing(code codes.Code, n int) func(context.Context, int, *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
+	return func(_ context.Context, a int, _ *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
+		if a < n {
+			return nil, status.Error(code, "failing")
+		}
+		return ok(a)
+	}
+}
+
+// TestUnaryStatusCodes checks the classification table: which codes are
+// retried for every call, which only for idempotent methods, which never.
+func TestUnaryStatusCodes(t *testing.T) {
+	always := []codes.Code{codes.Unavailable, codes.ResourceExhausted}
+	idempotentOnly := []codes.Code{codes.DeadlineExceeded, codes.Internal, codes.Unknown, codes.Aborted}
+	for code := codes.Canceled; code <= codes.Unauthenticated; code++ {
+		for _, idem := range []bool{false, true} {
+			srv := &server{unary: failing(code, 2)}
+			opts := []Option{WithStrategy(simple(2))}
+			if idem {
+				opts = append(opts, WithIdempotentMethods(method))
+			}
+			c := client(t, srv, opts...)
+			_, err := c.UnaryCall(context.Background(), &testpb.SimpleRequest{})
+			want := slices.Contains(always, code) || (idem && slices.Contains(idempotentOnly, code))
+			if got := srv.calls.Load() == 2; got != want {
+				t.Errorf("%v (idempotent %v): retried %v, want %v (err %v)", code, idem, got, want, err)
+			}
+			if want != (err == nil) {
+				t.Errorf("%v (idempotent %v): err %v", code, idem, err)
+			}
+			if err != nil {
+				var re *retry.Error
+				if !errors.As(err, &re) || status.Code(err) != code {
+					t.Errorf("%v: err %v is not a *retry.Error with the code", code, err)
+				}
+			}
+		}
+	}
+}
+
+// TestIdempotentCallOption marks one call idempotent, and NoRetry one call
+// as a single attempt.
+func TestIdempotentCallOption(t *testing.T) {
+	srv := &server{unary: failing(codes.Internal, 2)}
+	c := client(t, srv, WithStrategy(simple(2)))
+	if _, err := c.UnaryCall(context.Background(), &testpb.SimpleRequest{}, Idempotent()); err != nil {
+		t.Fatalf("idempotent call: %v", err)
+	}
+	srv2 := &server{unary: failing(codes.Unavailable, 2)}
+	c2 := client(t, srv2, WithStrategy(simple(2)))
+	if _, err := c2.UnaryCall(context.Background(), &testpb.SimpleRequest{}, NoRetry()); status.Code(err) != codes.Unavailable || srv2.calls.Load() != 1 {
+		t.Fatalf("NoRetry: %v after %d calls", err, srv2.calls.Load())
+	}
+}
+
+// TestWithRetryableCodes replaces A6's retryableStatusCodes.
+func TestWithRetryableCodes(t *testing.T) {
+	srv := &server{unary: failing(codes.Unavailable, 2)}
+	c := client(t, srv, WithStrategy(simple(2)), WithRetryableCodes(codes.Aborted))
+	if _, err := c.UnaryCall(context.Background(), &testpb.SimpleRequest{}); err == nil || srv.calls.Load() != 1 {
+		t.Fatalf("UNAVAILABLE outside the list was retried: %v, %d calls", err, srv.calls.Load())
+	}
+	srv2 := &server{unary: failing(codes.Aborted, 2)}
+	c2 := client(t, srv2, WithStrategy(simple(2)), WithRetryableCodes(codes.Aborted))
+	if _, err := c2.UnaryCall(context.Background(), &testpb.SimpleRequest{}); err != nil {
+		t.Fatalf("ABORTED in the list was not retried: %v", err)
+	}
+}
+
+// TestNeverLeftClient: a call that never reached a server (a refused
+// connection) is retried even when no code is retryable, as A6's
+// transparent retries are; an UNAVAILABLE the server sent is not.
+func TestNeverLeftClient(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := lis.Addr().String()
+	lis.Close()
+	attempts := 0
+	var infos []retry.Info
+	opts := []Option{WithStrategy(simple(3)), WithRetryableCodes(), WithRetryOptions(retry.OnAttemptFailed(func(_ context.Context, _ int, err error) {
+		attempts++
+		infos = append(infos, retry.Classify(err))
+	}))}
+	c := dial(t, addr, grpc.WithUnaryInterceptor(UnaryClientInterceptor(opts...)))
+	_, err = c.UnaryCall(context.Background(), &testpb.SimpleRequest{})
+	if status.Code(err) != codes.Unavailable || attempts != 3 {
+		t.Fatalf("refused connection: %v after %d attempts, want UNAVAILABLE after 3", err, attempts)
+	}
+	if infos[0].Safety != retry.Safe {
+		t.Fatalf("a call that never left is %v, want safe", infos[0].Safety)
+	}
+
+	srv := &server{unary: failing(codes.Unavailable, 2)}
+	c = client(t, srv, WithStrategy(simple(3)), WithRetryableCodes())
+	if _, err := c.UnaryCall(context.Background(), &testpb.SimpleRequest{}); err == nil || srv.calls.Load() != 1 {
+		t.Fatalf("server's UNAVAILABLE retried with no retryable codes: %v, %d calls", err, srv.calls.Load())
+	}
+}
+
+// TestLocalResourceExhausted: grpc's own message-size limit is not the
+// server throttling, and is not retried.
+func TestLocalResourceExhausted(t *testing.T) {
+	srv := &server{unary: func(context.Context, int, *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
+		return &testpb.SimpleResponse{Payload: &testpb.Payload{Body: make([]byte, 1000)}}, nil
+	}}
+	c := client(t, srv, WithStrategy(simple(3)))
+	_, err := c.UnaryCall(context.Background(), &testpb.SimpleRequest{}, grpc.MaxCallRecvMsgSize(100))
+	if status.Code(err) != codes.ResourceExhausted || srv.calls.Load() != 1 {
+		t.Fatalf("%v after %d calls, want RESOURCE_EXHAUSTED after 1", err, srv.calls.Load())
+	}
+	if info := retry.Classify(err); info.Throttle {
+		t.Fatalf("a local size limit classified as throttling: %+v", info)
+	}
+}
+
+// TestThrottle: RESOURCE_EXHAUSTED from the server is a throttling error.
+func TestThrottle(t *testing.T) {
+	srv := &server{unary: failing(codes.ResourceExhausted, 9)}
+	var info retry.Info
+	c := client(t, srv, WithStrategy(simple(1)), WithRetryOptions(retry.OnAttemptFailed(func(_ context.Context, _ int, err error) { info = retry.Classify(err) })))
+	c.UnaryCall(context.Background(), &testpb.SimpleRequest{})
+	if !info.Throttle || !info.Retryable() {
+		t.Fatalf("RESOURCE_EXHAUSTED: %+v, want a retryable throttle", info)
+	}
+}
+
+// TestPreviousAttempts: each retry carries grpc-previous-rpc-attempts.
+func TestPreviousAttempts(t *testing.T) {
+	srv := &server{unary: failing(codes.Unavailable, 3)}
+	c := client(t, srv, WithStrategy(simple(3)))
+	if _, err := c.UnaryCall(context.Background(), &testpb.SimpleRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := srv.seen(); !slices.Equal(got, []string{"", "1", "2"}) {
+		t.Fatalf("grpc-previous-rpc-attempts %q, want none, 1, 2", got)
+	}
+}
+
+// pushback answers the first attempt with UNAVAILABLE and the given
+// grpc-retry-pushback-ms values, and succeeds after.
+func pushback(values ...string) func(context.Context, int, *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
+	return func(ctx context.Context, n int, _ *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
+		if n > 1 {
+			return ok(n)
+		}
+		md := metadata.MD{}
+		for _, v := range values {
+			md.Append(PushbackKey, v)
+		}
+		grpc.SetTrailer(ctx, md)
+		return nil, status.Error(codes.Unavailable, "pushed back")
+	}
+}
+
+// TestPushback checks the forms of grpc-retry-pushback-ms through the delays
+// the strategy hands out: a valid value is the wait (the backoff, 1 ms, is
+// shorter), a negative, malformed or repeated one stops retrying, and one
+// beyond the client's cap ends the call at once.
+func TestPushback(t *testing.T) {
+	for _, tc := range []struct {
+		values []string
+		delay  time.Duration // 0: no retry
+		reason error
+	}{
+		{nil, time.Millisecond, nil},
+		{[]string{"250"}, 250 * time.Millisecond, nil},
+		{[]string{"0"}, time.Millisecond, nil},
+		{[]string{"-1"}, 0, ErrPushback},
+		{[]string{"soon"}, 0, ErrPushback},
+		{[]string{"1.5"}, 0, ErrPushback},
+		{[]string{"10", "20"}, 0, ErrPushback},
+		{[]string{"120000"}, 0, retry.ErrRetryAfterTooLong},                  // over WithMaxRetryAfter's minute
+		{[]string{"99999999999999999999999"}, 0, retry.ErrRetryAfterTooLong}, // saturates
+	} {
+		srv := &server{unary: pushback(tc.values...)}
+		rec := &recorder{inner: &retry.Simple{MaxAttempts: 2, Backoff: retry.Constant(time.Millisecond)}}
+		c := client(t, srv, WithStrategy(rec), WithMaxRetryAfter(time.Minute))
+		_, err := c.UnaryCall(context.Background(), &testpb.SimpleRequest{})
+		if tc.delay == 0 {
+			if !errors.Is(err, tc.reason) || srv.calls.Load() != 1 {
+				t.Errorf("pushback %q: %v after %d calls, want %v", tc.values, err, srv.calls.Load(), tc.reason)
+			}
+			continue
+		}
+		if err != nil || !slices.Equal(rec.got(), []time.Duration{tc.delay}) {
+			t.Errorf("pushback %q: err %v, delays %v, want %v", tc.values, err, rec.got(), tc.delay)
+		}
+	}
+}
+
+// retryInfo answers the first attempt with a google.rpc.RetryInfo of d and,
+// if pb is set, a pushback.
+func retryInfo(code codes.Code, d time.Duration, pb string) func(context.Context, int, *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
+	return func(ctx context.Context, n int, _ *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
+		if n > 1 {
+			return ok(n)
+		}
+		if pb != "" {
+			grpc.SetTrailer(ctx, metadata.Pairs(PushbackKey, pb))
+		}
+		st, err := status.New(code, "later").WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(d)})
+		if err != nil {
+			panic(err)
+		}
+		return nil, st.Err()
+	}
+}
+
+// TestRetryInfo: google.rpc.RetryInfo's retry_delay is a minimum wait, the
+// longer of it and a pushback wins, and the client's cap bounds it; it does
+// not make a code retryable that is not.
+func TestRetryInfo(t *testing.T) {
+	for _, tc := range []struct {
+		code   codes.Code
+		d      time.Duration
+		pb     string
+		delays []time.Duration
+		reason error
+	}{
+		{codes.Unavailable, 3 * time.Second, "", []time.Duration{3 * time.Second}, nil},
+		{codes.Unavailable, time.Second, "2000", []time.Duration{2 * time.Second}, nil},
+		{codes.Unavailable, 4 * time.Second, "2000", []time.Duration{4 * time.Second}, nil},
+		{codes.Unavailable, -time.Second, "", []time.Duration{time.Millisecond}, nil},
+		{codes.Unavailable, 2 * time.Minute, "", nil, retry.ErrRetryAfterTooLong},
+		{codes.FailedPrecondition, time.Second, "", nil, retry.ErrNotRetryable},
+	} {
+		srv := &server{unary: retryInfo(tc.code, tc.d, tc.pb)}
+		rec := &recorder{inner: &retry.Simple{MaxAttempts: 2, Backoff: retry.Constant(time.Millisecond)}}
+		c := client(t, srv, WithStrategy(rec), WithMaxRetryAfter(time.Minute))
+		_, err := c.UnaryCall(context.Background(), &testpb.SimpleRequest{})
+		if tc.reason != nil {
+			if !errors.Is(err, tc.reason) {
+				t.Errorf("%v RetryInfo %v: %v, want %v", tc.code, tc.d, err, tc.reason)
+			}
+			continue
+		}
+		if err != nil || !slices.Equal(rec.got(), tc.delays) {
+			t.Errorf("%v RetryInfo %v pushback %q: %v, delays %v, want %v", tc.code, tc.d, tc.pb, err, rec.got(), tc.delays)
+		}
+	}
+}
+
+// TestCallerDeadline: a wait that would end past the caller's deadline is not
+// started, every attempt's deadline is within the caller's, and the caller's
+// own DEADLINE_EXCEEDED is never retried.
+func TestCallerDeadline(t *testing.T) {
+	var deadlines []time.Time
+	srv := &server{unary: func(ctx context.Context, n int, _ *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
+		d, _ := ctx.Deadline()
+		deadlines = append(deadlines, d)
+		grpc.SetTrailer(ctx, metadata.Pairs(PushbackKey, "10000"))
+		return nil, status.Error(codes.Unavailable, "down")
+	}}
+	c := client(t, srv, WithStrategy(simple(5)))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	caller, _ := ctx.Deadline()
+	start := time.Now()
+	_, err := c.UnaryCall(ctx, &testpb.SimpleRequest{})
+	if !errors.Is(err, retry.ErrDeadline) || srv.calls.Load() != 1 || time.Since(start) > 4*time.Second {
+		t.Fatalf("a 10 s pushback under a 5 s deadline: %v after %d calls", err, srv.calls.Load())
+	}
+	// The server reckons the deadline from grpc-timeout when the call arrives,
+	// so it may be later by the time on the wire.
+	if len(deadlines) != 1 || deadlines[0].IsZero() || deadlines[0].After(caller.Add(100*time.Millisecond)) {
+		t.Fatalf("the server saw deadline %v, the caller's is %v", deadlines, caller)
+	}
+
+	block := &server{unary: func(ctx context.Context, _ int, _ *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
+		<-ctx.Done()
+		return nil, status.Error(codes.DeadlineExceeded, "too slow")
+	}}
+	c = client(t, block, WithStrategy(simple(5)), WithIdempotentMethods(method))
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel2()
+	_, err = c.UnaryCall(ctx2, &testpb.SimpleRequest{})
+	if status.Code(err) != codes.DeadlineExceeded || !errors.Is(err, context.DeadlineExceeded) || block.calls.Load() != 1 {
+		t.Fatalf("the caller's deadline: %v after %d calls", err, block.calls.Load())
+	}
+}
+
+// TestAttemptTimeout: an attempt cut by the attempt timeout is a timeout,
+// retried for an idempotent method by a strategy that retries timeouts, and
+// the server sees the attempt's deadline.
+func TestAttemptTimeout(t *testing.T) {
+	for _, idem := range []bool{true, false} {
+		srv := &server{unary: func(ctx context.Context, n int, _ *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
+			if n == 1 {
+				<-ctx.Done()
+				return nil, ctx.Err()
+			}
+			return ok(n)
+		}}
+		var info retry.Info
+		opts := []Option{WithStrategy(simple(2)), WithAttemptTimeout(20 * time.Millisecond),
+			WithRetryOptions(retry.OnAttemptFailed(func(_ context.Context, _ int, err error) { info = retry.Classify(err) }))}
+		if idem {
+			opts = append(opts, WithIdempotentMethods("/grpc.testing.TestService/"))
+		}
+		c := client(t, srv, opts...)
+		_, err := c.UnaryCall(context.Background(), &testpb.SimpleRequest{})
+		if !info.Timeout || info.Fault != retry.FaultServer {
+			t.Errorf("idempotent %v: attempt timeout classified %+v", idem, info)
+		}
+		if idem != (err == nil) || (!idem && status.Code(err) != codes.DeadlineExceeded) {
+			t.Errorf("idempotent %v: %v after %d calls", idem, err, srv.calls.Load())
+		}
+	}
+	// Adaptive does not retry timeouts by default.
+	srv := &server{unary: func(ctx context.Context, n int, _ *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}}
+	c := client(t, srv, WithAttemptTimeout(10*time.Millisecond), WithIdempotentMethods(method))
+	if _, err := c.UnaryCall(context.Background(), &testpb.SimpleRequest{}); err == nil || srv.calls.Load() != 1 {
+		t.Fatalf("the default Adaptive retried a timeout: %v, %d calls", err, srv.calls.Load())
+	}
+}
+
+// TestDefaultStrategy: with no options the interceptor retries UNAVAILABLE
+// through its own Adaptive strategy.
+func TestDefaultStrategy(t *testing.T) {
+	srv := &server{unary: failing(codes.Unavailable, 2)}
+	c := client(t, srv)
+	r, err := c.UnaryCall(context.Background(), &testpb.SimpleRequest{})
+	if err != nil || string(r.GetPayload().GetBody()) != "2" {
+		t.Fatalf("%v, %v", r, err)
+	}
+}
+
+// TestGRPCRetryDisabled: grpc's own retry, turned on by a service config,
+// multiplies our attempts unless the connection is dialled with
+// grpc.WithDisableRetry, as the documentation says it must be.
+func TestGRPCRetryDisabled(t *testing.T) {
+	const config = `{"methodConfig": [{"name": [{"service": "grpc.testing.TestService"}],
+		"retryPolicy": {"maxAttempts": 4, "initialBackoff": "0.001s", "maxBackoff": "0.001s",
+		"backoffMultiplier": 1, "retryableStatusCodes": ["UNAVAILABLE"]}}]}`
+	for _, disable := range []bool{true, false} {
+		srv := &server{unary: failing(codes.Unavailable, 100)}
+		opts := []grpc.DialOption{
+			grpc.WithTransportCredentials(insecure.NewCredentials()),
+			grpc.WithDefaultServiceConfig(config),
+			grpc.WithUnaryInterceptor(UnaryClientInterceptor(WithStrategy(simple(2)))),
+		}
+		if disable {
+			opts = append(opts, grpc.WithDisableRetry())
+		}
+		cc, err := grpc.NewClient(serve(t, srv), opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = testpb.NewTestServiceClient(cc).UnaryCall(context.Background(), &testpb.SimpleRequest{})
+		cc.Close()
+		want := int64(2)
+		if !disable {
+			want = 8
+		}
+		if err == nil || srv.calls.Load() != want {
+			t.Errorf("WithDisableRetry %v: the server saw %d attempts, want %d", disable, srv.calls.Load(), want)
+		}
+	}
+}
