@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/textproto"
 	"strconv"
 	"strings"
 	"syscall"
@@ -27,8 +28,8 @@ const (
 	KindConnect Kind = iota + 1
 	// KindRead: the request may have reached the server, but no response
 	// came back whole (a reset, EOF before a response, a timeout, an
-	// HTTP/2 stream reset or abandoned after the server took it, a TLS
-	// record that fails its integrity check).
+	// HTTP/2 stream reset or abandoned after the server took it, a
+	// malformed response, a TLS record that fails its integrity check).
 	KindRead
 	// KindStatus: the server answered with a status that is a retryable
 	// failure (by default 429, 500, 502, 503 and 504).
@@ -89,6 +90,7 @@ func transportKind(err error) (kind Kind, timeout, known bool) {
 		he    x509.HostnameError
 		ci    x509.CertificateInvalidError
 		se    h2StreamError
+		pe    textproto.ProtocolError
 	)
 	switch {
 	case errors.As(err, &cert), errors.As(err, &ua), errors.As(err, &he), errors.As(err, &ci),
@@ -116,6 +118,8 @@ func transportKind(err error) (kind Kind, timeout, known bool) {
 		return 0, false, false // a TLS alert over TCP: the handshake failed for good
 	case errors.As(err, &se):
 		return h2StreamKind(se.Code)
+	case errors.As(err, &pe):
+		return KindRead, false, true // a response header block Go cannot parse
 	}
 	if kind, ok := textKind(err); ok {
 		if kind == 0 {
@@ -183,6 +187,7 @@ const (
 // recognises, whole or by their start.
 const (
 	msgServerClosedIdle   = "http: server closed idle connection"
+	msgMalformed          = "malformed HTTP "
 	msgStreamError        = "stream error: stream ID "
 	msgCannotRetry        = "http2: Transport: cannot retry err ["
 	msgCannotRetryEnd     = "] after Request.Body was written"
@@ -220,6 +225,9 @@ func h2StreamKind(code uint32) (Kind, bool, bool) {
 //   - "http: server closed idle connection": the server closed a connection
 //     before a request was expected on it (net/http sets it only then), so
 //     the request was never read: a connect failure.
+//   - "malformed HTTP response", "malformed HTTP status code", "malformed
+//     HTTP version": a status line that cannot be parsed, the read failure of
+//     a response (urllib3 retries it as a read error).
 //   - HTTP/2: a GOAWAY whose last stream id is below the request's stream
 //     ("received GOAWAY from server ErrCode:", "graceful shutdown GOAWAY")
 //     means the server never processed it (RFC 9113, section 6.8): a connect
@@ -263,6 +271,10 @@ func messageKind(msg string) (Kind, bool) {
 	switch {
 	case msg == msgServerClosedIdle:
 		return KindConnect, true
+	case strings.HasPrefix(msg, msgMalformed+"response "),
+		strings.HasPrefix(msg, msgMalformed+"status code "),
+		strings.HasPrefix(msg, msgMalformed+"version "):
+		return KindRead, true
 	case msg == msgGracefulGoAway, strings.HasPrefix(msg, msgGoAwayAbove):
 		return KindConnect, true
 	case strings.HasPrefix(msg, msgGoAwayClosed):

@@ -545,19 +545,11 @@ func TestCallerCancellationDuringAnAttemptIsTheReason(t *testing.T) {
 	}
 }
 
-// M29, M30, M31: transport errors retrying cannot fix are not retried: a
-// malformed response, an untrusted certificate (also a proxy's, wrapped in a
-// proxyconnect error) and a name that does not exist.
+// M30, M31: transport errors retrying cannot fix are not retried: an
+// untrusted certificate (also a proxy's, wrapped in a proxyconnect error) and
+// a name that does not exist. (A malformed response, M29, is a read failure:
+// see TestMalformedResponseIsARetriedReadFailure.)
 func TestPermanentTransportErrorsAreNotRetried(t *testing.T) {
-	malformed := newServer(t, func(n int, w http.ResponseWriter, r *http.Request) {
-		conn, _, err := w.(http.Hijacker).Hijack()
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		io.WriteString(conn, "HELLO\r\n\r\n") // no protocol, no status
-		conn.Close()
-	})
 	tlsSrv, tlsConns := untrustedTLSServer(t)
 	proxy, proxyConns := untrustedTLSServer(t)
 	proxyURL, _ := url.Parse(proxy.URL)
@@ -570,9 +562,6 @@ func TestPermanentTransportErrorsAreNotRetried(t *testing.T) {
 		check func(error) bool // the error is the one meant
 		conns func() int       // connections the server saw, or nil
 	}{
-		{"malformed response", &http.Transport{}, malformed.URL,
-			func(err error) bool { return strings.Contains(err.Error(), "malformed HTTP response") },
-			func() int { return len(malformed.requests()) }},
 		{"untrusted certificate", &http.Transport{TLSClientConfig: untrustingClientTLS()}, tlsSrv.URL,
 			func(err error) bool { var ua x509.UnknownAuthorityError; return errors.As(err, &ua) },
 			func() int { return int(tlsConns.Load()) }},

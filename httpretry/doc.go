@@ -21,12 +21,12 @@
 //     DNS, dial timeout, a connection the server closed before reading the
 //     request, an HTTP/2 stream refused with REFUSED_STREAM or left out by a
 //     GOAWAY) or a read failure (it may have reached it: reset, EOF before a
-//     response, timeout, most other resets of an HTTP/2 stream, a TLS record
-//     that fails its integrity check). Errors that retrying cannot fix (a
-//     bad certificate or another failed TLS handshake, an unknown host, a
-//     malformed request, an HTTP/2 reset asking for HTTP/1.1) and the
-//     request's own cancellation are never retried, and neither is an error
-//     the Transport does not recognise.
+//     response, timeout, most other resets of an HTTP/2 stream, a malformed
+//     response, a TLS record that fails its integrity check). Errors that
+//     retrying cannot fix (a bad certificate or another failed TLS
+//     handshake, an unknown host, a malformed request, an HTTP/2 reset asking
+//     for HTTP/1.1) and the request's own cancellation are never retried, and
+//     neither is an error the Transport does not recognise.
 //   - GET, HEAD, OPTIONS, TRACE, PUT and DELETE (Transport.Methods) may be
 //     repeated after any such failure. Other methods, POST and PATCH above
 //     all, are repeated only after a connect failure, or when the request

@@ -254,6 +254,50 @@ func TestServerClosedIdleConnectionIsRetriedWhateverTheMethod(t *testing.T) {
 	}
 }
 
+// A response Go cannot parse (a status line without a status, a status code
+// that is not a number, a header line without a colon) is a read failure of
+// the response, as urllib3 has it: a GET is retried, a POST is not.
+func TestMalformedResponseIsARetriedReadFailure(t *testing.T) {
+	for _, answer := range []string{
+		"HELLO\r\n\r\n",
+		"HTTP/1.1 2x0 OK\r\n\r\n",
+		"HTTP/1.1 200 OK\r\nno colon here\r\n\r\n",
+	} {
+		for _, c := range []struct {
+			method   string
+			body     io.Reader
+			attempts int
+		}{
+			{"GET", nil, 2},
+			{"POST", strings.NewReader("charge $10"), 1},
+		} {
+			t.Run(c.method+" "+strings.Fields(answer)[0], func(t *testing.T) {
+				h := &firstFails{t: t, fail: func(t *testing.T, conn net.Conn) { io.WriteString(conn, answer) }}
+				srv := httptest.NewServer(h)
+				t.Cleanup(srv.Close)
+				base := &http.Transport{}
+				t.Cleanup(base.CloseIdleConnections)
+				var first error
+				tr := &Transport{Base: base, Strategy: noWait(), OnAttempt: firstAttempt(&first)}
+				resp, err, rep := send(t, tr, context.Background(), c.method, srv.URL, c.body)
+				discard(resp)
+				if first == nil || !strings.Contains(first.Error(), "malformed") {
+					t.Fatalf("the first attempt failed with %v, not a malformed response", first)
+				}
+				if rep.Attempts != c.attempts || len(h.requests()) != c.attempts {
+					t.Fatalf("err %v after %d attempts, %d requests; want %d", err, rep.Attempts, len(h.requests()), c.attempts)
+				}
+				if c.attempts == 2 && (err != nil || resp.StatusCode != 200) {
+					t.Fatalf("GET: err %v", err)
+				}
+				if c.attempts == 1 && !errors.Is(err, retry.ErrNotRetryable) {
+					t.Fatalf("POST: err %v, want ErrNotRetryable", err)
+				}
+			})
+		}
+	}
+}
+
 // FuzzMessageKind: sorting an error's text never panics, knows only the
 // messages it names (whole, or by their fixed start), and finds one through
 // a wrapping error but not inside another message.
@@ -269,10 +313,12 @@ func FuzzMessageKind(f *testing.F) {
 		"http2: Transport received GOAWAY from server ErrCode:ENHANCE_YOUR_CALM",
 		`http2: server sent GOAWAY and closed the connection; LastStreamID=1, ErrCode=NO_ERROR, debug=""`,
 		`Get "http://x/": http: server closed idle connection`,
+		`malformed HTTP response "HELLO"`,
+		`malformed HTTP request "GET"`,
 	} {
 		f.Add(s)
 	}
-	prefixes := []string{msgServerClosedIdle, msgStreamError, msgCannotRetry, msgGoAwayAbove, msgGracefulGoAway, msgGoAwayClosed}
+	prefixes := []string{msgServerClosedIdle, msgMalformed, msgStreamError, msgCannotRetry, msgGoAwayAbove, msgGracefulGoAway, msgGoAwayClosed}
 	f.Fuzz(func(t *testing.T, msg string) {
 		kind, ok := messageKind(msg)
 		named := false
