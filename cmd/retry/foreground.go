@@ -71,3 +71,22 @@ func hungUpWith(pid int, hadTerminal bool) bool {
 	pgid, err := syscall.Getpgid(pid)
 	return err == nil && pgid == syscall.Getpgrp()
 }
+
+// underJobControl reports whether a shell can continue retry once it has
+// stopped: retry's parent is in its session but in another process group,
+// as a job-control shell is. Otherwise retry's group is orphaned, as POSIX
+// calls it (retry leads its session, or its parent left it), where the kernel
+// discards a Ctrl-Z, and a process that stops itself may never be continued.
+func underJobControl() bool {
+	ppid := syscall.Getppid()
+	psid, _, errno := syscall.RawSyscall(syscall.SYS_GETSID, uintptr(ppid), 0, 0)
+	if errno != 0 {
+		return false
+	}
+	sid, _, errno := syscall.RawSyscall(syscall.SYS_GETSID, 0, 0, 0)
+	if errno != 0 || sid != psid {
+		return false
+	}
+	ppgid, err := syscall.Getpgid(ppid)
+	return err == nil && ppgid != syscall.Getpgrp()
+}

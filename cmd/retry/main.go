@@ -62,12 +62,12 @@ func dispatch(args []string, io stdio) int {
 		usage(io.err, cmds)
 		return 2
 	}
-	// The first SIGINT or SIGTERM, and for run SIGHUP, cancels the context;
-	// commands decide what that means (run passes it on to the command).
-	// Then retry stops listening, so that a second one ends it with the
-	// default action even if a command is slow to react (run passes that one
-	// on before it goes). A signal retry was started with ignored, as by
-	// nohup, stays ignored.
+	// The first SIGINT or SIGTERM, and for run SIGHUP and SIGQUIT too,
+	// cancels the context; commands decide what that means (run passes it on
+	// to the command). Then retry stops listening, so that a second one ends
+	// it with the default action even if a command is slow to react (run
+	// passes that one on before it goes). A signal retry was started with
+	// ignored, as by nohup, stays ignored.
 	sigs := []os.Signal{os.Interrupt, syscall.SIGTERM}
 	if args[0] == "run" {
 		sigs = runSignals

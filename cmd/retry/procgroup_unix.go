@@ -17,12 +17,17 @@ func newGroup() *syscall.SysProcAttr {
 }
 
 // signalGroup sends sig to every process of the process group pgid. As
-// timeout(1) does, it follows any signal but SIGKILL with SIGCONT, so that a
-// stopped process (by Ctrl-Z, or by SIGTTIN for reading a terminal it does
-// not hold) gets it too. It returns ESRCH if the group is gone.
+// timeout(1) does, it follows a signal that ends a process but SIGKILL with
+// SIGCONT, so that a stopped process (by Ctrl-Z, or by SIGTTIN for reading a
+// terminal it does not hold) gets it too. It returns ESRCH if the group is
+// gone.
 func signalGroup(pgid int, sig syscall.Signal) error {
 	err := syscall.Kill(-pgid, sig)
-	if err == nil && sig != syscall.SIGKILL && sig != syscall.SIGCONT {
+	switch sig {
+	case syscall.SIGKILL, syscall.SIGCONT, syscall.SIGSTOP, syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU:
+		return err
+	}
+	if err == nil {
 		_ = syscall.Kill(-pgid, syscall.SIGCONT)
 	}
 	return err

@@ -70,18 +70,19 @@ Each attempt runs in a process group of its own, as timeout(1) runs its
 command: --timeout, and the signals retry passes on, reach every process of
 the attempt, such as those a shell script starts, and a stopped attempt is
 over once all of them have exited (SIGKILL after --kill-after). So the
-terminal does not signal COMMAND itself: a Ctrl-C reaches retry, which passes
-SIGINT on, once. A COMMAND that reads the terminal or changes its modes (a
+terminal does not signal COMMAND itself: a Ctrl-C or Ctrl-\ reaches retry,
+which passes it on, once, and a Ctrl-Z stops retry and COMMAND until they are
+continued (fg). A COMMAND that reads the terminal or changes its modes (a
 password prompt, an editor, ssh -t) needs --foreground.
 
-SIGINT, SIGTERM or SIGHUP sent to retry stops the current attempt and ends
-the run without further attempts: COMMAND gets the signal, then SIGKILL after
---kill-after. retry passes SIGTERM on, and SIGINT unless COMMAND is in the
-terminal's foreground process group (with --foreground): there a Ctrl-C
-reaches COMMAND from the terminal, and is not sent twice. SIGHUP is passed on
-unless the terminal hung up and the shell or the kernel sent it to COMMAND.
-A second signal ends retry at once, after passing it on likewise. Signals
-retry was started with ignored, as by nohup, stay ignored.
+SIGINT, SIGTERM, SIGHUP or SIGQUIT sent to retry stops the current attempt and
+ends the run without further attempts: COMMAND gets the signal, then SIGKILL
+after --kill-after. retry passes SIGTERM on, and SIGINT and SIGQUIT unless
+COMMAND is in the terminal's foreground process group (with --foreground):
+there a Ctrl-C reaches COMMAND from the terminal, and is not sent twice.
+SIGHUP is passed on unless the terminal hung up and the shell or the kernel
+sent it to COMMAND. A second signal ends retry at once, after passing it on
+likewise. Signals retry was started with ignored, as by nohup, stay ignored.
 
 Exit status: that of the last attempt, 128+N if it was killed by signal N
 (or if signal N ended the run between attempts); 126 if COMMAND cannot be
@@ -122,6 +123,7 @@ func runCommand(ctx context.Context, args []string, std stdio) int {
 		becomeSubreaper()
 	}
 	defer r.exitOnSecondSignal(ctx)()
+	defer r.followStops()()
 	// dctx bounds the run for --max-time; ctx stays the signals' alone, so
 	// that running out of time is not taken for an interruption.
 	dctx := ctx
@@ -248,8 +250,8 @@ func (r *runner) strategy() retry.Strategy {
 }
 
 // attempt runs the command once. ctx is the whole run's context, cancelled
-// by SIGINT, SIGTERM or SIGHUP; actx is the attempt's, which --timeout also
-// bounds. A failure comes back marked Transient when it may be retried and
+// by one of runSignals; actx is the attempt's, which --timeout also bounds.
+// A failure comes back marked Transient when it may be retried and
 // Permanent when it may not.
 func (r *runner) attempt(ctx, actx context.Context) error {
 	r.attempts++
@@ -385,14 +387,15 @@ func (s *stopTime) get() time.Time {
 // terminal has sent it to p already, which it can only with --foreground:
 // otherwise p's process group is its own, which the terminal never signals.
 //
-//   - A terminal sends SIGINT for a Ctrl-C to its foreground process group,
-//     which with --foreground holds retry and the command. Sent again, it
-//     would be a second Ctrl-C, which tools such as terraform and docker
-//     compose take as "abort now, skip the cleanup". So SIGINT is passed on
-//     only if retry and the command are not both in the foreground group of
-//     retry's terminal, or retry has none. (A
-//     "kill -INT" aimed at retry alone while it is in the foreground is not
-//     passed on either: --kill-after then ends the command.)
+//   - A terminal sends SIGINT for a Ctrl-C (SIGQUIT for a Ctrl-\) to its
+//     foreground process group, which with --foreground holds retry and the
+//     command. Sent again, it would be a second Ctrl-C, which tools such as
+//     terraform and docker compose take as "abort now, skip the cleanup".
+//     So SIGINT and SIGQUIT are passed on only if retry and the command are
+//     not both in the foreground group of retry's terminal, or retry has
+//     none. (A "kill -INT" aimed at retry alone while it is in the
+//     foreground is not passed on either: --kill-after then ends the
+//     command.)
 //   - When a terminal hangs up, the kernel sends SIGHUP to the session
 //     leader alone, but a shell there passes it on to its jobs' process
 //     groups, and when the leader exits the kernel sends it to the
@@ -402,7 +405,7 @@ func (s *stopTime) get() time.Time {
 //   - SIGTERM is always passed on: terminals do not send it.
 func (r *runner) passOn(p *os.Process, sig syscall.Signal) bool {
 	switch sig {
-	case syscall.SIGINT:
+	case syscall.SIGINT, syscall.SIGQUIT:
 		return !inForeground(p.Pid)
 	case syscall.SIGHUP:
 		return !hungUpWith(p.Pid, r.hadTerminal)
@@ -418,14 +421,15 @@ func (r *runner) setRunning(p *os.Process) {
 }
 
 // runSignals stop "retry run": dispatch cancels the run's context on the
-// first of them.
-var runSignals = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP}
+// first of them. A terminal sends SIGINT for a Ctrl-C, SIGQUIT for a Ctrl-\
+// and SIGHUP when it hangs up.
+var runSignals = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT}
 
-// exitOnSecondSignal arranges that once a first SIGINT, SIGTERM or SIGHUP has
-// cancelled ctx (dispatch then stops listening for them), a second one is
-// passed on to the command as the first was, and then ends retry with the
-// signal's default action, without waiting for the command any longer. It
-// returns the function that undoes it.
+// exitOnSecondSignal arranges that once a first of runSignals has cancelled
+// ctx (dispatch then stops listening for them), a second one is passed on to
+// the command as the first was, and then ends retry with the signal's default
+// action, without waiting for the command any longer. It returns the
+// function that undoes it.
 func (r *runner) exitOnSecondSignal(ctx context.Context) (undo func()) {
 	var (
 		mu     sync.Mutex
@@ -473,6 +477,11 @@ func (r *runner) exitOn(sig syscall.Signal) {
 			fmt.Fprintf(r.std.err, "retry: second %s: not waiting for %s (pid %d) to exit\n", signalName(sig), r.c.argv[0], p.Pid)
 		}
 	}
+	if sig == syscall.SIGQUIT {
+		// Go's own action for SIGQUIT is a dump of every goroutine, which
+		// is retry's business, not the user's: end with its status instead.
+		os.Exit(128 + int(sig))
+	}
 	signal.Reset(sig)
 	if self, err := os.FindProcess(os.Getpid()); err == nil && self.Signal(sig) == nil {
 		time.Sleep(time.Second) // the default action ends retry before this
@@ -480,14 +489,14 @@ func (r *runner) exitOn(sig syscall.Signal) {
 	os.Exit(128 + int(sig)) // sig could not be sent (Windows)
 }
 
-// ignoredAtStart holds those of SIGINT, SIGTERM and SIGHUP that retry was
+// ignoredAtStart holds those of runSignals and stopSignals that retry was
 // started with ignored: SIGHUP under nohup, SIGINT for a command a shell
 // script runs in the background. It is read before anything listens for
 // signals: signal.Notify stops ignoring a signal, for retry and for the
 // commands it starts, which would undo nohup.
 var ignoredAtStart = func() map[os.Signal]bool {
 	m := make(map[os.Signal]bool)
-	for _, s := range []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP} {
+	for _, s := range append(slices.Clone(runSignals), stopSignals...) {
 		m[s] = signal.Ignored(s)
 	}
 	return m
@@ -505,9 +514,8 @@ func catchable(sigs ...os.Signal) []os.Signal {
 	return c
 }
 
-// stopSignal is the signal that ended ctx, SIGINT, SIGTERM or SIGHUP, to be
-// passed on to the command; SIGTERM if ctx is still running (an attempt
-// timed out).
+// stopSignal is the signal that ended ctx, one of runSignals, to be passed
+// on to the command; SIGTERM if ctx is still running (an attempt timed out).
 func stopSignal(ctx context.Context) syscall.Signal {
 	if s, ok := interruptedBy(ctx); ok {
 		return s
@@ -523,9 +531,9 @@ func interruptedBy(ctx context.Context) (syscall.Signal, bool) {
 		return 0, false
 	}
 	cause := context.Cause(ctx).Error()
-	for _, s := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP} {
+	for _, s := range runSignals {
 		if cause == s.String()+" signal received" {
-			return s, true
+			return s.(syscall.Signal), true
 		}
 	}
 	return syscall.SIGTERM, true // cancelled some other way: say SIGTERM
@@ -611,9 +619,9 @@ func (r *runner) explain(ctx context.Context, err error) (string, int) {
 	return fmt.Sprintf("retry: giving up after %s: %s", plural(r.attempts, "attempt"), f), f.status
 }
 
-// interrupted explains a run that SIGINT, SIGTERM or SIGHUP ended with err,
-// and returns the exit status: the attempt's if the signal stopped one,
-// 128+N for signal N if it came between attempts.
+// interrupted explains a run that one of runSignals ended with err, and
+// returns the exit status: the attempt's if the signal stopped one, 128+N
+// for signal N if it came between attempts.
 func (r *runner) interrupted(ctx context.Context, err error) (string, int) {
 	sig, _ := interruptedBy(ctx)
 	var f *attemptFailure
@@ -711,7 +719,7 @@ type attemptFailure struct {
 	signal  syscall.Signal // the signal that killed the command, or 0
 	caught  syscall.Signal // the signal after which it exited 0, or 0
 	timeout time.Duration  // the --timeout it ran into, or 0
-	stopped bool           // SIGINT, SIGTERM or SIGHUP stopped it
+	stopped bool           // one of runSignals stopped it
 	err     error          // what exec.Cmd.Wait said
 }
 

@@ -335,6 +335,78 @@ func TestRunForegroundReadsTheTerminal(t *testing.T) {
 	}
 }
 
+// procState returns the state of the process pid, as /proc/PID/stat has it:
+// "T" when it is stopped, "" when it is gone.
+func procState(pid int) string {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return ""
+	}
+	_, after, _ := strings.Cut(string(data), ") ")
+	state, _, _ := strings.Cut(after, " ")
+	return state
+}
+
+// TestRunCtrlZStopsTheCommandToo: retry is a job of a shell with job
+// control; a SIGTSTP to retry, the terminal's Ctrl-Z, stops the command in
+// its own process group too, and continuing retry continues it.
+func TestRunCtrlZStopsTheCommandToo(t *testing.T) {
+	t.Parallel()
+	_, tty := openPTY(t)
+	dir := t.TempDir()
+	pidFile, started := filepath.Join(dir, "pid"), filepath.Join(dir, "started")
+	script := fmt.Sprintf(`echo $$ >> '%s'; while :; do sleep 0.05; done`, started)
+	t.Cleanup(func() { killStarted(t, started); killStarted(t, pidFile) })
+	args := strings.Join(quoteAll(append([]string{retryBin}, runArgs(nil, "sh", "-c", script)...)), " ")
+	// The shell stays until retry exits: if it left while retry is stopped,
+	// the kernel would send retry's group, orphaned, SIGHUP.
+	shell, _ := startInTerminal(t, tty, "sh", "-c",
+		fmt.Sprintf(`set -m; %s & echo $! > '%s'; while kill -0 $! 2>/dev/null; do wait $!; sleep 0.05; done`, args, pidFile))
+	waitFor(t, "the command to start", func() bool { return len(lines(t, started)) > 0 && len(lines(t, pidFile)) > 0 })
+	retryPid, _ := strconv.Atoi(lines(t, pidFile)[0])
+	child, _ := strconv.Atoi(lines(t, started)[0])
+	if pgid, err := syscall.Getpgid(retryPid); err != nil || pgid == shell.Process.Pid {
+		t.Skipf("sh -c 'set -m' gave no job control: retry is in the shell's process group %d (%v)", pgid, err)
+	}
+	if err := syscall.Kill(retryPid, syscall.SIGTSTP); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "retry and the command to stop", func() bool { return procState(retryPid) == "T" && procState(child) == "T" })
+	if err := syscall.Kill(retryPid, syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the command to continue", func() bool { s := procState(child); return s != "T" && s != "" })
+	if err := syscall.Kill(retryPid, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	waitExit(t, shell)
+	waitFor(t, "the command to end", func() bool { s := procState(child); return s == "" || s == "Z" })
+}
+
+// TestRunCtrlZWithoutJobControl: retry leads its session, where no shell
+// would continue it: a Ctrl-Z stops neither retry nor its command, as the
+// kernel discards it for a process group with no shell, and a Ctrl-C still
+// ends the run.
+func TestRunCtrlZWithoutJobControl(t *testing.T) {
+	t.Parallel()
+	master, tty := openPTY(t)
+	script, started, _ := spinner(t, syscall.SIGINT, true)
+	cmd, errOut := startInTerminal(t, tty, retryBin, runArgs(nil, "sh", "-c", script)...)
+	waitFor(t, "the command to start", func() bool { return len(lines(t, started)) > 0 })
+	child, _ := strconv.Atoi(lines(t, started)[0])
+	if _, err := master.Write([]byte{26}); err != nil { // Ctrl-Z
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if s, c := procState(cmd.Process.Pid), procState(child); s == "T" || c == "T" {
+		t.Errorf("after a Ctrl-Z retry is in state %q and the command in %q, want neither stopped", s, c)
+	}
+	ctrlC(t, master)
+	if code := waitExit(t, cmd); code != 130 {
+		t.Errorf("exit status %d, want 130; stderr:\n%s", code, errOut)
+	}
+}
+
 // quoteAll quotes args for sh.
 func quoteAll(args []string) []string {
 	q := make([]string, len(args))
