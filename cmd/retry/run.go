@@ -218,14 +218,15 @@ func usageError(w io.Writer, cmd, msg string) int {
 // --kill-after, and waits until the group is gone before the next attempt.
 // The price, as with timeout: the command is not in the terminal's
 // foreground process group, so it cannot read the terminal (the kernel stops
-// it with SIGTTIN) and does not get the terminal's signals: Ctrl-C reaches
-// retry alone, which passes it on once, and Ctrl-Z stops retry but not the
-// command. Handing the terminal to the command's group, as a shell does,
-// would take a Ctrl-C and a Ctrl-Z away from retry, which must see both to
-// end the run or stop with its command; so a command that needs the
-// terminal asks for --foreground, which keeps it in retry's group, where the
-// terminal reaches it and passOn sends no signal twice, but where retry
-// signals the command alone.
+// it with SIGTTIN) and does not get the terminal's signals: a Ctrl-C or
+// Ctrl-\ reaches retry alone, which passes it on once, and a Ctrl-Z too,
+// which retry follows (followStops). Handing the terminal to the command's
+// group, as a shell does, would take these from retry, which must see them
+// to end the run or stop with its command, and leave a pipeline's other
+// commands in the background; so a command that needs the terminal asks for
+// --foreground, which keeps it in retry's group, where the terminal reaches
+// it and passOn sends no signal twice, but where retry signals the command
+// alone.
 type runner struct {
 	c           runConfig
 	std         stdio
