@@ -63,14 +63,14 @@ type unaryCall struct {
 	capture  [2]grpc.CallOption // grpc.Trailer(&trailer), grpc.Peer(&peer)
 	callOpts []grpc.CallOption  // the caller's options, then capture
 
-	op   func(context.Context) error
-	opts []retry.Option // scope, attempt timeout, the caller's, BeforeRetry
+	op   func(context.Context) (struct{}, error) // attempt, bound once: DoValue takes it without a wrapper
+	opts []retry.Option                          // scope, attempt timeout, the caller's, BeforeRetry
 }
 
 func (i *interceptor) newUnaryCall() *unaryCall {
 	c := &unaryCall{i: i}
 	c.capture = [2]grpc.CallOption{grpc.Trailer(&c.trailer), grpc.Peer(&c.peer)}
-	c.op = c.attempt
+	c.op = func(ctx context.Context) (struct{}, error) { return struct{}{}, c.attempt(ctx) }
 	c.opts = append(c.opts, retry.Option{})
 	if d := i.cfg.attemptTimeout; d > 0 {
 		c.opts = append(c.opts, retry.AttemptTimeout(d))
@@ -96,7 +96,7 @@ func (i *interceptor) unary(ctx context.Context, method string, req, reply any, 
 	c.timeFirst = i.hedge != nil && idem && i.hedge.delay <= 0
 	c.callOpts = append(append(c.callOpts[:0], opts...), c.capture[:]...)
 	c.opts[0] = retry.Scope(i.cfg.scopeOf(cc, method))
-	err := retry.Do(ctx, i.cfg.strategy, c.op, c.opts...)
+	_, err := retry.DoValue(ctx, i.cfg.strategy, c.op, c.opts...)
 	c.reset()
 	i.calls.Put(c)
 	return err
