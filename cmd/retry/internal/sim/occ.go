@@ -75,7 +75,7 @@ func RunOCC(ctx context.Context, s OCCScenario, p Policy) (OCCResult, error) {
 		if err != nil {
 			tok = retry.Token{}
 		}
-		send(c, tok.Delay(), &request{client: c, tok: tok})
+		send(c, tok.Delay(), &request{client: int32(c), tok: tok})
 	}
 	for n := 0; q.Len() > 0; n++ {
 		if n%checkEvery == 0 && ctx.Err() != nil {

@@ -219,9 +219,9 @@ type event struct {
 }
 
 type request struct {
-	client int
-	issued time.Duration
 	tok    retry.Token
+	issued time.Duration
+	client int32
 }
 
 type queue []*event
@@ -450,7 +450,7 @@ func (r *runner) issue(client int, at time.Duration) {
 	if err != nil {
 		tok = retry.Token{} // no token: one attempt, as the Smithy retry guide says
 	}
-	req := request{client: client, issued: at, tok: tok}
+	req := request{client: int32(client), issued: at, tok: tok}
 	var id int32
 	if k := len(r.free); k > 0 {
 		id, r.free = r.free[k-1], r.free[:k-1]
@@ -545,7 +545,7 @@ func (r *runner) answer(id int32, at time.Duration, ans uint8) {
 	if i < len(r.attempts) {
 		r.attempts[i]++
 	}
-	s := r.strategy(req.client)
+	s := r.strategy(int(req.client))
 	if ans == ansOK {
 		_ = s.RecordSuccess(req.tok)
 		r.res.Succeeded++
