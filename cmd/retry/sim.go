@@ -83,7 +83,7 @@ func simCommand(ctx context.Context, args []string, io stdio) int {
 		rate     = fs.Float64("rate", 1000, "requests per second, all clients together")
 		duration = fs.Duration("duration", time.Minute, "how long clients send requests")
 		seed     = fs.Uint64("seed", 1, "seed of the randomness: the same seed gives the same results")
-		svgPath  = fs.String("svg", "", "write a chart of offered load and successes over time to `FILE`")
+		svgPath  = fs.String("svg", "", "write a chart of offered load and successes over time to `FILE`, one panel per policy (a PNG if FILE ends in .png)")
 		jsonPath = fs.String("json", "", "write the raw results to `FILE`; - writes them to stdout instead of the table")
 		capacity = fs.Float64("capacity", 0, "attempts per second the server serves (default: per scenario)")
 		timeout  = fs.Duration("timeout", 0, "how long clients wait for an attempt's answer (default 1s)")
@@ -289,7 +289,9 @@ func writeOutputs(io stdio, s sim.Scenario, results []sim.Result, jsonPath, svgP
 	}
 	if svgPath != "" {
 		c := chart.Chart{
-			Title:    fmt.Sprintf("%s: %d clients, %.0f req/s, capacity %.0f/s", s.Kind, s.Clients, s.Rate, s.Capacity),
+			Title: fmt.Sprintf("%s: from %s to %s %s", s.Kind, formatDuration(s.Start), formatDuration(s.End), s.Incident()),
+			Subtitle: fmt.Sprintf("%d clients send %.0f req/s to a server of capacity %.0f/s and wait %v for each answer; one panel per retry policy",
+				s.Clients, s.Rate, s.Capacity, s.Timeout),
 			Step:     1,
 			Incident: [2]float64{s.Start.Seconds(), s.End.Seconds()},
 			Capacity: s.Capacity,
@@ -299,7 +301,11 @@ func writeOutputs(io stdio, s sim.Scenario, results []sim.Result, jsonPath, svgP
 			c.Series = append(c.Series, chart.Series{Name: r.Policy, Offered: r.Offered, Goodput: r.Goodput})
 		}
 		var buf bytes.Buffer
-		if err := chart.WriteSVG(&buf, c); err != nil {
+		write := chart.WriteSVG
+		if strings.HasSuffix(strings.ToLower(svgPath), ".png") {
+			write = chart.WritePNG // for a quick look where no SVG viewer is at hand
+		}
+		if err := write(&buf, c); err != nil {
 			return fmt.Errorf("drawing the chart: %w", err)
 		}
 		if err := os.WriteFile(svgPath, buf.Bytes(), 0o644); err != nil {

@@ -140,10 +140,18 @@ func TestSimSVG(t *testing.T) {
 			t.Fatalf("the SVG is not well-formed XML: %v", err)
 		}
 	}
-	for _, want := range []string{"<svg", "Standard, one shared quota", "no retries"} {
+	// A panel per policy, named, under a title that states the scenario.
+	for _, want := range []string{"<svg", ">Standard, one shared quota<", ">no retries<", ">outage: from 3.3s to 10s every attempt fails<"} {
 		if !strings.Contains(string(data), want) {
 			t.Fatalf("the SVG lacks %q", want)
 		}
+	}
+	png := filepath.Join(t.TempDir(), "chart.png")
+	if _, errOut, code := runRetry(t, "", simArgs("--svg", png, "--scenario", "throttle")...); code != 0 {
+		t.Fatalf("--svg chart.png: exit %d: %s", code, errOut)
+	}
+	if data, err := os.ReadFile(png); err != nil || !bytes.HasPrefix(data, []byte("\x89PNG\r\n")) {
+		t.Fatalf("--svg chart.png did not write a PNG: %v, %.8q", err, data)
 	}
 }
 

@@ -1,10 +1,11 @@
-// Package chart renders the results of `retry sim` as an SVG image that a
-// person can read at a glance: offered load on top, goodput below, one line
-// per retry policy, the incident shaded on both panels.
+// Package chart renders the results of `retry sim` as an SVG (or PNG) image
+// that a person can read at a glance: one small panel per retry policy,
+// all on the same scales, each with the attempts the clients sent and the
+// requests that succeeded per second, the server's capacity, and the
+// incident shaded; a title that states the scenario.
 //
-// Drawing is done with gonum.org/v1/plot and its SVG backend; the output is
-// deterministic (same input, same bytes), so rendered charts can be committed
-// and compared.
+// Drawing is done with gonum.org/v1/plot; the output is deterministic (same
+// input, same bytes), so rendered charts can be committed and compared.
 package chart
 
 import (
@@ -15,6 +16,7 @@ import (
 	"io"
 	"math"
 	"strconv"
+	"strings"
 
 	xfont "golang.org/x/image/font"
 	"gonum.org/v1/plot"
@@ -23,6 +25,7 @@ import (
 	"gonum.org/v1/plot/text"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
 	"gonum.org/v1/plot/vg/vgsvg"
 )
 
@@ -35,31 +38,27 @@ type Series struct {
 
 // Chart is what WriteSVG draws.
 type Chart struct {
-	Title    string     // e.g. "outage: 100 clients, 1000 req/s, capacity 1500/s"
+	Title    string     // the scenario, e.g. "outage: every attempt fails from 10 s to 30 s"
+	Subtitle string     // a line under it, e.g. the fleet and the server
 	Step     float64    // seconds per point
 	Incident [2]float64 // start and end of the incident, in seconds
-	Capacity float64    // the server's normal capacity, attempts/s (draw as a dashed horizontal reference line on the offered-load panel; 0 = none)
+	Capacity float64    // the server's normal capacity, attempts/s: a dashed line in every panel (0: none)
 	Series   []Series
 }
 
 // Size of the image. An SVG length in points is rendered by browsers at
 // 96/72 px per point, so 600 pt is 800 px.
 const (
-	// canvasWidth is the width of the SVG canvas: 600 pt, 800 px.
-	canvasWidth = vg.Length(600)
-	// panelsHeight is the height given to the two panels, their axes
-	// and titles: 525 pt, 700 px. The title and legend come on top of it.
-	panelsHeight = vg.Length(525)
+	canvasWidth = vg.Length(600) // 800 px
+	panelHeight = vg.Length(118) // one row of panels, its title included
+	xAxisHeight = vg.Length(28)  // the time axis's numbers and label, under the last row
 
-	margin      = vg.Length(8)  // around the whole image
-	panelGap    = vg.Length(10) // between the two panels
-	legendGap   = vg.Length(10) // between the lower panel and the legend
-	thumbWidth  = vg.Length(34) // length of a legend line sample
-	thumbGap    = vg.Length(5)  // between a sample and its name
-	legendColSp = vg.Length(16) // between legend columns
-	legendRowSp = vg.Length(3)  // between legend rows
-	lineWidth   = vg.Length(1.6)
-	headroom    = 1.12 // the y axis goes this much above the highest value
+	margin    = vg.Length(8)  // around the whole image
+	panelGapX = vg.Length(12) // between panels side by side
+	panelGapY = vg.Length(6)  // between rows
+	keyGap    = vg.Length(16) // between entries of the key
+	keyThumb  = vg.Length(26) // length of a line sample in the key
+	headroom  = 1.08          // the y axis goes this much above the highest value
 )
 
 // Fonts. Liberation Sans ships with gonum; in the SVG it is named
@@ -68,51 +67,27 @@ var (
 	sans = font.Font{Typeface: "Liberation", Variant: "Sans"}
 	bold = font.Font{Typeface: "Liberation", Variant: "Sans", Weight: xfont.WeightBold}
 
-	titleSize  = vg.Points(13)
-	panelSize  = vg.Points(11)
-	labelSize  = vg.Points(10)
-	tickSize   = vg.Points(9)
-	legendSize = vg.Points(10)
-	noteSize   = vg.Points(8.5)
+	titleSize    = vg.Points(13)
+	subtitleSize = vg.Points(9.5)
+	keySize      = vg.Points(9.5)
+	panelSize    = vg.Points(9.5)
+	labelSize    = vg.Points(9)
+	tickSize     = vg.Points(8)
+	noteSize     = vg.Points(7.5)
 )
 
-// palette holds ten clearly distinct colors (the Tableau 10 / matplotlib
-// "tab10" set, which stays distinguishable for most color-vision
-// deficiencies when paired with the dash patterns below).
-var palette = []color.Color{
-	rgb(0x1f, 0x77, 0xb4), // blue
-	rgb(0xff, 0x7f, 0x0e), // orange
-	rgb(0x2c, 0xa0, 0x2c), // green
-	rgb(0xd6, 0x27, 0x28), // red
-	rgb(0x94, 0x67, 0xbd), // purple
-	rgb(0x8c, 0x56, 0x4b), // brown
-	rgb(0xe3, 0x77, 0xc2), // pink
-	rgb(0x7f, 0x7f, 0x7f), // gray
-	rgb(0xbc, 0xbd, 0x22), // olive
-	rgb(0x17, 0xbe, 0xcf), // cyan
-}
-
-// dashes holds one dash pattern per palette color, so that series remain
-// distinguishable in grayscale. nil is a solid line.
-var dashes = [][]vg.Length{
-	nil,
-	pts(7, 3),
-	pts(2, 2),
-	pts(10, 3, 2, 3),
-	pts(4, 2),
-	pts(10, 2, 2, 2, 2, 2),
-	pts(1, 1.5),
-	pts(12, 4),
-	pts(6, 2, 2, 2),
-	pts(3, 4),
-}
-
+// The two lines of every panel, and the references behind them. The colors
+// are the Tableau 10 orange and blue, told apart with most color-vision
+// deficiencies, and the offered load is also thinner, so that they differ
+// in grayscale too.
 var (
-	shadeColor    = color.NRGBA{R: 0x70, G: 0x70, B: 0x70, A: 0x2c}
-	noteColor     = color.Gray{Y: 0x55}
-	capacityColor = color.Gray{Y: 0x30}
-	gridColor     = color.Gray{Y: 0xd4}
-	frameColor    = color.Gray{Y: 0xbb}
+	offeredStyle  = draw.LineStyle{Color: rgb(0xff, 0x7f, 0x0e), Width: vg.Points(1.1)}
+	goodputStyle  = draw.LineStyle{Color: rgb(0x1f, 0x77, 0xb4), Width: vg.Points(1.8)}
+	capacityStyle = draw.LineStyle{Color: color.Gray{Y: 0x30}, Width: vg.Points(0.8), Dashes: pts(4, 2.5)}
+
+	shadeColor = color.NRGBA{R: 0x70, G: 0x70, B: 0x70, A: 0x30}
+	noteColor  = color.Gray{Y: 0x50}
+	gridColor  = color.Gray{Y: 0xdd}
 )
 
 func rgb(r, g, b uint8) color.Color { return color.RGBA{R: r, G: g, B: b, A: 0xff} }
@@ -125,18 +100,6 @@ func pts(v ...float64) []vg.Length {
 	return out
 }
 
-// lineStyle returns the style of the i-th series.
-func lineStyle(i int) draw.LineStyle {
-	n := len(palette)
-	// Past n series the dash pattern shifts by one each round, so color and
-	// dash together stay unique for up to n*n series.
-	return draw.LineStyle{
-		Color:  palette[i%n],
-		Dashes: dashes[(i+i/n)%len(dashes)],
-		Width:  lineWidth,
-	}
-}
-
 func style(f font.Font, size vg.Length, c color.Color) text.Style {
 	return text.Style{
 		Color:   c,
@@ -145,12 +108,25 @@ func style(f font.Font, size vg.Length, c color.Color) text.Style {
 	}
 }
 
-// WriteSVG draws c as an SVG image about 800 px wide: two panels stacked
-// vertically sharing the time axis — offered load (attempts/s) on top and
-// successful requests/s below — one line per series with a distinct color
-// (and dash pattern, so it survives grayscale), a legend, axes with units
-// ("time (s)", "attempts/s", "successes/s"), and the incident shaded on both panels.
-func WriteSVG(w io.Writer, c Chart) (err error) {
+// WriteSVG draws c as an SVG image 800 px wide: the title and a key on
+// top, then one small panel per series, three to a row, all on the same
+// time and load scales so that they compare at a glance. Each panel draws
+// the attempts sent and the requests that succeeded per second, the
+// capacity as a dashed line, and the incident shaded; ticks are whole
+// numbers with their units (s, /s).
+func WriteSVG(w io.Writer, c Chart) error {
+	return write(w, c, func(width, height vg.Length) vg.CanvasWriterTo { return vgsvg.New(width, height) }, true)
+}
+
+// WritePNG draws c as WriteSVG does, as a PNG image at 96 dpi (800 px
+// wide), to look at where no SVG viewer is at hand.
+func WritePNG(w io.Writer, c Chart) error {
+	return write(w, c, func(width, height vg.Length) vg.CanvasWriterTo {
+		return vgimg.PngCanvas{Canvas: vgimg.NewWith(vgimg.UseWH(width, height), vgimg.UseDPI(96))}
+	}, false)
+}
+
+func write(w io.Writer, c Chart, newCanvas func(w, h vg.Length) vg.CanvasWriterTo, svg bool) (err error) {
 	if len(c.Series) == 0 {
 		return errors.New("chart: no series to draw")
 	}
@@ -167,166 +143,257 @@ func WriteSVG(w io.Writer, c Chart) (err error) {
 		}
 	}()
 	var buf bytes.Buffer
-	if _, err := render(c).WriteTo(&buf); err != nil {
+	if _, err := render(c, newCanvas).WriteTo(&buf); err != nil {
 		return err
 	}
-	// gonum names the font family alone; add metric-compatible fallbacks
-	// (Liberation Sans has Arial's metrics) so that viewers without
-	// Liberation lay text out as measured here instead of in a serif font.
-	svg := bytes.ReplaceAll(buf.Bytes(), []byte("font-family:Liberation Sans;"),
-		[]byte("font-family:'Liberation Sans',Arial,Helvetica,sans-serif;"))
-	_, err = w.Write(svg)
+	out := buf.Bytes()
+	if svg {
+		// gonum names the font family alone; add metric-compatible
+		// fallbacks (Liberation Sans has Arial's metrics) so that viewers
+		// without Liberation lay text out as measured here.
+		out = bytes.ReplaceAll(out, []byte("font-family:Liberation Sans;"),
+			[]byte("font-family:'Liberation Sans',Arial,Helvetica,sans-serif;"))
+	}
+	_, err = w.Write(out)
 	return err
 }
 
+// grid returns the columns and rows of panels for n series.
+func grid(n int) (cols, rows int) {
+	cols = 3
+	switch {
+	case n <= 3:
+		cols = n
+	case n == 4:
+		cols = 2
+	}
+	return cols, (n + cols - 1) / cols
+}
+
 // render lays out and draws the whole image.
-func render(c Chart) *vgsvg.Canvas {
-	names := make([]string, len(c.Series))
-	for i, s := range c.Series {
-		names[i] = s.Name
-		if names[i] == "" {
-			names[i] = "series " + strconv.Itoa(i+1)
-		}
-	}
-
+func render(c Chart, newCanvas func(w, h vg.Length) vg.CanvasWriterTo) vg.CanvasWriterTo {
 	titleSty := style(bold, titleSize, color.Black)
-	titleSty.XAlign = draw.XCenter
-	titleSty.YAlign = draw.YTop
-	title := fit(titleSty, c.Title, canvasWidth-2*margin)
-	var titleH vg.Length
-	if title != "" {
-		titleH = titleSty.Height(title) + 6*vg.Points(1)
+	titleSty.XAlign, titleSty.YAlign = draw.XCenter, draw.YTop
+	subSty := style(sans, subtitleSize, noteColor)
+	subSty.XAlign, subSty.YAlign = draw.XCenter, draw.YTop
+	title := wrap(titleSty, c.Title, canvasWidth-2*margin)
+	subtitle := wrap(subSty, c.Subtitle, canvasWidth-2*margin)
+	var headH vg.Length
+	for _, l := range title {
+		headH += titleSty.Height(l) + 3
 	}
+	for _, l := range subtitle {
+		headH += subSty.Height(l) + 3
+	}
+	keySty := style(sans, keySize, color.Black)
+	keySty.YAlign = draw.YCenter
+	keyH := keySty.Height("Mg") + 14
 
-	leg := layoutLegend(names, canvasWidth-2*margin)
-	height := margin + titleH + panelsHeight + legendGap + leg.height + margin
-
-	canvas := vgsvg.New(canvasWidth, height)
+	cols, rows := grid(len(c.Series))
+	height := margin + headH + keyH + vg.Length(rows)*panelHeight + vg.Length(rows-1)*panelGapY + xAxisHeight + margin
+	canvas := newCanvas(canvasWidth, height)
 	dc := draw.New(canvas)
 	dc.SetColor(color.White)
 	dc.Fill(dc.Rectangle.Path())
 
-	if title != "" {
-		dc.FillText(titleSty, vg.Point{X: canvasWidth / 2, Y: height - margin}, title)
+	y := height - margin
+	for _, l := range title {
+		dc.FillText(titleSty, vg.Point{X: canvasWidth / 2, Y: y}, l)
+		y -= titleSty.Height(l) + 3
 	}
-
-	xmax := 0.0
-	for _, s := range c.Series {
-		xmax = math.Max(xmax, float64(max(len(s.Offered), len(s.Goodput)))*c.Step)
+	for _, l := range subtitle {
+		dc.FillText(subSty, vg.Point{X: canvasWidth / 2, Y: y}, l)
+		y -= subSty.Height(l) + 3
+	}
+	capacity := c.Capacity
+	if !(capacity > 0) || math.IsInf(capacity, 0) {
+		capacity = 0
 	}
 	inc, hasInc := incidentOf(c.Incident)
+	drawKey(dc, keySty, y-keyH/2+3, capacity > 0, hasInc)
+
+	// The same scales in every panel: the longest series, and the highest
+	// value of any (or the capacity).
+	xmax, ymax := 0.0, capacity
+	for _, s := range c.Series {
+		xmax = math.Max(xmax, float64(max(len(s.Offered), len(s.Goodput)))*c.Step)
+		ymax = math.Max(ymax, math.Max(highest(s.Offered), highest(s.Goodput)))
+	}
 	if hasInc {
 		xmax = math.Max(xmax, inc.end)
 	}
 	if xmax <= 0 {
 		xmax = c.Step
 	}
+	ymax = niceMax(ymax * headroom)
 
-	capacity := c.Capacity
-	if !(capacity > 0) || math.IsInf(capacity, 0) {
-		capacity = 0
+	plots := make([][]*plot.Plot, rows)
+	for r := range plots {
+		plots[r] = make([]*plot.Plot, cols)
 	}
-
-	top := newPanel("Offered load: attempts sent, retries included", "attempts/s", false, xmax)
-	bottom := newPanel("Goodput: requests that succeeded", "successes/s", true, xmax)
-	topMax, bottomMax := capacity, 0.0
 	for i, s := range c.Series {
-		sty := lineStyle(i)
-		topMax = math.Max(topMax, addLines(top, s.Offered, c.Step, sty))
-		bottomMax = math.Max(bottomMax, addLines(bottom, s.Goodput, c.Step, sty))
+		r, col := i/cols, i%cols
+		// Numbers on the left column's y axis and on the lowest panel of
+		// each column's x axis only: the scales are shared.
+		bottom := i+cols >= len(c.Series)
+		plots[r][col] = newPanel(c, i, s, xmax, ymax, capacity, inc, hasInc, col == 0, bottom)
 	}
-	setYMax(top, topMax)
-	setYMax(bottom, bottomMax)
-	if hasInc {
-		inc.label = true
-		top.plotters = append([]plot.Plotter{inc}, top.plotters...)
-		inc.label = false
-		bottom.plotters = append([]plot.Plotter{inc}, bottom.plotters...)
+	area := draw.Crop(dc, margin, -margin, margin, -(margin + headH + keyH))
+	tiles := draw.Tiles{Rows: rows, Cols: cols, PadX: panelGapX, PadY: panelGapY, PadBottom: xAxisHeight}
+	canvases := plot.Align(plots, tiles, area)
+	nameSty := style(bold, panelSize, color.Black)
+	nameSty.XAlign, nameSty.YAlign = draw.XCenter, draw.YBottom
+	for i, s := range c.Series {
+		r, col := i/cols, i%cols
+		p, tile := plots[r][col], canvases[r][col]
+		p.Draw(tile)
+		// The panel's name, centered over its data: plot's own title would
+		// be centered over the tile, whose y axis numbers shift it.
+		data := p.DataCanvas(tile)
+		name := s.Name
+		if name == "" {
+			name = "series " + strconv.Itoa(i+1)
+		}
+		name = fit(nameSty, name, tile.Max.X-tile.Min.X)
+		dc.FillText(nameSty, vg.Point{X: (data.Min.X + data.Max.X) / 2, Y: data.Max.Y + 4}, name)
 	}
-	if capacity > 0 {
-		top.plotters = append(top.plotters, capacityLine(capacity))
-	}
-	top.finish()
-	bottom.finish()
-
-	area := draw.Crop(dc, margin, -margin, margin+leg.height+legendGap, -(margin + titleH))
-	tiles := draw.Tiles{Rows: 2, Cols: 1, PadY: panelGap}
-	cs := plot.Align([][]*plot.Plot{{top.p}, {bottom.p}}, tiles, area)
-	top.p.Draw(cs[0][0])
-	bottom.p.Draw(cs[1][0])
-
-	data := bottom.p.DataCanvas(cs[1][0])
-	leg.draw(dc, c.Series, names, data.Min.X, data.Max.X, margin+leg.height)
 	return canvas
 }
 
-// panel is one of the two stacked plots under construction.
-type panel struct {
-	p        *plot.Plot
-	plotters []plot.Plotter
-}
-
-func newPanel(title, ylabel string, showX bool, xmax float64) *panel {
+// newPanel makes the plot of series i.
+func newPanel(c Chart, i int, s Series, xmax, ymax, capacity float64, inc incident, hasInc, yNumbers, xNumbers bool) *plot.Plot {
 	p := plot.New()
-	p.Title.Text = title
-	p.Title.TextStyle = style(bold, panelSize, color.Black)
-	p.Title.TextStyle.XAlign = draw.XCenter
-	p.Title.TextStyle.YAlign = draw.YTop
+	// Room for the panel's name, which render draws over the data.
+	p.Title.TextStyle = style(bold, panelSize, color.Transparent)
 	p.Title.Padding = vg.Length(4)
+	p.Title.Text = "Mg"
 
 	for _, ax := range []*plot.Axis{&p.X, &p.Y} {
 		ax.Label.TextStyle.Font = font.From(sans, labelSize)
 		ax.Tick.Label.Font = font.From(sans, tickSize)
-		ax.Color = color.Gray{Y: 0x40}
-		ax.Tick.Color = color.Gray{Y: 0x40}
-		ax.Tick.Marker = niceTicks{}
+		ax.Color = color.Gray{Y: 0x60}
+		ax.Tick.Color = color.Gray{Y: 0x60}
+		ax.Tick.Length = vg.Length(3)
+		ax.Padding = 0
 	}
 	p.X.Min, p.X.Max = 0, xmax
-	p.Y.Min = 0
-	p.Y.Label.Text = ylabel
-	p.Y.Label.Padding = vg.Length(4)
-	if showX {
-		p.X.Label.Text = "time (s)"
+	p.Y.Min, p.Y.Max = 0, ymax
+	p.X.Tick.Marker = wholeTicks{unit: " s", target: 4}
+	p.Y.Tick.Marker = wholeTicks{unit: "/s", target: 3}
+	if !xNumbers {
+		p.X.Tick.Marker = unlabeled{p.X.Tick.Marker}
 	} else {
-		// Shared time axis: tick marks only, numbers on the lower panel.
-		p.X.Tick.Marker = unlabeled{niceTicks{}}
+		p.X.Label.Text = "time"
+	}
+	if !yNumbers {
+		p.Y.Tick.Marker = unlabeled{p.Y.Tick.Marker}
 	}
 
 	grid := plotter.NewGrid()
-	grid.Vertical.Color = gridColor
-	grid.Horizontal.Color = gridColor
-	grid.Vertical.Width = vg.Points(0.6)
-	grid.Horizontal.Width = vg.Points(0.6)
-	return &panel{p: p, plotters: []plot.Plotter{grid}}
-}
-
-// finish adds the collected plotters to the plot. Plotters are added only
-// now and not through Plot.Add earlier so that the axis ranges set by hand
-// are final and no NaN can leak into them.
-func (pn *panel) finish() {
-	r := pn.p.X
-	ry := pn.p.Y
-	pn.p.Add(pn.plotters...)
-	pn.p.X.Min, pn.p.X.Max = r.Min, r.Max
-	pn.p.Y.Min, pn.p.Y.Max = ry.Min, ry.Max
-}
-
-func setYMax(pn *panel, m float64) {
-	if !(m > 0) {
-		m = 1
+	grid.Vertical.Color, grid.Horizontal.Color = gridColor, gridColor
+	grid.Vertical.Width, grid.Horizontal.Width = vg.Points(0.5), vg.Points(0.5)
+	plotters := []plot.Plotter{grid}
+	if hasInc {
+		inc.label = i == 0
+		plotters = append(plotters, inc)
 	}
-	pn.p.Y.Max = m * headroom
-	if math.IsInf(pn.p.Y.Max, 0) {
-		pn.p.Y.Max = m
+	if capacity > 0 {
+		plotters = append(plotters, capacityLine(capacity))
+	}
+	plotters = append(plotters, lines(s.Offered, c.Step, offeredStyle)...)
+	plotters = append(plotters, lines(s.Goodput, c.Step, goodputStyle)...)
+	p.Add(plotters...)
+	// Add widens the axes to the data; the scales are the chart's.
+	p.X.Min, p.X.Max = 0, xmax
+	p.Y.Min, p.Y.Max = 0, ymax
+	return p
+}
+
+// drawKey draws, centered on a line at height y, what the lines and shades
+// of the panels mean.
+func drawKey(dc draw.Canvas, sty text.Style, y vg.Length, capacity, incident bool) {
+	type entry struct {
+		line  *draw.LineStyle
+		shade bool
+		label string
+	}
+	entries := []entry{
+		{line: &offeredStyle, label: "attempts sent, retries included"},
+		{line: &goodputStyle, label: "requests that succeeded"},
+	}
+	if capacity {
+		entries = append(entries, entry{line: &capacityStyle, label: "server capacity"})
+	}
+	if incident {
+		entries = append(entries, entry{shade: true, label: "incident"})
+	}
+	var width vg.Length
+	for i, e := range entries {
+		if i > 0 {
+			width += keyGap
+		}
+		width += keyThumb + 4 + sty.Width(e.label)
+	}
+	x := max(margin, (canvasWidth-width)/2)
+	for _, e := range entries {
+		if e.shade {
+			r := vg.Rectangle{Min: vg.Point{X: x, Y: y - 5}, Max: vg.Point{X: x + keyThumb, Y: y + 5}}
+			dc.SetColor(shadeColor)
+			dc.Fill(r.Path())
+		} else {
+			dc.StrokeLine2(*e.line, x, y, x+keyThumb, y)
+		}
+		x += keyThumb + 4
+		dc.FillText(sty, vg.Point{X: x, Y: y}, e.label)
+		x += sty.Width(e.label) + keyGap
 	}
 }
 
-// addLines adds the values of one series to a panel as lines, one per run of
-// finite values (a NaN or Inf leaves a gap), each point at the middle of its
-// step. A run of a single value is drawn as a short level line across its
-// step so it stays visible. It returns the largest value added, 0 if none.
-func addLines(pn *panel, vals []float64, step float64, sty draw.LineStyle) float64 {
+// highest returns the largest finite value of vals, 0 if none.
+func highest(vals []float64) float64 {
 	hi := 0.0
+	for _, v := range vals {
+		if !math.IsInf(v, 0) && v > hi {
+			hi = v
+		}
+	}
+	return hi
+}
+
+// niceMax rounds m up to a whole number that a tick falls on, so that the
+// top of the y axis is labelled; at least 1.
+func niceMax(m float64) float64 {
+	if !(m > 1) || math.IsInf(m, 0) {
+		if math.IsInf(m, 1) {
+			return math.MaxFloat64
+		}
+		return 1
+	}
+	step := niceStep(m / 3)
+	return math.Ceil(m/step) * step
+}
+
+// niceStep returns the whole number of the form 1, 2 or 5 times a power of
+// ten nearest above raw, at least 1.
+func niceStep(raw float64) float64 {
+	if !(raw > 1) {
+		return 1
+	}
+	mag := math.Pow(10, math.Floor(math.Log10(raw)))
+	for _, m := range []float64{1, 2, 5} {
+		if m*mag >= raw {
+			return m * mag
+		}
+	}
+	return 10 * mag
+}
+
+// lines returns the values of one series as lines, one per run of finite
+// values (a NaN or Inf leaves a gap), each point at the middle of its step.
+// A run of a single value is drawn as a short level line across its step so
+// it stays visible.
+func lines(vals []float64, step float64, sty draw.LineStyle) []plot.Plotter {
+	var out []plot.Plotter
 	var run plotter.XYs
 	flush := func() {
 		switch len(run) {
@@ -336,7 +403,7 @@ func addLines(pn *panel, vals []float64, step float64, sty draw.LineStyle) float
 			x, y := run[0].X, run[0].Y
 			run = plotter.XYs{{X: x - step/2, Y: y}, {X: x + step/2, Y: y}}
 		}
-		pn.plotters = append(pn.plotters, &plotter.Line{XYs: run, LineStyle: sty})
+		out = append(out, &plotter.Line{XYs: run, LineStyle: sty})
 		run = nil
 	}
 	for i, v := range vals {
@@ -344,39 +411,25 @@ func addLines(pn *panel, vals []float64, step float64, sty draw.LineStyle) float
 			flush()
 			continue
 		}
-		hi = math.Max(hi, v)
 		run = append(run, plotter.XY{X: (float64(i) + 0.5) * step, Y: v})
 	}
 	flush()
-	return hi
+	return out
 }
 
-// niceTicks is a Ticker that puts at most about seven labeled ticks at round
-// numbers (1, 2, 2.5 or 5 times a power of ten), so axes read at a glance:
-// every 10 s on a minute of time, every 1000 on a load of 4000/s.
-type niceTicks struct{}
+// wholeTicks puts about target ticks at whole numbers (1, 2 or 5 times a
+// power of ten apart), labelled with their unit: "20 s", "2000/s".
+type wholeTicks struct {
+	unit   string
+	target int
+}
 
-func (niceTicks) Ticks(lo, hi float64) []plot.Tick {
+func (t wholeTicks) Ticks(lo, hi float64) []plot.Tick {
 	span := hi - lo
-	if !(span > 0) || math.IsInf(span, 0) || math.IsInf(lo, 0) || math.IsInf(hi, 0) {
-		return plot.DefaultTicks{}.Ticks(lo, hi)
+	if !(span > 0) || math.IsInf(span, 0) || span > 1e15 {
+		return nil
 	}
-	raw := span / 6
-	mag := math.Pow(10, math.Floor(math.Log10(raw)))
-	step := 10 * mag
-	for _, m := range []float64{1, 2, 2.5, 5} {
-		if m*mag >= raw {
-			step = m * mag
-			break
-		}
-	}
-	if !(step > 0) || math.IsInf(step, 0) {
-		return plot.DefaultTicks{}.Ticks(lo, hi)
-	}
-	decimals := max(0, -int(math.Floor(math.Log10(step)+1e-9)))
-	if r := step / math.Pow(10, math.Floor(math.Log10(step)+1e-9)); math.Abs(r-2.5) < 1e-9 {
-		decimals++ // 2.5, 0.25, ...: one more digit than the power of ten
-	}
+	step := niceStep(span / float64(max(t.target, 1)))
 	var ticks []plot.Tick
 	first := math.Ceil(lo/step-1e-9) * step
 	for i := range 50 {
@@ -384,12 +437,9 @@ func (niceTicks) Ticks(lo, hi float64) []plot.Tick {
 		if v > hi+step*1e-9 {
 			break
 		}
-		label := strconv.FormatFloat(v+0, 'f', decimals, 64)
-		if math.Abs(v) >= 1e7 {
-			label = strconv.FormatFloat(v, 'g', 4, 64)
-		}
-		if label == "-0" {
-			label = "0"
+		label := strconv.FormatFloat(v+0, 'f', 0, 64)
+		if label != "0" {
+			label += t.unit
 		}
 		ticks = append(ticks, plot.Tick{Value: v, Label: label})
 	}
@@ -440,7 +490,7 @@ func (in incident) Plot(c draw.Canvas, p *plot.Plot) {
 		sty := style(sans, noteSize, noteColor)
 		sty.XAlign = draw.XCenter
 		sty.YAlign = draw.YTop
-		c.FillText(sty, vg.Point{X: (x0 + x1) / 2, Y: c.Max.Y - 3*vg.Points(1)}, "incident")
+		c.FillText(sty, vg.Point{X: (x0 + x1) / 2, Y: c.Max.Y - 2}, "incident")
 	}
 }
 
@@ -450,70 +500,28 @@ type capacityLine float64
 func (cl capacityLine) Plot(c draw.Canvas, p *plot.Plot) {
 	_, trY := p.Transforms(&c)
 	y := trY(float64(cl))
-	c.StrokeLine2(draw.LineStyle{
-		Color:  capacityColor,
-		Width:  vg.Points(1),
-		Dashes: pts(5, 3),
-	}, c.Min.X, y, c.Max.X, y)
-	sty := style(sans, noteSize, capacityColor)
-	sty.XAlign = draw.XRight
-	sty.YAlign = draw.YBottom
-	label := "capacity " + strconv.FormatFloat(float64(cl), 'f', -1, 64) + "/s"
-	c.FillText(sty, vg.Point{X: c.Max.X - 3*vg.Points(1), Y: y + 2*vg.Points(1)}, label)
+	c.StrokeLine2(capacityStyle, c.Min.X, y, c.Max.X, y)
 }
 
-// legend is a grid of entries below the panels, filled column by column.
-type legend struct {
-	sty          text.Style
-	cols, rows   int
-	colW, rowH   vg.Length
-	height       vg.Length
-	maxTextWidth vg.Length
-}
-
-// layoutLegend chooses as many columns as fit in avail.
-func layoutLegend(names []string, avail vg.Length) legend {
-	l := legend{sty: style(sans, legendSize, color.Black)}
-	l.sty.YAlign = draw.YCenter
-	for _, n := range names {
-		l.maxTextWidth = max(l.maxTextWidth, l.sty.Width(n))
+// wrap breaks s into lines at most w wide, at spaces; a word wider than w
+// is shortened with an ellipsis. "" gives no lines.
+func wrap(sty text.Style, s string, w vg.Length) []string {
+	var lines []string
+	line := ""
+	for _, word := range strings.Fields(s) {
+		if line != "" && sty.Width(line+" "+word) <= w {
+			line += " " + word
+			continue
+		}
+		if line != "" {
+			lines = append(lines, line)
+		}
+		line = fit(sty, word, w)
 	}
-	// Leave room for the y axis labels on the left of the data area.
-	avail -= vg.Length(50)
-	maxText := avail - thumbWidth - thumbGap
-	l.maxTextWidth = min(l.maxTextWidth, maxText)
-	l.colW = thumbWidth + thumbGap + l.maxTextWidth
-	l.cols = int((avail + legendColSp) / (l.colW + legendColSp))
-	l.cols = max(1, min(l.cols, len(names)))
-	l.rows = (len(names) + l.cols - 1) / l.cols
-	// Balance the columns: 9 entries in 3 columns of 3 rather than 4+4+1.
-	l.cols = (len(names) + l.rows - 1) / l.rows
-	ext := l.sty.FontExtents()
-	l.rowH = ext.Ascent + ext.Descent + legendRowSp
-	l.height = vg.Length(l.rows)*l.rowH + 6*vg.Points(1)
-	return l
-}
-
-// draw draws the legend centered between left and right, its top at topY.
-func (l legend) draw(dc draw.Canvas, series []Series, names []string, left, right, topY vg.Length) {
-	width := vg.Length(l.cols)*l.colW + vg.Length(l.cols-1)*legendColSp
-	x0 := max(margin, (left+right)/2-width/2)
-	if x0+width > canvasWidth-margin {
-		x0 = max(margin, canvasWidth-margin-width)
+	if line != "" {
+		lines = append(lines, line)
 	}
-	frame := vg.Rectangle{
-		Min: vg.Point{X: x0 - 6*vg.Points(1), Y: topY - l.height},
-		Max: vg.Point{X: x0 + width + 6*vg.Points(1), Y: topY},
-	}
-	dc.StrokeLines(draw.LineStyle{Color: frameColor, Width: vg.Points(0.5)},
-		[]vg.Point{frame.Min, {X: frame.Max.X, Y: frame.Min.Y}, frame.Max, {X: frame.Min.X, Y: frame.Max.Y}, frame.Min})
-	for i := range series {
-		col, row := i/l.rows, i%l.rows
-		x := x0 + vg.Length(col)*(l.colW+legendColSp)
-		y := topY - 3*vg.Points(1) - (vg.Length(row)+0.5)*l.rowH
-		dc.StrokeLine2(lineStyle(i), x, y, x+thumbWidth, y)
-		dc.FillText(l.sty, vg.Point{X: x + thumbWidth + thumbGap, Y: y}, fit(l.sty, names[i], l.maxTextWidth))
-	}
+	return lines
 }
 
 // fit shortens s with an ellipsis until it is at most w wide.

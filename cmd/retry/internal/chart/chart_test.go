@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -145,32 +146,80 @@ func pixels(t *testing.T, length string) float64 {
 	return 0
 }
 
+// The chart is one panel per series, named, under a title and a key; its
+// ticks are whole numbers with units. Series that coincide (here three
+// identical ones) still each get a panel of their own.
 func TestWriteSVG(t *testing.T) {
 	c := sampleChart()
+	c.Subtitle = "100 clients send 1000 req/s; one panel per retry policy"
+	twin := c.Series[1]
+	for _, name := range []string{"Twin A", "Twin B"} {
+		twin.Name = name
+		c.Series = append(c.Series, twin)
+	}
 	svg := renderSVG(t, c)
 	width, height, texts := svgDoc(t, svg)
 
 	if w := pixels(t, width); math.Abs(w-800) > 20 {
 		t.Errorf("width = %q = %.0f px, want about 800 px", width, w)
 	}
+	// 11 series: four rows of three panels.
 	if h := pixels(t, height); h < 600 || h > 1000 {
-		t.Errorf("height = %q = %.0f px, want two readable panels (600-1000 px)", height, h)
+		t.Errorf("height = %q = %.0f px, want four rows of readable panels (600-1000 px)", height, h)
 	}
-
-	want := []string{c.Title, "time (s)", "attempts/s", "successes/s", "incident", "capacity 1500/s"}
-	for _, s := range c.Series {
-		want = append(want, s.Name)
+	count := make(map[string]int)
+	for _, tx := range texts {
+		count[tx]++
 	}
+	want := []string{c.Title, c.Subtitle, "attempts sent, retries included", "requests that succeeded", "server capacity", "incident"}
 	for _, w := range want {
-		found := false
-		for _, tx := range texts {
-			if tx == w {
-				found = true
-				break
+		if count[w] == 0 {
+			t.Errorf("SVG has no text %q", w)
+		}
+	}
+	for _, s := range c.Series {
+		if count[s.Name] != 1 {
+			t.Errorf("series %q is named %d times, want once: one panel each", s.Name, count[s.Name])
+		}
+	}
+	tick := regexp.MustCompile(`^[0-9][0-9.,]*( s|/s)?$`)
+	whole := regexp.MustCompile(`^(0|[1-9][0-9]*( s|/s))$`)
+	units := make(map[string]bool)
+	for _, tx := range texts {
+		if !tick.MatchString(tx) {
+			continue
+		}
+		if !whole.MatchString(tx) {
+			t.Errorf("tick %q is not a whole number with its unit", tx)
+		}
+		if len(tx) > 2 {
+			units[tx[len(tx)-2:]] = true
+		}
+	}
+	if !units[" s"] || !units["/s"] {
+		t.Errorf("ticks with units %v, want seconds and per second", units)
+	}
+}
+
+// Ticks are whole numbers, a few per axis, for spans small and large.
+func TestWholeTicks(t *testing.T) {
+	for _, span := range []float64{0.5, 1, 1.5, 7, 60, 61, 1500, 15000, 3.3e6} {
+		ticks := wholeTicks{unit: "/s", target: 3}.Ticks(0, span)
+		if len(ticks) < 1 || len(ticks) > 7 {
+			t.Errorf("span %v: %d ticks", span, len(ticks))
+		}
+		for _, tk := range ticks {
+			if tk.Value != math.Trunc(tk.Value) || tk.Value < 0 || tk.Value > span {
+				t.Errorf("span %v: tick at %v", span, tk.Value)
+			}
+			if want := strconv.FormatFloat(tk.Value, 'f', 0, 64) + "/s"; tk.Value != 0 && tk.Label != want {
+				t.Errorf("span %v: label %q, want %q", span, tk.Label, want)
 			}
 		}
-		if !found {
-			t.Errorf("SVG has no text %q", w)
+		top := niceMax(span)
+		ticks = wholeTicks{target: 3}.Ticks(0, top)
+		if top < span || ticks[len(ticks)-1].Value != top {
+			t.Errorf("niceMax(%v) = %v: no tick at the top of the axis", span, top)
 		}
 	}
 }
@@ -232,13 +281,22 @@ func TestWriteSVGOddData(t *testing.T) {
 }
 
 // TestSample writes the sample chart to the file named by CHART_SAMPLE, for
-// looking at: CHART_SAMPLE=/tmp/chart-sample.svg go test -run Sample.
+// looking at: CHART_SAMPLE=/tmp/chart-sample.svg go test -run Sample (or
+// .png).
 func TestSample(t *testing.T) {
 	path := os.Getenv("CHART_SAMPLE")
 	if path == "" {
 		t.Skip("set CHART_SAMPLE to a file name to write the sample chart")
 	}
-	if err := os.WriteFile(path, renderSVG(t, sampleChart()), 0o644); err != nil {
+	data := renderSVG(t, sampleChart())
+	if strings.HasSuffix(path, ".png") {
+		var b bytes.Buffer
+		if err := WritePNG(&b, sampleChart()); err != nil {
+			t.Fatal(err)
+		}
+		data = b.Bytes()
+	}
+	if err := os.WriteFile(path, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
 }
