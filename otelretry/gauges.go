@@ -30,21 +30,29 @@ type namedBudget struct {
 	b    *retry.Budget
 }
 
+type namedStrategy struct {
+	name string
+	s    retry.Strategy
+}
+
 // gauges are the sources of the observable gauges.
 type gauges struct {
-	strategies []retry.Strategy
+	strategies []namedStrategy
 	quotas     []namedQuota
 	budgets    []namedBudget
 }
 
-// WithStrategy observes s's state per scope, for every scope the
-// instrumentation has seen (OtherScope excepted: its scopes have no one value):
-// the tokens left in its quota (retry.client.quota.available) if it has
-// Available(scope) as *retry.Standard and *retry.Adaptive do, and the send
-// rate its limiter allows (retry.client.send_rate) while it is limiting, if
-// it has Rate(scope) as *retry.Adaptive does.
-func WithStrategy(s retry.Strategy) Option {
-	return func(c *config) { c.gauges.strategies = append(c.gauges.strategies, s) }
+// WithStrategy observes s's state, with retry.strategy = name, in every
+// scope the instrumentation has seen (OtherScope excepted: its scopes have
+// no one value): the tokens left in its quota (retry.client.quota.available)
+// if it has Available(scope) as *retry.Standard and *retry.Adaptive do and a
+// quota, and the send rate its limiter allows (retry.client.send_rate) while
+// it is limiting, if it has Rate(scope) as *retry.Adaptive does. Each
+// strategy is observed in every scope seen, since the hooks of a call are
+// not told its strategy: an instrumentation per strategy keeps the gauges
+// to the scopes each one serves.
+func WithStrategy(name string, s retry.Strategy) Option {
+	return func(c *config) { c.gauges.strategies = append(c.gauges.strategies, namedStrategy{name, s}) }
 }
 
 // WithQuota observes the tokens q holds (retry.client.quota.available), with
@@ -94,15 +102,15 @@ func (g *gauges) observe(o metric.Observer, t *scopes, quota, budget metric.Int6
 		return
 	}
 	for name, s := range t.all() {
-		attrs := metric.WithAttributeSet(attribute.NewSet(s.attr))
 		for _, st := range g.strategies {
-			if sq, ok := st.(scopedQuota); ok {
+			attrs := metric.WithAttributeSet(attribute.NewSet(s.attr, keyStrategy.String(st.name)))
+			if sq, ok := st.s.(scopedQuota); ok {
 				// math.MaxInt is "no quota" (an Adaptive without one).
 				if n := sq.Available(name); n != math.MaxInt {
 					o.ObserveInt64(quota, int64(n), attrs)
 				}
 			}
-			if sr, ok := st.(sendRate); ok {
+			if sr, ok := st.s.(sendRate); ok {
 				if r, limiting := sr.Rate(name); limiting {
 					o.ObserveFloat64(rate, r, attrs)
 				}

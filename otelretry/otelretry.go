@@ -30,6 +30,7 @@ const (
 	keyError      = attribute.Key("retry.error")
 	keyQuota      = attribute.Key("retry.quota")
 	keyBudget     = attribute.Key("retry.budget")
+	keyStrategy   = attribute.Key("retry.strategy")
 
 	// keyResendCount is the HTTP semantic conventions' attribute of a resent
 	// request; keyPreviousAttempts and keyTransparent are those of gRPC's

@@ -1,0 +1,69 @@
+package otelretry_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/otelretry"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
+)
+
+// BenchmarkDo measures what the instrumentation adds to a call: none is the
+// call without it, noop with the API's no-op providers, empty-trace with a
+// retry.Trace without hooks (what any option that is not zero costs the
+// loop), sdk with the SDK (every span recorded, metrics to a manual
+// reader) and a recording caller's span. success is a call that succeeds at once; retry one whose
+// first attempt fails (no wait), so that retry - success is the cost of an
+// attempt that fails and is retried.
+func BenchmarkDo(b *testing.B) {
+	r := newRig(b)
+	noop := otelretry.New(otelretry.WithTracerProvider(tracenoop.NewTracerProvider()),
+		otelretry.WithMeterProvider(metricnoop.NewMeterProvider()))
+	tp := sdktrace.NewTracerProvider() // records every span, exports none
+	defer func() { _ = tp.Shutdown(context.Background()) }()
+	sdk := otelretry.New(otelretry.WithTracerProvider(tp), otelretry.WithMeterProvider(r.mp))
+	ctx, span := tp.Tracer("bench").Start(context.Background(), "caller")
+	defer span.End()
+	ok := func(context.Context) error { return nil }
+	for _, c := range []struct {
+		name string
+		opt  retry.Option
+	}{
+		{"none", retry.Option{}},
+		{"noop", noop.Option()},
+		{"empty-trace", retry.WithTrace(&retry.Trace{})}, // the general loop, without instrumentation
+		{"sdk", sdk.Option()},
+	} {
+		b.Run(c.name+"/success", func(b *testing.B) {
+			s := retry.NewStandard(retry.StandardOptions{})
+			opts := []retry.Option{retry.Scope("svc"), c.opt}
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := retry.Do(ctx, s, ok, opts...); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(c.name+"/retry", func(b *testing.B) {
+			s := &retry.Simple{Backoff: retry.Constant(0)}
+			opts := []retry.Option{retry.Scope("svc"), c.opt}
+			fail := retry.Transient(errBoom)
+			b.ReportAllocs()
+			for b.Loop() {
+				n := 0
+				err := retry.Do(ctx, s, func(context.Context) error {
+					if n++; n == 1 {
+						return fail
+					}
+					return nil
+				}, opts...)
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
