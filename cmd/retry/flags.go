@@ -1,0 +1,100 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/retrykit/retry"
+)
+
+// usageError prints msg and a pointer to the command's help, and
+// returns the exit status of a usage error.
+func usageError(w io.Writer, cmd, msg string) int {
+	fmt.Fprintf(w, "retry %s: %s\n", cmd, msg)
+	fmt.Fprintf(w, "Run \"retry %s -h\" for usage.\n", cmd)
+	return 2
+}
+
+// exitCodes is the --on-exit list: the exit statuses that are retried.
+type exitCodes []int
+
+// retries reports whether status is retried: any non-zero status if the list
+// was not given.
+func (c exitCodes) retries(status int) bool {
+	if c == nil {
+		return status != 0
+	}
+	return slices.Contains(c, status)
+}
+
+func (c *exitCodes) String() string {
+	if c == nil || *c == nil {
+		return "any non-zero status"
+	}
+	s := make([]string, len(*c))
+	for i, code := range *c {
+		s[i] = strconv.Itoa(code)
+	}
+	return strings.Join(s, ",")
+}
+
+// Set adds comma-separated statuses, each from 1 to 255.
+func (c *exitCodes) Set(v string) error {
+	for field := range strings.SplitSeq(v, ",") {
+		code, err := strconv.Atoi(strings.TrimSpace(field))
+		if err != nil || code < 1 || code > 255 {
+			return fmt.Errorf("want exit statuses from 1 to 255 separated by commas, such as 1,75; %q is not one", field)
+		}
+		*c = append(*c, code)
+	}
+	return nil
+}
+
+// durationValue is a duration flag that also takes a number of seconds.
+type durationValue struct{ d *time.Duration }
+
+func (v durationValue) String() string {
+	if v.d == nil {
+		return ""
+	}
+	return v.d.String()
+}
+
+func (v durationValue) Set(s string) error {
+	if d, err := time.ParseDuration(s); err == nil {
+		*v.d = d
+		return nil
+	}
+	secs, err := strconv.ParseFloat(s, 64)
+	if err != nil || math.IsNaN(secs) || math.Abs(secs) > math.MaxInt64/float64(time.Second) {
+		return errors.New("want a duration such as 250ms, 1.5s or 2m, or a number of seconds")
+	}
+	*v.d = time.Duration(secs * float64(time.Second))
+	return nil
+}
+
+// jitterValue is the --jitter flag.
+type jitterValue struct{ j *retry.Jitter }
+
+func (v jitterValue) String() string {
+	if v.j == nil {
+		return ""
+	}
+	return v.j.String()
+}
+
+func (v jitterValue) Set(s string) error {
+	for _, j := range []retry.Jitter{retry.NoJitter, retry.FullJitter, retry.EqualJitter, retry.DecorrelatedJitter} {
+		if s == j.String() {
+			*v.j = j
+			return nil
+		}
+	}
+	return errors.New("want none, full, equal or decorrelated")
+}

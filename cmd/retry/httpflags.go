@@ -1,0 +1,207 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// parseHTTPFlags reads the flags, before and after the URL. It returns ok
+// false with the exit status when there is nothing to send: 0 after -h, 2
+// after a usage error.
+func parseHTTPFlags(args []string, std stdio) (httpConfig, int, bool) {
+	c := httpConfig{attempts: 3, delay: 100 * time.Millisecond, maxDelay: 10 * time.Second}
+	fs := flag.NewFlagSet("retry http", flag.ContinueOnError)
+	fs.SetOutput(io.Discard) // -h prints the usage to stdout, errors a hint
+	fs.StringVar(&c.method, "X", "", "")
+	fs.Var(&c.headers, "H", "")
+	fs.Var(&c.data, "d", "")
+	fs.IntVar(&c.attempts, "attempts", c.attempts, "")
+	fs.Var(durationValue{&c.timeout}, "timeout", "")
+	fs.Var(durationValue{&c.delay}, "delay", "")
+	fs.Var(durationValue{&c.maxDelay}, "max-delay", "")
+	fs.Var(durationValue{&c.attTime}, "attempt-timeout", "")
+	fs.BoolVar(&c.idemKey, "idempotency-key", false, "")
+	for _, name := range []string{"v", "verbose"} {
+		fs.BoolVar(&c.verbose, name, false, "")
+	}
+	for _, name := range []string{"o", "output"} {
+		fs.StringVar(&c.output, name, "", "")
+	}
+	for _, name := range []string{"f", "fail"} {
+		fs.BoolVar(&c.fail, name, false, "")
+	}
+	for _, name := range []string{"A", "user-agent"} {
+		fs.StringVar(&c.agent, name, "", "")
+	}
+	for _, name := range []string{"u", "user"} {
+		fs.StringVar(&c.user, name, "", "")
+	}
+	for _, name := range []string{"w", "write-out"} {
+		fs.StringVar(&c.writeOut, name, "", "")
+	}
+	for _, name := range []string{"i", "include"} {
+		fs.BoolVar(&c.include, name, false, "")
+	}
+	for _, name := range []string{"s", "silent"} {
+		fs.BoolVar(&c.silent, name, false, "")
+	}
+	for _, name := range []string{"S", "show-error"} {
+		fs.BoolVar(&c.showErr, name, false, "")
+	}
+	for _, name := range []string{"k", "insecure"} {
+		fs.BoolVar(&c.conn.insecure, name, false, "")
+	}
+	fs.StringVar(&c.conn.caFile, "cacert", "", "")
+	fs.Var(durationValue{&c.conn.connectTimeout}, "connect-timeout", "")
+	urls, err := parseInterspersed(fs, args)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(std.out, httpUsage)
+			return c, 0, false
+		}
+		return c, usageError(std.err, "http", err.Error()), false
+	}
+	if len(urls) == 1 {
+		c.url = urls[0]
+	}
+	if c.method == "" {
+		c.method = http.MethodGet
+		if c.data.set {
+			c.method = http.MethodPost
+		}
+	}
+	if msg := c.check(len(urls)); msg != "" {
+		return c, usageError(std.err, "http", msg), false
+	}
+	return c, 0, true
+}
+
+// parseInterspersed parses args with fs, letting flags and positional
+// arguments mix, and returns the positional ones. Everything after "--" is
+// positional.
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var positional []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return positional, nil
+		}
+		if n := len(args) - len(rest); n > 0 && args[n-1] == "--" {
+			return append(positional, rest...), nil
+		}
+		positional = append(positional, rest[0])
+		args = rest[1:]
+	}
+}
+
+// check returns what is wrong with c, given the number of URLs, or "".
+func (c *httpConfig) check(urls int) string {
+	switch {
+	case urls == 0:
+		return "no URL: retry http [flags] URL"
+	case urls > 1:
+		return "one URL at a time, please; quote a URL that contains & or ?"
+	case c.attempts < 1:
+		return "--attempts must be at least 1"
+	case c.timeout < 0:
+		return "--timeout must not be negative (0 means no limit)"
+	case c.user != "" && !strings.Contains(c.user, ":"):
+		return "-u wants USER:PASSWORD (retry does not prompt for a password)"
+	case c.delay < 0:
+		return "--delay must not be negative"
+	case c.maxDelay < 0:
+		return "--max-delay must not be negative (0 means no cap)"
+	case c.conn.connectTimeout < 0:
+		return "--connect-timeout must not be negative (0 means the system's)"
+	case c.attTime < 0:
+		return "--attempt-timeout must not be negative (0 means no limit)"
+	}
+	u, err := url.Parse(c.url)
+	switch {
+	case err != nil:
+		return fmt.Sprintf("bad URL %q: %v", c.url, errors.Unwrap(err))
+	case u.Scheme == "" || u.Host == "" && u.Scheme != "http" && u.Scheme != "https":
+		return fmt.Sprintf("URL %q has no scheme: did you mean http://%s or https://%s?", c.url, c.url, c.url)
+	case u.Scheme != "http" && u.Scheme != "https":
+		return fmt.Sprintf("URL %q: only http and https are supported", c.url)
+	case u.Host == "":
+		return fmt.Sprintf("URL %q has no host", c.url)
+	case !validPort(u.Port()):
+		return fmt.Sprintf("URL %q: the port must be a number from 1 to 65535", c.url)
+	}
+	return ""
+}
+
+// header is one -H flag.
+type header struct{ name, value string }
+
+// headerList is the -H flags, in order.
+type headerList []header
+
+func (l *headerList) String() string { return "" }
+
+// Set adds a header given as "Name: value".
+func (l *headerList) Set(v string) error {
+	name, value, ok := strings.Cut(v, ":")
+	name = strings.TrimSpace(name)
+	if !ok || !isToken(name) {
+		return fmt.Errorf("want a header as 'Name: value', not %q", v)
+	}
+	value = strings.TrimSpace(value)
+	// net/http refuses these only when the request is sent, as an error
+	// that reads like a failed attempt: say so while reading the flags.
+	if strings.ContainsFunc(value, func(r rune) bool { return r < ' ' && r != '\t' || r == 0x7f }) {
+		return fmt.Errorf("header %s: a value may not hold control characters such as a line break", name)
+	}
+	*l = append(*l, header{name, value})
+	return nil
+}
+
+// isToken reports whether s is an RFC 9110 token, as a header name must be.
+func isToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("!#$%&'*+-.^_`|~", r)) {
+			return false
+		}
+	}
+	return true
+}
+
+// dataValue is the -d flag.
+type dataValue struct {
+	arg string
+	set bool
+}
+
+func (d *dataValue) String() string { return d.arg }
+
+func (d *dataValue) Set(v string) error {
+	if d.set {
+		return errors.New("give the body once; for a long one use -d @FILE")
+	}
+	d.arg, d.set = v, true
+	return nil
+}
+
+// validPort reports whether p, the port of a URL, is absent or from 1 to
+// 65535: a dial would refuse any other only after the request was built.
+func validPort(p string) bool {
+	if p == "" {
+		return true
+	}
+	n, err := strconv.Atoi(p)
+	return err == nil && n >= 1 && n <= 65535
+}

@@ -1,0 +1,151 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/httpretry"
+)
+
+// writeBody copies the final response's body to stdout, or to the file -o
+// names, created only now that there is a body for it. ok is false, with
+// the exit status, if that failed.
+func (c *httpConfig) writeBody(ctx context.Context, std stdio, resp *http.Response, report httpretry.Report) (status int, ok bool) {
+	w := std.out
+	if c.output != "" {
+		f, err := os.Create(c.output)
+		if err != nil {
+			fmt.Fprintf(std.err, "retry: cannot write the body: %v\n", err)
+			return httpExitWrite, false
+		}
+		defer f.Close()
+		w = f
+	}
+	if c.include {
+		fmt.Fprintf(w, "%s %s\r\n", resp.Proto, resp.Status)
+		resp.Header.Write(w)
+		io.WriteString(w, "\r\n")
+	}
+	if _, err := io.Copy(w, resp.Body); err != nil {
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			fmt.Fprintf(std.err, "retry: cannot write the body: %v\n", err)
+			return httpExitWrite, false
+		}
+		return c.failed(ctx, std.err, "response body incomplete", err, report), false
+	}
+	return 0, true
+}
+
+// describeAttempt is the --verbose line for one attempt, such as
+// "retry: attempt 1: 503 Service Unavailable, retrying in 1.2s". The URL is
+// named when a redirect led away from first.
+func describeAttempt(a httpretry.Attempt, first string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "retry: attempt %d: ", a.N)
+	if u := a.Request.URL.String(); u != first {
+		fmt.Fprintf(&b, "%s %s: ", a.Request.Method, u)
+	}
+	if a.Response != nil {
+		b.WriteString(a.Response.Status)
+	} else {
+		fmt.Fprint(&b, a.Err)
+	}
+	if a.Retry {
+		fmt.Fprintf(&b, ", retrying in %s", roundDelay(a.Delay))
+	}
+	return b.String()
+}
+
+// failed reports a call that ended without a response (what is "no
+// response") or whose body could not be read, and returns the exit status.
+func (c *httpConfig) failed(ctx context.Context, w io.Writer, what string, err error, report httpretry.Report) int {
+	if sig, ok := interruptedBy(ctx); ok {
+		fmt.Fprintf(w, "retry: stopped by %s\n", signalName(sig))
+		return 128 + int(sig)
+	}
+	var (
+		ue *url.Error
+		re *retry.Error
+	)
+	if errors.As(err, &ue) {
+		err = ue.Err // the method and URL are known to the caller
+	}
+	attempts := plural(report.Attempts, "attempt")
+	status := transportExit(err)
+	switch {
+	case c.timeout > 0 && (errors.Is(err, context.DeadlineExceeded) || ue != nil && ue.Timeout()):
+		fmt.Fprintf(w, "retry: %s: --timeout %s expired (%s made)\n", what, c.timeout, attempts)
+	case errors.As(err, &re) && re.Err != nil:
+		fmt.Fprintf(w, "retry: %s after %s (%s): %v\n", what, attempts, trimReason(re.Reason), re.Err)
+	default:
+		fmt.Fprintf(w, "retry: %s after %s: %v\n", what, attempts, err)
+	}
+	return status
+}
+
+// transportExit is the exit status for a call that got no (whole) response
+// because of err: curl's where it has one, so that scripts written for curl
+// read it the same.
+func transportExit(err error) int {
+	var (
+		dns *net.DNSError
+		op  *net.OpError
+		te  interface{ Timeout() bool }
+	)
+	switch {
+	case errors.Is(err, context.DeadlineExceeded) || errors.As(err, &te) && te.Timeout():
+		return httpExitTimeout
+	case errors.As(err, &dns):
+		return httpExitResolve
+	case errors.As(err, &op) && op.Op == "dial":
+		return httpExitConnect
+	}
+	return httpExitNoResponse
+}
+
+// whyStopped explains why a final error response was not retried, or not
+// retried more.
+func (c *httpConfig) whyStopped(resp *http.Response, reason error) string {
+	switch {
+	case reason == nil && resp.StatusCode < 500:
+		return "a 4xx status other than 429 is not retried: the request itself needs fixing"
+	case reason == nil:
+		return "only 500, 502, 503 and 504 are retried"
+	case errors.Is(reason, retry.ErrNotRetryable) && !c.idempotent(resp.Request):
+		return fmt.Sprintf("a %s that reached the server is not repeated without an Idempotency-Key; "+
+			"add --idempotency-key if the server honours one", resp.Request.Method)
+	case errors.Is(reason, retry.ErrDeadline) && c.timeout > 0:
+		why := trimReason(reason) + ", --timeout " + c.timeout.String()
+		if ra := resp.Header.Get("Retry-After"); ra != "" {
+			why = "the server asked to wait (Retry-After: " + ra + "), but the " + why
+		}
+		return why
+	}
+	return trimReason(reason)
+}
+
+// idempotent reports whether req may be repeated as the Transport sees it:
+// by its method or its Idempotency-Key.
+func (c *httpConfig) idempotent(req *http.Request) bool {
+	methods := []string{http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete}
+	return slices.Contains(methods, req.Method) || req.Header.Get(httpretry.IdempotencyKeyHeader) != ""
+}
+
+// trimReason is a reason retrying stopped, without its package prefix.
+func trimReason(err error) string {
+	s := err.Error()
+	for _, prefix := range []string{"retry: ", "httpretry: "} {
+		s = strings.TrimPrefix(s, prefix)
+	}
+	return s
+}

@@ -1,0 +1,162 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"slices"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// runSignals stop "retry run": dispatch cancels the run's context on the
+// first of them. A terminal sends SIGINT for a Ctrl-C, SIGQUIT for a Ctrl-\
+// and SIGHUP when it hangs up.
+var runSignals = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT}
+
+// passOn reports whether sig, which retry received (or chose, for
+// --timeout), is to be sent to the command's process p. It is not if the
+// terminal has sent it to p already, which it can only with --foreground:
+// otherwise p's process group is its own, which the terminal never signals.
+//
+//   - A terminal sends SIGINT for a Ctrl-C (SIGQUIT for a Ctrl-\) to its
+//     foreground process group, which with --foreground holds retry and the
+//     command. Sent again, it would be a second Ctrl-C, which tools such as
+//     terraform and docker compose take as "abort now, skip the cleanup".
+//     So SIGINT and SIGQUIT are passed on only if retry and the command are
+//     not both in the foreground group of retry's terminal, or retry has
+//     none. (A "kill -INT" aimed at retry alone while it is in the
+//     foreground is not passed on either: --kill-after then ends the
+//     command.)
+//   - When a terminal hangs up, the kernel sends SIGHUP to the session
+//     leader alone, but a shell there passes it on to its jobs' process
+//     groups, and when the leader exits the kernel sends it to the
+//     foreground group: the command has it unless retry itself leads the
+//     session (see hungUpWith). A SIGHUP while the terminal is still there
+//     came from a kill, and is passed on.
+//   - SIGTERM is always passed on: terminals do not send it.
+func (r *runner) passOn(p *os.Process, sig syscall.Signal) bool {
+	switch sig {
+	case syscall.SIGINT, syscall.SIGQUIT:
+		return !inForeground(p.Pid)
+	case syscall.SIGHUP:
+		return !hungUpWith(p.Pid, r.hadTerminal)
+	}
+	return true
+}
+
+// exitOnSecondSignal arranges that once a first of runSignals has cancelled
+// ctx (dispatch then stops listening for them), a second one is passed on to
+// the command as the first was, and then ends retry with the signal's default
+// action, without waiting for the command any longer. It returns the
+// function that undoes it.
+func (r *runner) exitOnSecondSignal(ctx context.Context) (undo func()) {
+	var (
+		mu     sync.Mutex
+		undone bool
+		ch     = make(chan os.Signal, 1)
+		quit   = make(chan struct{})
+	)
+	sigs := catchable(runSignals...)
+	stopAfter := context.AfterFunc(ctx, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if undone || len(sigs) == 0 { // Notify with no signals relays all
+			return
+		}
+		signal.Notify(ch, sigs...)
+		go func() {
+			select {
+			case s := <-ch:
+				r.exitOn(s.(syscall.Signal))
+			case <-quit:
+			}
+		}()
+	})
+	return func() {
+		stopAfter()
+		mu.Lock()
+		undone = true
+		signal.Stop(ch)
+		mu.Unlock()
+		close(quit)
+	}
+}
+
+// exitOn passes a second signal, sig, on to the running command, as passOn
+// says, and ends retry with sig's default action.
+func (r *runner) exitOn(sig syscall.Signal) {
+	r.mu.Lock()
+	p := r.running
+	r.mu.Unlock()
+	if p != nil {
+		if r.passOn(p, sig) {
+			_ = r.signal(p, sig)
+		}
+		if !r.c.quiet {
+			fmt.Fprintf(r.std.err, "retry: second %s: not waiting for %s (pid %d) to exit\n", signalName(sig), r.c.argv[0], p.Pid)
+		}
+	}
+	if sig == syscall.SIGQUIT {
+		// Go's own action for SIGQUIT is a dump of every goroutine, which
+		// is retry's business, not the user's: end with its status instead.
+		os.Exit(128 + int(sig))
+	}
+	signal.Reset(sig)
+	if self, err := os.FindProcess(os.Getpid()); err == nil && self.Signal(sig) == nil {
+		time.Sleep(time.Second) // the default action ends retry before this
+	}
+	os.Exit(128 + int(sig)) // sig could not be sent (Windows)
+}
+
+// ignoredAtStart holds those of runSignals and stopSignals that retry was
+// started with ignored: SIGHUP under nohup, SIGINT for a command a shell
+// script runs in the background. It is read before anything listens for
+// signals: signal.Notify stops ignoring a signal, for retry and for the
+// commands it starts, which would undo nohup.
+var ignoredAtStart = func() map[os.Signal]bool {
+	m := make(map[os.Signal]bool)
+	for _, s := range append(slices.Clone(runSignals), stopSignals...) {
+		m[s] = signal.Ignored(s)
+	}
+	return m
+}()
+
+// catchable returns the signals in sigs that retry may listen for: those it
+// was not started with ignored, which stay ignored.
+func catchable(sigs ...os.Signal) []os.Signal {
+	var c []os.Signal
+	for _, s := range sigs {
+		if !ignoredAtStart[s] {
+			c = append(c, s)
+		}
+	}
+	return c
+}
+
+// stopSignal is the signal that ended ctx, one of runSignals, to be passed
+// on to the command; SIGTERM if ctx is still running (an attempt timed out).
+func stopSignal(ctx context.Context) syscall.Signal {
+	if s, ok := interruptedBy(ctx); ok {
+		return s
+	}
+	return syscall.SIGTERM
+}
+
+// interruptedBy reports the signal that cancelled ctx, the context of
+// signal.NotifyContext, whose cause names the signal. The cause stays after
+// NotifyContext's stop.
+func interruptedBy(ctx context.Context) (syscall.Signal, bool) {
+	if ctx.Err() == nil {
+		return 0, false
+	}
+	cause := context.Cause(ctx).Error()
+	for _, s := range runSignals {
+		if cause == s.String()+" signal received" {
+			return s.(syscall.Signal), true
+		}
+	}
+	return syscall.SIGTERM, true // cancelled some other way: say SIGTERM
+}
