@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"math"
@@ -19,6 +20,21 @@ func usageError(w io.Writer, cmd, msg string) int {
 	fmt.Fprintf(w, "retry %s: %s\n", cmd, msg)
 	fmt.Fprintf(w, "Run \"retry %s -h\" for usage.\n", cmd)
 	return 2
+}
+
+// boolFlag defines a boolean flag under each of names, a short and a long
+// one such as -v and --verbose, all setting *p, whose value is the default.
+func boolFlag(fs *flag.FlagSet, p *bool, names ...string) {
+	for _, name := range names {
+		fs.BoolVar(p, name, *p, "")
+	}
+}
+
+// stringFlag is boolFlag for a string flag, such as -o and --output.
+func stringFlag(fs *flag.FlagSet, p *string, names ...string) {
+	for _, name := range names {
+		fs.StringVar(p, name, *p, "")
+	}
 }
 
 // exitCodes is the --on-exit list: the exit statuses that are retried.

@@ -123,22 +123,13 @@ func httpCommand(ctx context.Context, args []string, std stdio) int {
 		return usageError(std.err, "http", err.Error())
 	}
 	defer cleanup()
-	if c.silent {
-		if c.showErr {
-			c.verbose = false // -sS: errors only
-		} else {
-			std.err = io.Discard
-		}
-	}
-
-	var report httpretry.Report
-	var wo writeOut
+	std = c.quieten(std)
+	var (
+		report httpretry.Report
+		wo     writeOut
+	)
 	if c.writeOut != "" {
-		begin := time.Now()
-		defer func() {
-			wo.retries, wo.total = max(report.Attempts-1, 0), time.Since(begin)
-			fmt.Fprint(std.out, wo.expand(c.writeOut))
-		}()
+		defer c.printWriteOut(std.out, &wo, &report, time.Now())
 	}
 	req = req.WithContext(httpretry.WithReport(req.Context(), &report))
 	base, err := c.conn.base()
@@ -153,21 +144,7 @@ func httpCommand(ctx context.Context, args []string, std stdio) int {
 	}
 	defer resp.Body.Close()
 	wo.code = resp.StatusCode
-	failed := resp.StatusCode >= 400
-	if !(failed && c.fail) {
-		if status, ok := c.writeBody(ctx, std, resp, report); !ok {
-			return status
-		}
-	}
-	if failed {
-		fmt.Fprintf(std.err, "retry: server answered %s after %s (%s)\n",
-			resp.Status, plural(report.Attempts, "attempt"), c.whyStopped(resp, report.Reason))
-		if c.fail {
-			return httpExitFail
-		}
-		return httpExitStatus
-	}
-	return httpExitOK
+	return c.answer(ctx, std, resp, report)
 }
 
 // transport returns the retrying transport, which reports every attempt on

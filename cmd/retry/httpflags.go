@@ -17,50 +17,7 @@ import (
 // after a usage error.
 func parseHTTPFlags(args []string, std stdio) (httpConfig, int, bool) {
 	c := httpConfig{attempts: 3, delay: 100 * time.Millisecond, maxDelay: 10 * time.Second}
-	fs := flag.NewFlagSet("retry http", flag.ContinueOnError)
-	fs.SetOutput(io.Discard) // -h prints the usage to stdout, errors a hint
-	fs.StringVar(&c.method, "X", "", "")
-	fs.Var(&c.headers, "H", "")
-	fs.Var(&c.data, "d", "")
-	fs.IntVar(&c.attempts, "attempts", c.attempts, "")
-	fs.Var(durationValue{&c.timeout}, "timeout", "")
-	fs.Var(durationValue{&c.delay}, "delay", "")
-	fs.Var(durationValue{&c.maxDelay}, "max-delay", "")
-	fs.Var(durationValue{&c.attTime}, "attempt-timeout", "")
-	fs.BoolVar(&c.idemKey, "idempotency-key", false, "")
-	for _, name := range []string{"v", "verbose"} {
-		fs.BoolVar(&c.verbose, name, false, "")
-	}
-	for _, name := range []string{"o", "output"} {
-		fs.StringVar(&c.output, name, "", "")
-	}
-	for _, name := range []string{"f", "fail"} {
-		fs.BoolVar(&c.fail, name, false, "")
-	}
-	for _, name := range []string{"A", "user-agent"} {
-		fs.StringVar(&c.agent, name, "", "")
-	}
-	for _, name := range []string{"u", "user"} {
-		fs.StringVar(&c.user, name, "", "")
-	}
-	for _, name := range []string{"w", "write-out"} {
-		fs.StringVar(&c.writeOut, name, "", "")
-	}
-	for _, name := range []string{"i", "include"} {
-		fs.BoolVar(&c.include, name, false, "")
-	}
-	for _, name := range []string{"s", "silent"} {
-		fs.BoolVar(&c.silent, name, false, "")
-	}
-	for _, name := range []string{"S", "show-error"} {
-		fs.BoolVar(&c.showErr, name, false, "")
-	}
-	for _, name := range []string{"k", "insecure"} {
-		fs.BoolVar(&c.conn.insecure, name, false, "")
-	}
-	fs.StringVar(&c.conn.caFile, "cacert", "", "")
-	fs.Var(durationValue{&c.conn.connectTimeout}, "connect-timeout", "")
-	urls, err := parseInterspersed(fs, args)
+	urls, err := parseInterspersed(c.flagSet(), args)
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprint(std.out, httpUsage)
@@ -81,6 +38,34 @@ func parseHTTPFlags(args []string, std stdio) (httpConfig, int, bool) {
 		return c, usageError(std.err, "http", msg), false
 	}
 	return c, 0, true
+}
+
+// flagSet returns the flags of "retry http", which set c's fields.
+func (c *httpConfig) flagSet() *flag.FlagSet {
+	fs := flag.NewFlagSet("retry http", flag.ContinueOnError)
+	fs.SetOutput(io.Discard) // -h prints the usage to stdout, errors a hint
+	fs.StringVar(&c.method, "X", "", "")
+	fs.Var(&c.headers, "H", "")
+	fs.Var(&c.data, "d", "")
+	fs.IntVar(&c.attempts, "attempts", c.attempts, "")
+	fs.Var(durationValue{&c.timeout}, "timeout", "")
+	fs.Var(durationValue{&c.delay}, "delay", "")
+	fs.Var(durationValue{&c.maxDelay}, "max-delay", "")
+	fs.Var(durationValue{&c.attTime}, "attempt-timeout", "")
+	fs.BoolVar(&c.idemKey, "idempotency-key", false, "")
+	boolFlag(fs, &c.verbose, "v", "verbose")
+	stringFlag(fs, &c.output, "o", "output")
+	boolFlag(fs, &c.fail, "f", "fail")
+	stringFlag(fs, &c.agent, "A", "user-agent")
+	stringFlag(fs, &c.user, "u", "user")
+	stringFlag(fs, &c.writeOut, "w", "write-out")
+	boolFlag(fs, &c.include, "i", "include")
+	boolFlag(fs, &c.silent, "s", "silent")
+	boolFlag(fs, &c.showErr, "S", "show-error")
+	boolFlag(fs, &c.conn.insecure, "k", "insecure")
+	fs.StringVar(&c.conn.caFile, "cacert", "", "")
+	fs.Var(durationValue{&c.conn.connectTimeout}, "connect-timeout", "")
+	return fs
 }
 
 // parseInterspersed parses args with fs, letting flags and positional

@@ -16,6 +16,39 @@ import (
 	"github.com/retrykit/retry/httpretry"
 )
 
+// quieten applies -s, with which retry writes nothing on stderr, and -sS,
+// with which it writes only why the request failed.
+func (c *httpConfig) quieten(std stdio) stdio {
+	if c.silent {
+		if c.showErr {
+			c.verbose = false // -sS: errors only
+		} else {
+			std.err = io.Discard
+		}
+	}
+	return std
+}
+
+// answer writes out the final response, but not an error's body with -f,
+// and returns the exit status.
+func (c *httpConfig) answer(ctx context.Context, std stdio, resp *http.Response, report httpretry.Report) int {
+	failed := resp.StatusCode >= 400
+	if !(failed && c.fail) {
+		if status, ok := c.writeBody(ctx, std, resp, report); !ok {
+			return status
+		}
+	}
+	if !failed {
+		return httpExitOK
+	}
+	fmt.Fprintf(std.err, "retry: server answered %s after %s (%s)\n",
+		resp.Status, plural(report.Attempts, "attempt"), c.whyStopped(resp, report.Reason))
+	if c.fail {
+		return httpExitFail
+	}
+	return httpExitStatus
+}
+
 // writeBody copies the final response's body to stdout, or to the file -o
 // names, created only now that there is a body for it. ok is false, with
 // the exit status, if that failed.

@@ -2,9 +2,12 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/retrykit/retry/httpretry"
 )
 
 // writeOut is what -w/--write-out reports once the call is over.
@@ -26,4 +29,11 @@ func (w writeOut) expand(format string) string {
 		"%{time_total}", fmt.Sprintf("%.6f", w.total.Seconds()),
 		`\n`, "\n", `\r`, "\r", `\t`, "\t",
 	).Replace(format)
+}
+
+// printWriteOut writes the -w format to w, once the call that began at
+// begin is over, with what report and wo hold by then.
+func (c *httpConfig) printWriteOut(w io.Writer, wo *writeOut, report *httpretry.Report, begin time.Time) {
+	wo.retries, wo.total = max(report.Attempts-1, 0), time.Since(begin)
+	fmt.Fprint(w, wo.expand(c.writeOut))
 }

@@ -143,12 +143,8 @@ func parseRunFlags(args []string, std stdio) (runConfig, int, bool) {
 	fs.Var(durationValue{&c.maxTime}, "max-time", "")
 	fs.Var(durationValue{&c.killAfter}, "kill-after", "")
 	fs.BoolVar(&c.foreground, "foreground", false, "")
-	for _, name := range []string{"v", "verbose"} {
-		fs.BoolVar(&c.verbose, name, false, "")
-	}
-	for _, name := range []string{"q", "quiet"} {
-		fs.BoolVar(&c.quiet, name, false, "")
-	}
+	boolFlag(fs, &c.verbose, "v", "verbose")
+	boolFlag(fs, &c.quiet, "q", "quiet")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprint(std.out, runUsage)
