@@ -140,3 +140,60 @@ func TestRunProcessGroups(t *testing.T) {
 		})
 	}
 }
+
+// gone reports whether no process has the given pid.
+func gone(pid int) bool {
+	return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH)
+}
+
+func TestRunTimeoutStopsAndRetriesAHangingAttempt(t *testing.T) {
+	t.Parallel()
+	pids := filepath.Join(t.TempDir(), "pids")
+	start := time.Now()
+	_, errOut, code := runRetry(t, "", runArgs([]string{"--attempts", "2", "--timeout", "500ms"},
+		"sh", "-c", fmt.Sprintf("echo $$ >> '%s'; exec sleep 30", pids))...)
+	if elapsed := time.Since(start); elapsed > 10*time.Second {
+		t.Errorf("took %s: the hanging attempts were not stopped", elapsed)
+	}
+	if code != 128+int(syscall.SIGTERM) {
+		t.Errorf("exit status %d, want %d (SIGTERM)", code, 128+int(syscall.SIGTERM))
+	}
+	got := lines(t, pids)
+	if len(got) != 2 {
+		t.Fatalf("%d attempts, want 2", len(got))
+	}
+	for _, p := range got {
+		pid, _ := strconv.Atoi(p)
+		if !gone(pid) {
+			t.Errorf("process %d of a timed-out attempt is still running", pid)
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+	if want := "retry: giving up after 2 attempts: timed out after 500ms, killed by SIGTERM (status 143)\n"; !strings.HasSuffix(errOut, want) {
+		t.Errorf("stderr %q, want it to end with %q", errOut, want)
+	}
+}
+
+func TestRunTimeoutKillsACommandThatIgnoresSIGTERM(t *testing.T) {
+	t.Parallel()
+	pids := filepath.Join(t.TempDir(), "pids")
+	start := time.Now()
+	_, errOut, code := runRetry(t, "", runArgs([]string{"--attempts", "1", "--timeout", "500ms", "--kill-after", "300ms"},
+		"sh", "-c", fmt.Sprintf(`trap "" TERM; echo $$ >> '%s'; exec sleep 30`, pids))...)
+	elapsed := time.Since(start)
+	if elapsed < 800*time.Millisecond || elapsed > 10*time.Second {
+		t.Errorf("took %s, want the timeout and the grace, 800ms, and not much more", elapsed)
+	}
+	if code != 128+int(syscall.SIGKILL) {
+		t.Errorf("exit status %d, want %d (SIGKILL)", code, 128+int(syscall.SIGKILL))
+	}
+	for _, p := range lines(t, pids) {
+		if pid, _ := strconv.Atoi(p); !gone(pid) {
+			t.Errorf("process %d is still running", pid)
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+	if !strings.Contains(errOut, "killed by SIGKILL") {
+		t.Errorf("stderr %q does not say the command was killed by SIGKILL", errOut)
+	}
+}

@@ -1,0 +1,241 @@
+//go:build unix
+
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// startNoTerminal is startRetry, but retry runs in a session of its own,
+// without a controlling terminal, however the tests are run: no terminal
+// sends it or its command anything, and it passes every signal on. Its
+// stderr goes to a file, so that a command that outlives it does not hold
+// up Wait.
+func startNoTerminal(t *testing.T, args ...string) (*exec.Cmd, fileText) {
+	t.Helper()
+	errOut := fileText(filepath.Join(t.TempDir(), "stderr"))
+	f, err := os.Create(string(errOut))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	cmd := exec.Command(retryBin, args...)
+	cmd.Stderr = f
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	return cmd, errOut
+}
+
+// fileText is a file whose String is its content.
+type fileText string
+
+func (f fileText) String() string {
+	data, _ := os.ReadFile(string(f))
+	return string(data)
+}
+
+// trapper returns a shell script that writes its pid to a file, started, and
+// appends a line to another, got, for every signal sig it receives. With
+// exit, it exits 128+sig half a second after the first (time for a second
+// to arrive and be counted); without, it runs until it is killed.
+func trapper(t *testing.T, sig syscall.Signal, exit bool) (script, started, got string) {
+	t.Helper()
+	dir := t.TempDir()
+	started, got = filepath.Join(dir, "started"), filepath.Join(dir, "got")
+	name := strings.TrimPrefix(signalName(sig), "SIG")
+	script = fmt.Sprintf(`trap "echo %[1]s >> '%[2]s'" %[1]s; echo $$ >> '%[3]s'; `, name, got, started)
+	if exit {
+		script += fmt.Sprintf(`while [ ! -s '%s' ]; do sleep 0.05; done; sleep 0.5; exit %d`, got, 128+int(sig))
+	} else {
+		script += `while :; do sleep 0.05; done`
+	}
+	return script, started, got
+}
+
+// killStarted kills the processes whose pids are in the file started.
+func killStarted(t *testing.T, started string) {
+	for _, p := range lines(t, started) {
+		if pid, _ := strconv.Atoi(p); pid > 0 {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+}
+
+// signalledBy returns the signal that killed cmd, or 0.
+func signalledBy(cmd *exec.Cmd) syscall.Signal {
+	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return ws.Signal()
+	}
+	return 0
+}
+
+// TestRunForwardsSignals: without a terminal, retry is where a signal comes,
+// and the command gets it from retry, once.
+func TestRunForwardsSignals(t *testing.T) {
+	t.Parallel()
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT} {
+		name := signalName(sig)
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			script, started, got := trapper(t, sig, true)
+			cmd, errOut := startNoTerminal(t, runArgs([]string{"--attempts", "5"}, "sh", "-c", script)...)
+			waitFor(t, "the command to start", func() bool { return len(lines(t, started)) > 0 })
+			if err := cmd.Process.Signal(sig); err != nil {
+				t.Fatal(err)
+			}
+			code := waitExit(t, cmd)
+			if code != 128+int(sig) {
+				t.Errorf("exit status %d, want %d; stderr:\n%s", code, 128+int(sig), errOut)
+			}
+			if got := lines(t, got); len(got) != 1 {
+				t.Errorf("the command caught %s %d times, want once", name, len(got))
+			}
+			if n := len(lines(t, started)); n != 1 {
+				t.Errorf("%d attempts, want 1: a signal ends the run", n)
+			}
+			if want := "retry: stopped by " + name + " during attempt 1"; !strings.Contains(errOut.String(), want) {
+				t.Errorf("stderr %q does not say %q", errOut, want)
+			}
+		})
+	}
+}
+
+// TestRunSecondSignalEndsRetry: a second signal is passed on too, and ends
+// retry at once, though the command is still running.
+func TestRunSecondSignalEndsRetry(t *testing.T) {
+	t.Parallel()
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT} {
+		name := signalName(sig)
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			script, started, got := trapper(t, sig, false)
+			t.Cleanup(func() { killStarted(t, started) })
+			cmd, errOut := startNoTerminal(t, runArgs([]string{"--kill-after", "30s"}, "sh", "-c", script)...)
+			waitFor(t, "the command to start", func() bool { return len(lines(t, started)) > 0 })
+			if err := cmd.Process.Signal(sig); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, "the command to catch the first signal", func() bool { return len(lines(t, got)) > 0 })
+			time.Sleep(100 * time.Millisecond)
+			if cmd.ProcessState != nil {
+				t.Fatal("retry exited on the first signal, though the command runs on")
+			}
+			start := time.Now()
+			if err := cmd.Process.Signal(sig); err != nil {
+				t.Fatal(err)
+			}
+			waitExit(t, cmd)
+			if elapsed := time.Since(start); elapsed > 5*time.Second {
+				t.Errorf("retry took %s to exit after the second signal", elapsed)
+			}
+			// A second SIGQUIT ends retry with its status, not Go's dump of
+			// its goroutines.
+			if s := signalledBy(cmd); s != sig && (sig != syscall.SIGQUIT || cmd.ProcessState.ExitCode() != 128+int(sig)) {
+				t.Errorf("retry ended with %v, want to be killed by %s; stderr:\n%s", cmd.ProcessState, name, errOut)
+			}
+			waitFor(t, "the command to catch the second signal", func() bool { return len(lines(t, got)) >= 2 })
+			time.Sleep(100 * time.Millisecond)
+			if n := len(lines(t, got)); n != 2 {
+				t.Errorf("the command caught %s %d times, want twice", name, n)
+			}
+			if want := "retry: second " + name + ": not waiting for sh (pid "; !strings.Contains(errOut.String(), want) {
+				t.Errorf("stderr %q does not say %q", errOut, want)
+			}
+		})
+	}
+}
+
+// TestRunKeepsSIGHUPIgnored: under nohup, retry and its command ignore
+// SIGHUP: retry does not listen for it, which would undo that.
+func TestRunKeepsSIGHUPIgnored(t *testing.T) {
+	t.Parallel()
+	pids := filepath.Join(t.TempDir(), "pids")
+	nohup := []string{"-c", `trap "" HUP; exec "$0" "$@"`, retryBin}
+	args := runArgs([]string{"--attempts", "1"}, "sh", "-c", fmt.Sprintf(`echo $$ >> '%s'; while :; do sleep 0.05; done`, pids))
+	cmd := exec.Command("sh", append(nohup, args...)...)
+	var errOut bytes.Buffer
+	cmd.Stderr = &errOut
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); killStarted(t, pids) })
+	waitFor(t, "the command to start", func() bool { return len(lines(t, pids)) > 0 })
+	child, _ := strconv.Atoi(lines(t, pids)[0])
+	for _, pid := range []int{cmd.Process.Pid, child} {
+		if err := syscall.Kill(pid, syscall.SIGHUP); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(300 * time.Millisecond)
+	if cmd.ProcessState != nil || gone(child) {
+		t.Fatalf("SIGHUP ended retry or its command, which were started with it ignored; stderr:\n%s", errOut.String())
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := waitExit(t, cmd); code != 128+int(syscall.SIGTERM) {
+		t.Errorf("exit status %d after SIGTERM, want %d; stderr:\n%s", code, 128+int(syscall.SIGTERM), errOut.String())
+	}
+}
+
+func TestRunSignalKillsACommandThatIgnoresIt(t *testing.T) {
+	t.Parallel()
+	pids := filepath.Join(t.TempDir(), "pids")
+	cmd, errOut := startRetry(t, runArgs([]string{"--kill-after", "200ms"},
+		"sh", "-c", fmt.Sprintf(`trap "" TERM; echo $$ >> '%s'; exec sleep 30`, pids))...)
+	waitFor(t, "the command to start", func() bool { return len(lines(t, pids)) > 0 })
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := waitExit(t, cmd); code != 128+int(syscall.SIGKILL) {
+		t.Errorf("exit status %d, want %d; stderr:\n%s", code, 128+int(syscall.SIGKILL), errOut)
+	}
+	got := lines(t, pids)
+	if len(got) != 1 {
+		t.Errorf("%d attempts, want 1", len(got))
+	}
+	for _, p := range got {
+		if pid, _ := strconv.Atoi(p); !gone(pid) {
+			t.Errorf("process %d is still running", pid)
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+}
+
+func TestRunSignalDuringTheWaitEndsTheRun(t *testing.T) {
+	t.Parallel()
+	script, count := counter(t, "1")
+	cmd, errOut := startRetry(t, "run", "--delay", "30s", "--jitter", "none", "--", "sh", "-c", script)
+	waitFor(t, "the first attempt", func() bool { return count() > 0 })
+	time.Sleep(50 * time.Millisecond) // let the attempt end and the wait begin
+	start := time.Now()
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	code := waitExit(t, cmd)
+	if elapsed := time.Since(start); elapsed > 10*time.Second {
+		t.Errorf("took %s to stop", elapsed)
+	}
+	if code != 128+int(syscall.SIGINT) {
+		t.Errorf("exit status %d, want %d; stderr:\n%s", code, 128+int(syscall.SIGINT), errOut)
+	}
+	if n := count(); n != 1 {
+		t.Errorf("%d attempts, want 1", n)
+	}
+	if !strings.Contains(errOut.String(), "retry: stopped by SIGINT") {
+		t.Errorf("stderr %q does not say it was stopped by SIGINT", errOut)
+	}
+}
