@@ -2,6 +2,10 @@ module github.com/retrykit/retry/otelretry
 
 go 1.26
 
+// The tests also import github.com/retrykit/retry/grpcretry, a module of
+// the workspace (go.work) that serves it as it serves the root module: it is
+// not required here, since no version of it is published.
+
 require (
 	github.com/retrykit/retry v0.0.0
 	go.opentelemetry.io/otel v1.47.0
@@ -11,6 +15,7 @@ require (
 	go.opentelemetry.io/otel/sdk v1.47.0
 	go.opentelemetry.io/otel/sdk/metric v1.47.0
 	go.opentelemetry.io/otel/trace v1.47.0
+	google.golang.org/grpc v1.85.0
 )
 
 require (
@@ -20,5 +25,9 @@ require (
 	github.com/google/uuid v1.6.0 // indirect
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
 	go.opentelemetry.io/otel/log v1.47.0 // indirect
+	golang.org/x/net v0.60.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect
+	golang.org/x/text v0.42.0 // indirect
+	google.golang.org/genproto/googleapis/rpc v0.0.0-20261110000943-09e21b237f2c // indirect
+	google.golang.org/protobuf v1.36.12 // indirect
 )
