@@ -201,3 +201,33 @@ func TestHedgeQuantile(t *testing.T) {
 		t.Fatalf("hedged calls recorded %d latencies, want %d", ic.hedge.lat.n, minSamples+10)
 	}
 }
+
+// TestHedgeCallerDeadline: hedges run under the caller's deadline, and all
+// of them end with it.
+func TestHedgeCallerDeadline(t *testing.T) {
+	done := make(chan time.Time, 3)
+	srv := &server{unary: func(ctx context.Context, _ int, _ *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
+		d, _ := ctx.Deadline()
+		<-ctx.Done()
+		done <- d
+		return nil, ctx.Err()
+	}}
+	c := client(t, srv, WithStrategy(simple(3)), WithIdempotentMethods(method), WithHedging(Hedging{Delay: 5 * time.Millisecond, MaxAttempts: 3}))
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	caller, _ := ctx.Deadline()
+	_, err := c.UnaryCall(ctx, &testpb.SimpleRequest{})
+	if status.Code(err) != codes.DeadlineExceeded || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("%v", err)
+	}
+	for i := range 3 {
+		select {
+		case d := <-done:
+			if d.IsZero() || d.After(caller.Add(100*time.Millisecond)) {
+				t.Fatalf("copy %d ran under deadline %v; the caller's is %v", i, d, caller)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("copy %d never ended", i)
+		}
+	}
+}

@@ -289,3 +289,108 @@ func TestStreamNeverOpened(t *testing.T) {
 		t.Fatalf("%v after %d attempts", err, attempts)
 	}
 }
+
+// TestBidiConcurrentRetry: one goroutine sends while another receives, and
+// the first attempt fails after reading two messages: the retry replays
+// what was sent, the messages sent during it follow in order, and every
+// echo arrives once.
+func TestBidiConcurrentRetry(t *testing.T) {
+	srv := &server{duplex: func(n int, s testpb.TestService_FullDuplexCallServer) error {
+		for i := 0; ; i++ {
+			m, err := s.Recv()
+			if err == io.EOF {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			if n == 1 && i == 1 {
+				return status.Error(codes.Unavailable, "restarting")
+			}
+			if n > 1 {
+				if err := s.Send(&testpb.StreamingOutputCallResponse{Payload: m.GetPayload()}); err != nil {
+					return err
+				}
+			}
+		}
+	}}
+	c := client(t, srv, WithStrategy(simple(3)))
+	st, err := c.FullDuplexCall(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 20
+	sendErr := make(chan error, 1)
+	go func() {
+		for i := range n {
+			if err := st.Send(&testpb.StreamingOutputCallRequest{Payload: payload(i + 1)}); err != nil {
+				sendErr <- err
+				return
+			}
+		}
+		sendErr <- st.CloseSend()
+	}()
+	for i := range n {
+		r, err := st.Recv()
+		if err != nil {
+			t.Fatalf("echo %d: %v", i, err)
+		}
+		if len(r.GetPayload().GetBody()) != i+1 {
+			t.Fatalf("echo %d has %d bytes", i, len(r.GetPayload().GetBody()))
+		}
+	}
+	if _, err := st.Recv(); err != io.EOF {
+		t.Fatalf("end: %v", err)
+	}
+	if err := <-sendErr; err != nil {
+		t.Fatal(err)
+	}
+	if srv.calls.Load() != 2 {
+		t.Fatalf("%d attempts", srv.calls.Load())
+	}
+}
+
+// TestSendAfterFailedAttempt: a send on an attempt the server has already
+// ended keeps the message and returns nil, and the receive that follows
+// retries with every message, those sent after the failure included.
+func TestSendAfterFailedAttempt(t *testing.T) {
+	ended := make(chan struct{})
+	var got [][]int
+	srv := &server{input: func(n int, s testpb.TestService_StreamingInputCallServer) error {
+		if n == 1 {
+			defer close(ended)
+			return status.Error(codes.Unavailable, "going away")
+		}
+		return sumInput(0, &got)(n, s)
+	}}
+	c := client(t, srv, WithStrategy(simple(3)))
+	st, err := c.StreamingInputCall(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Send(&testpb.StreamingInputCallRequest{Payload: payload(1)}); err != nil {
+		t.Fatal(err)
+	}
+	<-ended
+	rs := st.(*grpc.GenericClientStream[testpb.StreamingInputCallRequest, testpb.StreamingInputCallResponse]).ClientStream.(*retryStream)
+	sends := 1
+	for deadline := time.Now().Add(5 * time.Second); ; sends++ {
+		rs.mu.Lock()
+		broken := rs.broken
+		rs.mu.Unlock()
+		if broken {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no send saw the attempt end")
+		}
+		time.Sleep(time.Millisecond) // the client learns of the end over the network
+		if err := st.Send(&testpb.StreamingInputCallRequest{Payload: payload(1)}); err != nil {
+			t.Fatalf("send %d: %v", sends+1, err)
+		}
+	}
+	r, err := st.CloseAndRecv()
+	if err != nil || int(r.GetAggregatedPayloadSize()) != sends || len(got) != 1 || len(got[0]) != sends {
+		t.Fatalf("%v, %v; the retry read %v, %d were sent", r, err, got, sends)
+	}
+}
