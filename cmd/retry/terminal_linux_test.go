@@ -407,6 +407,30 @@ func TestRunCtrlZWithoutJobControl(t *testing.T) {
 	}
 }
 
+// TestRunCtrlCEndsACommandStoppedByTheTerminal: in a group of its own, a
+// command that reads the terminal is stopped by the kernel (SIGTTIN); a
+// Ctrl-C still ends it at once, as retry follows the SIGINT it passes on
+// with SIGCONT.
+func TestRunCtrlCEndsACommandStoppedByTheTerminal(t *testing.T) {
+	t.Parallel()
+	master, tty := openPTY(t)
+	started := filepath.Join(t.TempDir(), "started")
+	t.Cleanup(func() { killStarted(t, started) })
+	cmd, errOut := startInTerminal(t, tty, retryBin, runArgs([]string{"--kill-after", "30s"},
+		"sh", "-c", fmt.Sprintf(`echo $$ > '%s'; read line`, started))...)
+	waitFor(t, "the command to start", func() bool { return len(lines(t, started)) > 0 })
+	child, _ := strconv.Atoi(lines(t, started)[0])
+	waitFor(t, "the command to be stopped for reading the terminal", func() bool { return procState(child) == "T" })
+	start := time.Now()
+	ctrlC(t, master)
+	if code := waitExit(t, cmd); code != 130 {
+		t.Errorf("exit status %d, want 130; stderr:\n%s", code, errOut)
+	}
+	if elapsed := time.Since(start); elapsed > 10*time.Second {
+		t.Errorf("took %s after the Ctrl-C", elapsed)
+	}
+}
+
 // quoteAll quotes args for sh.
 func quoteAll(args []string) []string {
 	q := make([]string, len(args))
