@@ -58,6 +58,7 @@ type outcome struct {
 	sent       bool // the attempt had a transport stream: it left the client
 	idempotent bool
 	timedOut   bool // the attempt's own timeout ended it, not the caller's
+	callerDone bool // the caller's context is done or past its deadline
 }
 
 // classify turns a failed attempt into a classified error. See the package
@@ -71,6 +72,10 @@ func (c *config) classify(err error, o outcome) *attemptError {
 		maybe = retry.MaybeSafe
 	}
 	switch {
+	case o.callerDone:
+		// The caller's own deadline or cancellation: never repeated, even
+		// when the server's RST_STREAM arrives before the caller's timer.
+		info = retry.Info{Safety: retry.Unsafe, Fault: retry.FaultClient, Timeout: code == codes.DeadlineExceeded}
 	case o.timedOut:
 		info = retry.Info{Safety: maybe, Fault: retry.FaultServer, Timeout: true}
 	case code == codes.Unavailable && !o.sent:
@@ -182,7 +187,10 @@ func parsePushback(values []string) (d time.Duration, stop bool) {
 // vetHints applies the interceptor's own limits to a failure the strategy
 // would otherwise be asked about: a pushback that says stop, a wait beyond
 // the cap.
-func (c *config) vetHints(e *attemptError) error {
+func (c *config) vetHints(ctx context.Context, e *attemptError) error {
+	if expired(ctx) {
+		return context.DeadlineExceeded // as retry.Do would, had the timer fired
+	}
 	if e == nil || !e.info.Retryable() {
 		return nil // the strategy says why
 	}
@@ -198,7 +206,19 @@ func (c *config) vetHints(e *attemptError) error {
 // attemptTimedOut reports whether an attempt whose context was actx ended
 // because of the attempt's own bound while the caller's ctx was alive.
 func attemptTimedOut(ctx, actx context.Context) bool {
-	return ctx.Err() == nil && errors.Is(actx.Err(), context.DeadlineExceeded)
+	return !expired(ctx) && (errors.Is(actx.Err(), context.DeadlineExceeded) || expired(actx))
+}
+
+// expired reports whether ctx is done or its deadline has passed. grpc
+// reports a call whose deadline has passed as DEADLINE_EXCEEDED before the
+// context's own timer may have fired (a server's RST_STREAM arrives first):
+// the clock, not ctx.Err alone, says whose deadline it was.
+func expired(ctx context.Context) bool {
+	if ctx.Err() != nil {
+		return true
+	}
+	d, ok := ctx.Deadline()
+	return ok && !time.Now().Before(d)
 }
 
 // sent reports whether an attempt with this peer address had a transport

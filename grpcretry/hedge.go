@@ -142,7 +142,12 @@ func (h *hedger) call(ctx context.Context, method string, req, reply any, cc *gr
 	ropts := make([]retry.Option, 0, len(h.cfg.retryOpts)+2)
 	ropts = append(ropts, retry.Scope(g.scope))
 	ropts = append(ropts, h.cfg.retryOpts...)
-	ropts = append(ropts, retry.BeforeRetry(func(context.Context, int, error) error { return errHedged }))
+	ropts = append(ropts, retry.BeforeRetry(func(ctx context.Context, _ int, _ error) error {
+		if expired(ctx) {
+			return context.DeadlineExceeded
+		}
+		return errHedged
+	}))
 	return retry.Do(ctx, h.cfg.strategy, g.run, ropts...), true
 }
 
@@ -217,13 +222,13 @@ func (g *hedgeGroup) run(ctx context.Context) error {
 				g.deliver(r)
 				return nil
 			}
-			e := h.cfg.classify(r.err, outcome{trailer: r.trailer, sent: sent(r.peer.Addr), idempotent: true, timedOut: r.timedOut})
+			e := h.cfg.classify(r.err, outcome{trailer: r.trailer, sent: sent(r.peer.Addr), idempotent: true, timedOut: r.timedOut, callerDone: expired(ctx)})
 			last = e
 			if !e.info.Retryable() || e.info.Throttle {
 				finish()
 				return e // fatal: A6 ends the call with it
 			}
-			if err := h.cfg.vetHints(e); err != nil {
+			if err := h.cfg.vetHints(ctx, e); err != nil {
 				stopped = true
 			} else if e.info.RetryAfter > 0 {
 				timer.Reset(e.info.RetryAfter) // the server's pushback paces the next hedge

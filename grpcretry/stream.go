@@ -134,7 +134,8 @@ func (s *retryStream) outcome(ctx context.Context) outcome {
 		trailer:    s.trailer,
 		sent:       sent(s.peer.Addr),
 		idempotent: s.idempotent,
-		timedOut:   ctx.Err() == nil && context.Cause(s.actx) == errAttemptTimeout,
+		timedOut:   !expired(ctx) && context.Cause(s.actx) == errAttemptTimeout,
+		callerDone: expired(ctx),
 	}
 }
 
@@ -313,12 +314,12 @@ func (s *retryStream) replay() {
 }
 
 // vet runs before the strategy is asked for a retry.
-func (r *recvLoop) vet(context.Context, int, error) error {
+func (r *recvLoop) vet(ctx context.Context, _ int, _ error) error {
 	r.s.mu.Lock()
 	committed := r.s.committed
 	r.s.mu.Unlock()
 	if committed && r.last != nil && r.last.info.Retryable() {
 		return ErrCommitted
 	}
-	return r.s.i.cfg.vetHints(r.last)
+	return r.s.i.cfg.vetHints(ctx, r.last)
 }

@@ -230,10 +230,10 @@ func TestStreamAttemptTimeout(t *testing.T) {
 		if err := s.Send(&testpb.StreamingOutputCallResponse{}); err != nil {
 			return err
 		}
-		time.Sleep(60 * time.Millisecond) // past the attempt timeout, after the commit
+		time.Sleep(150 * time.Millisecond) // past the attempt timeout, after the commit
 		return s.Send(&testpb.StreamingOutputCallResponse{})
 	}}
-	c := client(t, srv, WithStrategy(simple(3)), WithAttemptTimeout(30*time.Millisecond), WithIdempotentMethods(
+	c := client(t, srv, WithStrategy(simple(3)), WithAttemptTimeout(100*time.Millisecond), WithIdempotentMethods(
 		"/grpc.testing.TestService/StreamingOutputCall"))
 	st, err := c.StreamingOutputCall(context.Background(), &testpb.StreamingOutputCallRequest{})
 	if err != nil {

@@ -133,9 +133,12 @@ func (c *unaryCall) attempt(ctx context.Context) error {
 		sent:       sent(c.peer.Addr),
 		idempotent: c.idempotent,
 		timedOut:   attemptTimedOut(c.ctx, ctx),
+		callerDone: expired(c.ctx),
 	})
 	return c.last
 }
 
 // vet runs before the strategy is asked for a retry.
-func (c *unaryCall) vet(context.Context, int, error) error { return c.i.cfg.vetHints(c.last) }
+func (c *unaryCall) vet(ctx context.Context, _ int, _ error) error {
+	return c.i.cfg.vetHints(ctx, c.last)
+}

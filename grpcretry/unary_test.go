@@ -316,7 +316,7 @@ func TestAttemptTimeout(t *testing.T) {
 			return ok(n)
 		}}
 		var info retry.Info
-		opts := []Option{WithStrategy(simple(2)), WithAttemptTimeout(20 * time.Millisecond),
+		opts := []Option{WithStrategy(simple(2)), WithAttemptTimeout(100 * time.Millisecond),
 			WithRetryOptions(retry.OnAttemptFailed(func(_ context.Context, _ int, err error) { info = retry.Classify(err) }))}
 		if idem {
 			opts = append(opts, WithIdempotentMethods("/grpc.testing.TestService/"))
@@ -382,5 +382,30 @@ func TestGRPCRetryDisabled(t *testing.T) {
 		if err == nil || srv.calls.Load() != want {
 			t.Errorf("WithDisableRetry %v: the server saw %d attempts, want %d", disable, srv.calls.Load(), want)
 		}
+	}
+}
+
+// pastDeadline is a context whose deadline has passed but whose timer has
+// not fired yet: what a call sees when the server's RST_STREAM for the
+// deadline arrives first.
+type pastDeadline struct{ context.Context }
+
+func (pastDeadline) Deadline() (time.Time, bool) { return time.Now().Add(-time.Millisecond), true }
+
+// TestCallerDeadlinePassed: a DEADLINE_EXCEEDED that arrives once the
+// caller's deadline has passed is the caller's, even before its context
+// says so: not retried, and the loop stops with the context's error.
+func TestCallerDeadlinePassed(t *testing.T) {
+	ctx := pastDeadline{context.Background()}
+	c := newConfig(nil)
+	e := c.classify(status.Error(codes.DeadlineExceeded, "stream terminated by RST_STREAM"), outcome{idempotent: true, callerDone: expired(ctx)})
+	if e.info.Retryable() {
+		t.Fatalf("the caller's deadline classified %+v", e.info)
+	}
+	if err := c.vetHints(ctx, e); err != context.DeadlineExceeded {
+		t.Fatalf("vet: %v", err)
+	}
+	if attemptTimedOut(ctx, ctx) {
+		t.Fatal("the caller's deadline taken for the attempt's")
 	}
 }
