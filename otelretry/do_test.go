@@ -10,6 +10,7 @@ import (
 	"github.com/retrykit/retry"
 	"github.com/retrykit/retry/otelretry"
 	"go.opentelemetry.io/otel/codes"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 )
 
 var errBoom = errors.New("boom")
@@ -224,4 +225,55 @@ func TestNoCallerSpan(t *testing.T) {
 	if m := r.metrics(t); m["retry.client.retries{retry.outcome=success,retry.scope=}"] != "1" {
 		t.Errorf("metrics %v, want a retry counted", m)
 	}
+}
+
+// TestNestedCalls: a call made inside a retry of another is traced under
+// that retry's span, and its first attempt does not take the outer attempt's
+// span for its own.
+func TestNestedCalls(t *testing.T) {
+	r := newRig(t)
+	inst := r.inst()
+	ctx, span := r.caller(context.Background())
+	s := &retry.Simple{Backoff: retry.Constant(0)}
+	outer := 0
+	err := retry.Do(ctx, s, func(ctx context.Context) error {
+		if outer++; outer == 1 {
+			return retry.Transient(errBoom)
+		}
+		inner := 0
+		return retry.Do(ctx, s, func(context.Context) error {
+			if inner++; inner == 1 {
+				return retry.Transient(errBoom)
+			}
+			return nil
+		}, retry.Scope("inner"), inst.Option())
+	}, retry.Scope("outer"), inst.Option())
+	span.End()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var outerSpan, innerSpan sdktrace.ReadOnlySpan
+	for _, a := range r.ended(otelretry.SpanAttempt) {
+		switch attr(a, "retry.scope") {
+		case "outer":
+			outerSpan = a
+		case "inner":
+			innerSpan = a
+		}
+	}
+	if outerSpan == nil || innerSpan == nil {
+		t.Fatalf("attempt spans: outer %v, inner %v", outerSpan, innerSpan)
+	}
+	if st := outerSpan.Status(); st.Code == codes.Error {
+		t.Errorf("the outer retry's span has the inner first attempt's failure: %v", st)
+	}
+	if outerSpan.EndTime().Before(innerSpan.EndTime()) {
+		t.Error("the outer retry's span ended before the inner call did")
+	}
+	if innerSpan.Parent().SpanID() != outerSpan.SpanContext().SpanID() {
+		t.Error("the inner retry's span is not a child of the outer retry's")
+	}
+	wantEvents(t, outerSpan,
+		"retry.attempt_failed{error.type=transient,retry.attempt=1,retry.error=boom}",
+		"retry.wait{error.type=transient,retry.attempt=1,retry.delay=0}")
 }

@@ -257,7 +257,19 @@ func (in *Instrumentation) Close() error {
 type attemptKey struct{}
 
 type attemptSpans struct {
+	n               int
 	caller, attempt trace.Span
+}
+
+// spansOf returns the spans attemptStart made for attempt n, if any. The
+// number tells them from those of an outer call's attempt, whose context an
+// inner call's first attempt inherits.
+func spansOf(ctx context.Context, n int) (*attemptSpans, bool) {
+	if n <= 1 {
+		return nil, false
+	}
+	spans, ok := ctx.Value(attemptKey{}).(*attemptSpans)
+	return spans, ok && spans.n == n
 }
 
 // attemptStart gives each attempt after the first a span of its own, a child
@@ -280,7 +292,7 @@ func (in *Instrumentation) attemptStart(ctx context.Context, scope string, n int
 		attrs = append(attrs, keyPreviousAttempts.Int(n-1), keyTransparent.Bool(false))
 	}
 	ctx, span := in.tracer.Start(ctx, SpanAttempt, trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...))
-	return context.WithValue(ctx, attemptKey{}, &attemptSpans{caller: caller, attempt: span})
+	return context.WithValue(ctx, attemptKey{}, &attemptSpans{n: n, caller: caller, attempt: span})
 }
 
 // attemptDone counts the attempt, ends its span and, if it failed, adds an
@@ -295,7 +307,7 @@ func (in *Instrumentation) attemptDone(ctx context.Context, scope string, n int,
 				in.callRetries.Record(ctx, int64(n-1), s.okRec...)
 			}
 		}
-		if spans, ok := ctx.Value(attemptKey{}).(*attemptSpans); ok {
+		if spans, ok := spansOf(ctx, n); ok {
 			spans.attempt.End()
 		}
 		return
@@ -312,7 +324,7 @@ func (in *Instrumentation) attemptDone(ctx context.Context, scope string, n int,
 		return
 	}
 	caller := trace.SpanFromContext(ctx)
-	if spans, ok := ctx.Value(attemptKey{}).(*attemptSpans); ok {
+	if spans, ok := spansOf(ctx, n); ok {
 		caller = spans.caller
 		spans.attempt.SetAttributes(keyErrorType.String(class))
 		spans.attempt.SetStatus(codes.Error, err.Error())
