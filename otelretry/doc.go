@@ -33,8 +33,8 @@
 //     for the request (otelhttp's client span, say) nest under it.
 //
 // The first attempt runs in the caller's context as it is, with no span: a
-// call that succeeds at once, most calls, costs no span and no event. That
-// is the model of the designs this one was compared with. OpenTelemetry's
+// call that succeeds at once, most calls, costs no span and no event. The
+// model follows from three designs. OpenTelemetry's
 // HTTP semantic conventions make each physical request of a resent HTTP
 // request a client span of its own and mark the resends with
 // http.request.resend_count; otelhttp's Transport starts one client span per
