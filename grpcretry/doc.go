@@ -63,8 +63,11 @@
 // minimums (the wait is the longer of the backoff and the hint), so here the
 // wait is the pushback, or the strategy's backoff when that is longer: with
 // the default backoff (at most 50 ms before the first retry, 100 ms before
-// the second), any pushback past those is obeyed exactly. A pushback of 0
-// asks for no wait: the backoff applies.
+// the second), any pushback past those is obeyed exactly. A shorter pushback
+// does not shorten the backoff, by the rule every integration of package
+// retry follows: a server can make a client wait longer or stop sooner,
+// never retry sooner than its own backoff allows. A pushback of 0 asks for
+// no wait: the backoff applies.
 //
 // # Streams
 //

@@ -51,14 +51,10 @@ func (i *interceptor) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grp
 	}
 	s.opts = append(append(s.opts, opts...), grpc.Trailer(&s.trailer), grpc.Peer(&s.peer))
 	s.open(ctx)
-	if s.openErr != nil {
-		s.mu.Lock()
-		committed := s.committed
-		s.mu.Unlock()
-		if committed || !s.i.cfg.classify(s.openErr, s.outcome(ctx)).info.Retryable() {
-			s.cancel(nil)
-			return nil, s.openErr // nothing to retry: report it where grpc would
-		}
+	if s.openErr != nil && !s.i.cfg.classify(s.openErr, s.outcome(ctx)).info.Retryable() {
+		// Nothing to retry: report it where grpc would, as a give-up.
+		s.cancel(nil)
+		return nil, &retry.Error{Attempts: 1, Err: s.openErr, Reason: retry.ErrNotRetryable}
 	}
 	return s, nil
 }

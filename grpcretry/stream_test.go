@@ -394,3 +394,15 @@ func TestSendAfterFailedAttempt(t *testing.T) {
 		t.Fatalf("%v, %v; the retry read %v, %d were sent", r, err, got, sends)
 	}
 }
+
+// TestStreamOpenNotRetryable: a stream that cannot be opened for a reason
+// retrying cannot fix fails at once, as a *retry.Error.
+func TestStreamOpenNotRetryable(t *testing.T) {
+	srv := &server{}
+	c := client(t, srv, WithStrategy(simple(3)))
+	_, err := c.StreamingOutputCall(context.Background(), &testpb.StreamingOutputCallRequest{}, grpc.UseCompressor("no-such-compressor"))
+	var re *retry.Error
+	if !errors.As(err, &re) || re.Attempts != 1 || status.Code(err) != codes.Internal || srv.calls.Load() != 0 {
+		t.Fatalf("%v (%T)", err, err)
+	}
+}
