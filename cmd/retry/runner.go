@@ -41,8 +41,9 @@ type runner struct {
 	attempts    int  // attempts started
 	outOfTime   bool // --max-time ended the run
 
-	mu      sync.Mutex
-	running *os.Process // the attempt's command, nil between attempts
+	mu        sync.Mutex
+	running   *os.Process // the attempt's command, nil between attempts
+	suspended bool        // retry is stopping or stopped with the attempt
 }
 
 func (r *runner) strategy() retry.Strategy {
@@ -85,7 +86,9 @@ func (r *runner) attempt(ctx, actx context.Context) error {
 		return retry.Permanent(newStartError(r.c.argv[0], cmd.Path, err))
 	}
 	r.setRunning(cmd.Process)
+	endWatch := r.watchTerminalStops(cmd.Process.Pid)
 	err := cmd.Wait()
+	endWatch()
 	r.endGroup(cmd.Process.Pid, stopped.get())
 	r.setRunning(nil)
 	if err == nil || errors.Is(err, exec.ErrWaitDelay) && cmd.ProcessState.Success() {
@@ -103,6 +106,15 @@ func (r *runner) attempt(ctx, actx context.Context) error {
 		return retry.Transient(f)
 	}
 	return retry.Permanent(f)
+}
+
+// isSuspended reports whether retry is stopping, stopped or continuing with
+// the attempt (see suspend), which is then stopped without wanting the
+// terminal.
+func (r *runner) isSuspended() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.suspended
 }
 
 // setRunning records the attempt's command, nil once it has exited.

@@ -56,7 +56,13 @@ func (r *runner) suspend() {
 	}
 	r.mu.Lock()
 	p := r.running
+	r.suspended = true
 	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		r.suspended = false
+		r.mu.Unlock()
+	}()
 	if p != nil {
 		_ = signalGroup(p.Pid, syscall.SIGTSTP)
 	}

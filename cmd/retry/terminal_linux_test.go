@@ -408,9 +408,9 @@ func TestRunCtrlZWithoutJobControl(t *testing.T) {
 }
 
 // TestRunCtrlCEndsACommandStoppedByTheTerminal: in a group of its own, a
-// command that reads the terminal is stopped by the kernel (SIGTTIN); a
-// Ctrl-C still ends it at once, as retry follows the SIGINT it passes on
-// with SIGCONT.
+// command that reads the terminal is stopped by the kernel (SIGTTIN); retry
+// says so, and points to --foreground, and a Ctrl-C still ends it at once,
+// as retry follows the SIGINT it passes on with SIGCONT.
 func TestRunCtrlCEndsACommandStoppedByTheTerminal(t *testing.T) {
 	t.Parallel()
 	master, tty := openPTY(t)
@@ -421,6 +421,10 @@ func TestRunCtrlCEndsACommandStoppedByTheTerminal(t *testing.T) {
 	waitFor(t, "the command to start", func() bool { return len(lines(t, started)) > 0 })
 	child, _ := strconv.Atoi(lines(t, started)[0])
 	waitFor(t, "the command to be stopped for reading the terminal", func() bool { return procState(child) == "T" })
+	waitFor(t, "retry to say why the command is stopped", func() bool {
+		return strings.Contains(errOut.String(), fmt.Sprintf("retry: sh (pid %d) is stopped", child)) &&
+			strings.Contains(errOut.String(), "retry run --foreground")
+	})
 	start := time.Now()
 	ctrlC(t, master)
 	if code := waitExit(t, cmd); code != 130 {
