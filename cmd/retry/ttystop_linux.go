@@ -63,13 +63,18 @@ func stoppedInGroup(pgid int) (pid int, name string, ok bool) {
 }
 
 // procStat returns the state, the process group and the name of the process
-// pid from /proc/PID/stat: "pid (name) state ppid pgrp ...".
+// pid from /proc/PID/stat.
 func procStat(pid int) (state string, pgrp int, name string) {
 	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
 		return "", 0, ""
 	}
-	s := string(data)
+	return parseProcStat(string(data))
+}
+
+// parseProcStat reads "pid (name) state ppid pgrp ..."; the name may hold
+// spaces and parentheses. It returns zero values for what it cannot read.
+func parseProcStat(s string) (state string, pgrp int, name string) {
 	open, closing := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
 	if open < 0 || closing < open {
 		return "", 0, ""
