@@ -62,7 +62,7 @@ terminal does not signal COMMAND itself: a Ctrl-C or Ctrl-\ reaches retry,
 which passes it on, once, and a Ctrl-Z stops retry and COMMAND until they are
 continued (fg). A COMMAND that reads the terminal or changes its modes (a
 password prompt, an editor, ssh -t) needs --foreground: without it, the
-kernel stops COMMAND, and retry says so.
+kernel stops COMMAND, and retry says so (on Linux).
 
 SIGINT, SIGTERM, SIGHUP or SIGQUIT sent to retry stops the current attempt and
 ends the run without further attempts: COMMAND gets the signal, then SIGKILL
