@@ -203,7 +203,10 @@ func find(err error, budget *int) (Info, bool) {
 		if e, ok := err.(*Error); ok {
 			// Error.RetryInfo would start a new walk; continue this one, so
 			// that an Error wrapping itself cannot recurse without bound.
-			info, _ := find(e.Err, budget)
+			info, ok := find(e.Err, budget)
+			if e.Reason == ErrOuterLoop {
+				return info, ok // one attempt, its failure left to this caller
+			}
 			info.Safety = Unsafe
 			return info, true
 		}

@@ -138,9 +138,14 @@ func (e *Error) Unwrap() []error {
 }
 
 // RetryInfo reports the Error as Unsafe: it is the outcome of a whole retry
-// loop, and retrying it again would multiply the load on the service.
+// loop, and retrying it again would multiply the load on the service. An
+// Error whose Reason is ErrOuterLoop is the exception: that loop made one
+// attempt and left the failure to its caller, so it classifies as its last
+// error.
 func (e *Error) RetryInfo() Info {
 	info := Classify(e.Err)
-	info.Safety = Unsafe
+	if e.Reason != ErrOuterLoop {
+		info.Safety = Unsafe
+	}
 	return info
 }
