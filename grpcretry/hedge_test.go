@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/retrykit/retry"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
@@ -52,18 +51,6 @@ func TestHedgeWinnerAndCancellation(t *testing.T) {
 	}
 }
 
-// TestHedgeOnlyIdempotent: a method not declared idempotent is not hedged.
-func TestHedgeOnlyIdempotent(t *testing.T) {
-	srv := &server{unary: func(ctx context.Context, n int, _ *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
-		time.Sleep(30 * time.Millisecond)
-		return ok(n)
-	}}
-	c := client(t, srv, WithStrategy(simple(3)), WithHedging(Hedging{Delay: time.Millisecond}))
-	if _, err := c.UnaryCall(context.Background(), &testpb.SimpleRequest{}); err != nil || srv.calls.Load() != 1 {
-		t.Fatalf("%v after %d attempts", err, srv.calls.Load())
-	}
-}
-
 // TestHedgeNonFatal: a retryable failure sends the next hedge at once,
 // without waiting for the hedging delay.
 func TestHedgeNonFatal(t *testing.T) {
@@ -105,66 +92,6 @@ func TestHedgePushbackStops(t *testing.T) {
 	}
 }
 
-// TestHedgeQuota: a hedge the quota cannot pay for is not sent, a winning
-// hedge gets its tokens back, and a losing one does not.
-func TestHedgeQuota(t *testing.T) {
-	cancelled := make(chan struct{})
-	srv := &server{unary: slowFirst(cancelled)}
-	q := retry.NewTokenBucket(20)
-	c := client(t, srv, WithStrategy(simple(3)), WithIdempotentMethods(method), WithHedging(Hedging{Delay: time.Millisecond, Quota: q, Cost: 15}))
-	if _, err := c.UnaryCall(context.Background(), &testpb.SimpleRequest{}); err != nil {
-		t.Fatal(err)
-	}
-	if q.Available() != 20 {
-		t.Fatalf("a winning hedge left the quota at %d, want 20", q.Available())
-	}
-	q.Take(10) // 10 left: less than a hedge costs
-	slow := &server{unary: func(ctx context.Context, n int, _ *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
-		time.Sleep(20 * time.Millisecond)
-		return ok(n)
-	}}
-	c = client(t, slow, WithStrategy(simple(3)), WithIdempotentMethods(method), WithHedging(Hedging{Delay: time.Millisecond, Quota: q, Cost: 15}))
-	if _, err := c.UnaryCall(context.Background(), &testpb.SimpleRequest{}); err != nil || slow.calls.Load() != 1 {
-		t.Fatalf("with an empty quota: %v after %d attempts", err, slow.calls.Load())
-	}
-}
-
-// TestHedgeBudget: a budget that allows no retry allows no hedge.
-func TestHedgeBudget(t *testing.T) {
-	slow := &server{unary: func(ctx context.Context, n int, _ *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
-		time.Sleep(20 * time.Millisecond)
-		return ok(n)
-	}}
-	b := retry.NewBudget(retry.BudgetOptions{Ratio: -1, MinPerSecond: -1})
-	c := client(t, slow, WithStrategy(simple(3)), WithIdempotentMethods(method), WithHedging(Hedging{Delay: time.Millisecond, Budget: b}))
-	if _, err := c.UnaryCall(context.Background(), &testpb.SimpleRequest{}); err != nil || slow.calls.Load() != 1 {
-		t.Fatalf("%v after %d attempts", err, slow.calls.Load())
-	}
-}
-
-// TestHedgeOffWhileThrottled: while Adaptive's send-rate limiter is
-// limiting the scope, no hedge is sent.
-func TestHedgeOffWhileThrottled(t *testing.T) {
-	slow := &server{unary: func(ctx context.Context, n int, _ *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
-		time.Sleep(20 * time.Millisecond)
-		return ok(n)
-	}}
-	a := retry.NewAdaptive(retry.AdaptiveOptions{MaxWait: time.Millisecond}) // the limiter's waits stay short
-	// One throttle starts the limiter; the retry's wait (1 s of throttling
-	// backoff) does not fit the deadline, so nothing waits.
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
-	defer cancel()
-	retry.Do(ctx, a, func(context.Context) error { return retry.Throttled(errors.New("slow down")) }, retry.Scope("throttled"))
-	if _, limiting := a.Rate("throttled"); !limiting {
-		t.Fatal("the limiter is not limiting after a throttle")
-	}
-	c := client(t, slow, WithStrategy(a), WithIdempotentMethods(method), WithScope(func(*grpc.ClientConn, string) string { return "throttled" }),
-		WithHedging(Hedging{Delay: time.Millisecond}))
-	if _, err := c.UnaryCall(context.Background(), &testpb.SimpleRequest{}); err != nil || slow.calls.Load() != 1 {
-		t.Fatalf("%v after %d attempts", err, slow.calls.Load())
-	}
-}
-
 // TestHedgeQuantile: with no fixed delay, hedging starts once enough
 // latencies are known, at their quantile.
 func TestHedgeQuantile(t *testing.T) {
@@ -199,35 +126,5 @@ func TestHedgeQuantile(t *testing.T) {
 	}
 	if ic.hedge.lat.n != minSamples+10 {
 		t.Fatalf("hedged calls recorded %d latencies, want %d", ic.hedge.lat.n, minSamples+10)
-	}
-}
-
-// TestHedgeCallerDeadline: hedges run under the caller's deadline, and all
-// of them end with it.
-func TestHedgeCallerDeadline(t *testing.T) {
-	done := make(chan time.Time, 3)
-	srv := &server{unary: func(ctx context.Context, _ int, _ *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
-		d, _ := ctx.Deadline()
-		<-ctx.Done()
-		done <- d
-		return nil, ctx.Err()
-	}}
-	c := client(t, srv, WithStrategy(simple(3)), WithIdempotentMethods(method), WithHedging(Hedging{Delay: 5 * time.Millisecond, MaxAttempts: 3}))
-	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-	defer cancel()
-	caller, _ := ctx.Deadline()
-	_, err := c.UnaryCall(ctx, &testpb.SimpleRequest{})
-	if status.Code(err) != codes.DeadlineExceeded || !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("%v", err)
-	}
-	for i := range 3 {
-		select {
-		case d := <-done:
-			if d.IsZero() || d.After(caller.Add(100*time.Millisecond)) {
-				t.Fatalf("copy %d ran under deadline %v; the caller's is %v", i, d, caller)
-			}
-		case <-time.After(10 * time.Second):
-			t.Fatalf("copy %d never ended", i)
-		}
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"net"
 	"slices"
 	"testing"
-	"time"
 
 	"github.com/retrykit/retry"
 	"google.golang.org/grpc"
@@ -219,36 +218,6 @@ func TestHeaderCommits(t *testing.T) {
 	}
 }
 
-// TestStreamAttemptTimeout: the attempt timeout bounds a stream attempt
-// until its first message, and not after.
-func TestStreamAttemptTimeout(t *testing.T) {
-	srv := &server{output: func(n int, _ *testpb.StreamingOutputCallRequest, s testpb.TestService_StreamingOutputCallServer) error {
-		if n == 1 {
-			<-s.Context().Done()
-			return s.Context().Err()
-		}
-		if err := s.Send(&testpb.StreamingOutputCallResponse{}); err != nil {
-			return err
-		}
-		time.Sleep(150 * time.Millisecond) // past the attempt timeout, after the commit
-		return s.Send(&testpb.StreamingOutputCallResponse{})
-	}}
-	c := client(t, srv, WithStrategy(simple(3)), WithAttemptTimeout(100*time.Millisecond), WithIdempotentMethods(
-		"/grpc.testing.TestService/StreamingOutputCall"))
-	st, err := c.StreamingOutputCall(context.Background(), &testpb.StreamingOutputCallRequest{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range 2 {
-		if _, err := st.Recv(); err != nil {
-			t.Fatalf("message %d: %v", i, err)
-		}
-	}
-	if _, err := st.Recv(); err != io.EOF || srv.calls.Load() != 2 {
-		t.Fatalf("end: %v after %d attempts", err, srv.calls.Load())
-	}
-}
-
 // TestStreamGiveUp: a stream that keeps failing gives a *retry.Error.
 func TestStreamGiveUp(t *testing.T) {
 	srv := &server{output: func(int, *testpb.StreamingOutputCallRequest, testpb.TestService_StreamingOutputCallServer) error {
@@ -347,51 +316,6 @@ func TestBidiConcurrentRetry(t *testing.T) {
 	}
 	if srv.calls.Load() != 2 {
 		t.Fatalf("%d attempts", srv.calls.Load())
-	}
-}
-
-// TestSendAfterFailedAttempt: a send on an attempt the server has already
-// ended keeps the message and returns nil, and the receive that follows
-// retries with every message, those sent after the failure included.
-func TestSendAfterFailedAttempt(t *testing.T) {
-	ended := make(chan struct{})
-	var got [][]int
-	srv := &server{input: func(n int, s testpb.TestService_StreamingInputCallServer) error {
-		if n == 1 {
-			defer close(ended)
-			return status.Error(codes.Unavailable, "going away")
-		}
-		return sumInput(0, &got)(n, s)
-	}}
-	c := client(t, srv, WithStrategy(simple(3)))
-	st, err := c.StreamingInputCall(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := st.Send(&testpb.StreamingInputCallRequest{Payload: payload(1)}); err != nil {
-		t.Fatal(err)
-	}
-	<-ended
-	rs := st.(*grpc.GenericClientStream[testpb.StreamingInputCallRequest, testpb.StreamingInputCallResponse]).ClientStream.(*retryStream)
-	sends := 1
-	for deadline := time.Now().Add(5 * time.Second); ; sends++ {
-		rs.mu.Lock()
-		broken := rs.broken
-		rs.mu.Unlock()
-		if broken {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no send saw the attempt end")
-		}
-		time.Sleep(time.Millisecond) // the client learns of the end over the network
-		if err := st.Send(&testpb.StreamingInputCallRequest{Payload: payload(1)}); err != nil {
-			t.Fatalf("send %d: %v", sends+1, err)
-		}
-	}
-	r, err := st.CloseAndRecv()
-	if err != nil || int(r.GetAggregatedPayloadSize()) != sends || len(got) != 1 || len(got[0]) != sends {
-		t.Fatalf("%v, %v; the retry read %v, %d were sent", r, err, got, sends)
 	}
 }
 

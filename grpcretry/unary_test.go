@@ -303,44 +303,6 @@ func TestCallerDeadline(t *testing.T) {
 	}
 }
 
-// TestAttemptTimeout: an attempt cut by the attempt timeout is a timeout,
-// retried for an idempotent method by a strategy that retries timeouts, and
-// the server sees the attempt's deadline.
-func TestAttemptTimeout(t *testing.T) {
-	for _, idem := range []bool{true, false} {
-		srv := &server{unary: func(ctx context.Context, n int, _ *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
-			if n == 1 {
-				<-ctx.Done()
-				return nil, ctx.Err()
-			}
-			return ok(n)
-		}}
-		var info retry.Info
-		opts := []Option{WithStrategy(simple(2)), WithAttemptTimeout(100 * time.Millisecond),
-			WithRetryOptions(retry.OnAttemptFailed(func(_ context.Context, _ int, err error) { info = retry.Classify(err) }))}
-		if idem {
-			opts = append(opts, WithIdempotentMethods("/grpc.testing.TestService/"))
-		}
-		c := client(t, srv, opts...)
-		_, err := c.UnaryCall(context.Background(), &testpb.SimpleRequest{})
-		if !info.Timeout || info.Fault != retry.FaultServer {
-			t.Errorf("idempotent %v: attempt timeout classified %+v", idem, info)
-		}
-		if idem != (err == nil) || (!idem && status.Code(err) != codes.DeadlineExceeded) {
-			t.Errorf("idempotent %v: %v after %d calls", idem, err, srv.calls.Load())
-		}
-	}
-	// Adaptive does not retry timeouts by default.
-	srv := &server{unary: func(ctx context.Context, n int, _ *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
-		<-ctx.Done()
-		return nil, ctx.Err()
-	}}
-	c := client(t, srv, WithAttemptTimeout(10*time.Millisecond), WithIdempotentMethods(method))
-	if _, err := c.UnaryCall(context.Background(), &testpb.SimpleRequest{}); err == nil || srv.calls.Load() != 1 {
-		t.Fatalf("the default Adaptive retried a timeout: %v, %d calls", err, srv.calls.Load())
-	}
-}
-
 // TestDefaultStrategy: with no options the interceptor retries UNAVAILABLE
 // through its own Adaptive strategy.
 func TestDefaultStrategy(t *testing.T) {
