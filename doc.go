@@ -84,6 +84,22 @@
 // and a Quota shared by a fleet (redisquota) bound retries further where a
 // process's own signals are too weak.
 //
+// # Retry at one layer
+//
+// Retries that nest multiply: three attempts, each through a client that
+// makes three, are nine at the bottom. A layer whose caller will retry a
+// failure marks the context of the work with WithCallerRetries; an
+// integration that finds the mark (CallerRetries) makes one attempt for a
+// failure the caller will judge anyway (an answer that says the service is
+// failing), gives up with ErrOuterLoop, and keeps its retries for the
+// failures the caller cannot see (a refused connection, a reset). An *Error
+// with that reason classifies as its failure, so the caller retries it with
+// its own backoff and quota; any other *Error is Unsafe, so a loop around a
+// loop never retries a failure the inner loop retried already. The server
+// side of httpretry (Handler) and the forrst Server mark a request that says
+// it is a retry, so that a service's own calls leave to its caller what the
+// caller retries.
+//
 // The success path allocates nothing: tokens are values, and the per-request
 // state that makes them single-use comes from a pool.
 package retry

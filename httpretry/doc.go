@@ -52,11 +52,26 @@
 // # Waiting
 //
 // The wait before a retry comes from the strategy's backoff, and is never
-// shorter than the server asked with Retry-After (on 413, 429 and 503) or,
-// without one, the IETF RateLimit fields. A wait the server asks for beyond
-// MaxRetryAfter (5 minutes), or one that could not end before the request's
-// deadline, is not started: the last response comes back at once. Waits end
+// shorter than the server asked (on 413, 429 and 503): the longest of its
+// Retry-After lines and of the IETF RateLimit fields' reset when no quota is
+// left, a longer hint never giving a sooner retry. A wait the server asks for
+// beyond MaxRetryAfter (5 minutes), one too long to represent, or one that
+// could not end before the request's deadline, is not started: the last
+// response comes back at once. Waits end
 // when the request's context does.
+//
+// # Retry at one layer
+//
+// Retries at two layers multiply. When the caller retries too
+// (retry.CallerRetries: a request served through Handler that says it is a
+// retry, or work a caller marked with retry.WithCallerRetries), a Transport
+// makes one attempt for a failed response and returns it, for the caller to
+// judge, and keeps its own retries for the failures the caller cannot see (a
+// refused connection, a reset); Transport.Independent turns that off. Resent
+// requests carry Retry-Attempt (RetryAttemptHeader) with their attempt's
+// number, which Handler reads on the other side: the first attempt carries
+// none, so the calls made to serve it retry as usual, and a caller's claim
+// can only make that one request's calls retry less.
 //
 // # Whether, and when: one place for each
 //

@@ -21,6 +21,11 @@ const (
 	// IdempotencyKeyHeader is the header that makes a request retryable
 	// whatever its method (IETF draft-ietf-httpapi-idempotency-key-header).
 	IdempotencyKeyHeader = "Idempotency-Key"
+	// RetryAttemptHeader is the header a resent request carries, with the
+	// attempt's number ("2" for the first retry), as Envoy's
+	// x-envoy-attempt-count and gRPC's grpc-previous-rpc-attempts tell a
+	// server which attempt it serves.
+	RetryAttemptHeader = "Retry-Attempt"
 )
 
 // ErrLimited is the reason retrying stopped when the Transport's Limiter
@@ -93,10 +98,19 @@ type Transport struct {
 	// included; an attempt that times out may be retried. 0 = no bound other
 	// than the request's context.
 	AttemptTimeout time.Duration
-	// AttemptHeader, if set, names a header that tells the server which
-	// attempt a retry is ("2" for the first retry); first attempts do not
-	// carry it. For example "Retry-Attempt".
+	// AttemptHeader names the header that tells the server which attempt a
+	// resent request is ("2" for the first retry); first attempts do not
+	// carry it. "" = RetryAttemptHeader; "-" = none. A server behind Handler
+	// reads it, so that its own calls leave to this Transport what it
+	// retries.
 	AttemptHeader string
+	// Independent makes the Transport retry as if alone even when its
+	// caller retries too (retry.CallerRetries: a request marked by Handler,
+	// or by a loop of the caller's). By default it then makes one attempt
+	// for a failed response, which it returns for the caller to judge, and
+	// keeps its retries for the failures the caller cannot see (a refused
+	// connection, a reset): retries at two layers would multiply.
+	Independent bool
 	// OnAttempt, if set, is called after every attempt.
 	OnAttempt func(Attempt)
 	// Scope returns the retry quota a request draws on. nil = the request's
@@ -189,6 +203,17 @@ func (l *loop) reset() {
 	l.t, l.base, l.orig, l.first, l.next, l.drained = nil, nil, nil, nil, nil, nil
 	l.body, l.failures, l.last, l.reason = body{}, nil, Attempt{}, nil
 	l.kind, l.info, l.waited, l.attempts = 0, retry.Info{}, false, 0
+}
+
+// attemptHeader is the name of the header resent requests carry, or "".
+func (t *Transport) attemptHeader() string {
+	switch t.AttemptHeader {
+	case "":
+		return RetryAttemptHeader
+	case "-":
+		return ""
+	}
+	return t.AttemptHeader
 }
 
 // loops keeps loops, each with its options bound to it once: options whose
@@ -388,7 +413,7 @@ func (l *loop) attempt(ctx context.Context) (*http.Response, error) {
 // strategy is asked for a retry, the cheapest and most certain first, so
 // that a retry they refuse costs the quota nothing. It builds the next
 // attempt's request.
-func (l *loop) vet(_ context.Context, _ int, err error) error {
+func (l *loop) vet(ctx context.Context, _ int, err error) error {
 	switch {
 	case err == errAnswered:
 		return err
@@ -401,6 +426,9 @@ func (l *loop) vet(_ context.Context, _ int, err error) error {
 			return l.body.why()
 		}
 		return retry.ErrNotRetryable
+	}
+	if l.kind == KindStatus && !l.t.Independent && retry.CallerRetries(ctx) {
+		return retry.ErrOuterLoop // the caller gets the response, and retries it or not
 	}
 	if l.t.Retries > 0 && l.attempts > l.t.Retries {
 		return retry.ErrMaxAttempts
@@ -497,8 +525,8 @@ func (l *loop) nextRequest(kind Kind) (*http.Request, error) {
 		return nil, err
 	}
 	next.Body = b
-	if l.t.AttemptHeader != "" {
-		next.Header.Set(l.t.AttemptHeader, strconv.Itoa(l.attempts+1))
+	if h := l.t.attemptHeader(); h != "" {
+		next.Header.Set(h, strconv.Itoa(l.attempts+1))
 	}
 	return next, nil
 }
