@@ -54,7 +54,12 @@ type Client struct {
 	Strategy         retry.Strategy // nil = a retry.Adaptive owned by the client
 	NoIdempotencyKey bool           // do not add idempotency keys to calls
 	MaxDocumentSize  int64          // bound on response documents; 0 = 1 MiB
-	Options          []retry.Option // options for every call's retry.Do (hooks, logging)
+	Options          []retry.Option // options for every call's retry.Do (hooks, logging, a retry.Trace)
+	// Independent makes the client retry a server's failed answer itself
+	// even when its caller retries too (retry.CallerRetries). By default it
+	// then makes one attempt for an answered failure and leaves its retry to
+	// the caller, so that the two layers do not multiply.
+	Independent bool
 
 	once   sync.Once
 	guided guided
@@ -127,6 +132,9 @@ func (c *Client) Call(ctx context.Context, function string, args, result any, op
 		return c.attempt(ctx, &req, attempt, cfg.key != "", result)
 	}
 	ropts := append([]retry.Option{retry.Scope(c.URL)}, c.Options...)
+	if !c.Independent {
+		ropts = append(ropts, retry.BeforeRetry(leaveAnswersToCaller))
+	}
 	return retry.Do(ctx, &c.guided, op, ropts...)
 }
 
@@ -141,6 +149,9 @@ func (c *Client) attempt(ctx context.Context, req *Request, attempt int, keyed b
 		return retry.Permanent(err)
 	}
 	hreq.Header.Set("Content-Type", "application/json")
+	if attempt > 1 {
+		hreq.Header.Set(httpretry.RetryAttemptHeader, strconv.Itoa(attempt)) // see httpretry.Handler
+	}
 	hc := c.HTTPClient
 	if hc == nil {
 		hc = http.DefaultClient
@@ -339,6 +350,19 @@ func overlongReset(data json.RawMessage) time.Duration {
 		}
 	}
 	return 0
+}
+
+// leaveAnswersToCaller makes one attempt of a call whose caller retries
+// (retry.CallerRetries) when the server answered with a failure: the caller
+// judges that answer and retries it or not, so that the layers' retries do
+// not multiply. Failures with no answer (a refused connection, a reset) are
+// still retried here, where they can be seen.
+func leaveAnswersToCaller(ctx context.Context, _ int, err error) error {
+	var ce *CallError
+	if retry.CallerRetries(ctx) && errors.As(err, &ce) {
+		return retry.ErrOuterLoop
+	}
+	return nil
 }
 
 // ErrServerLimit is the reason retrying stopped when the server's

@@ -12,6 +12,9 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/httpretry"
 )
 
 // Function is a function a Server serves. It receives the call's arguments
@@ -115,6 +118,13 @@ type answer struct {
 
 // ServeHTTP handles one Forrst request.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if httpretry.Resent(r) {
+		// The caller retries: the function's own calls through retrykit
+		// leave to it what it will retry (see retry.CallerRetries).
+		ctx, done := retry.WithCallerRetries(r.Context())
+		defer done()
+		r = r.WithContext(ctx)
+	}
 	a := s.serve(r)
 	h := w.Header()
 	for k, v := range a.header {

@@ -1,0 +1,66 @@
+package forrst_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+
+	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/forrst"
+	"github.com/retrykit/retry/httpretry"
+)
+
+// Retries at one layer: a Forrst client whose caller retries leaves an
+// answered failure to it after one attempt (an *Error that classifies as the
+// failure, so the caller retries it); the server marks the function's context
+// on the client's retries (Retry-Attempt), so that the function's own calls
+// leave their retries to the client; an HTTP back end behind it that always
+// fails sees 3 requests for the client's first attempt and 1 for each retry.
+func TestForrstLayersDoNotMultiply(t *testing.T) {
+	var backHits atomic.Int32
+	back := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		backHits.Add(1)
+		http.Error(w, "down", http.StatusServiceUnavailable)
+	}))
+	defer back.Close()
+	downstream := &http.Client{Transport: &httpretry.Transport{Strategy: noWait(3)}}
+
+	var marked []bool
+	var s forrst.Server
+	s.Register("orders.get", func(ctx context.Context, _ json.RawMessage) (any, error) {
+		marked = append(marked, retry.CallerRetries(ctx))
+		req, _ := http.NewRequestWithContext(ctx, "GET", back.URL, nil)
+		resp, err := downstream.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		return nil, forrst.Fail(forrst.CodeUnavailable, "the back end is down")
+	}, forrst.WithGuidance(forrst.CodeUnavailable, forrst.RetryData{Allowed: true, Strategy: forrst.Immediate, MaxAttempts: 5}))
+	srv := newServer(t, &s)
+
+	client := &forrst.Client{URL: srv.URL, Strategy: noWait(3)}
+	err := client.Call(context.Background(), "orders.get", nil, nil)
+	wantCallError(t, err, forrst.CodeUnavailable, http.StatusServiceUnavailable)
+	if len(marked) != 3 || marked[0] || !marked[1] || !marked[2] || backHits.Load() != 5 {
+		t.Fatalf("function contexts marked %v, back end hit %d times, want [false true true] and 5", marked, backHits.Load())
+	}
+
+	// Inside a caller's retries: one attempt, left to the caller.
+	ctx, done := retry.WithCallerRetries(context.Background())
+	defer done()
+	marked = nil
+	err = client.Call(ctx, "orders.get", nil, nil)
+	var re *retry.Error
+	if !errors.As(err, &re) || re.Attempts != 1 || re.Reason != retry.ErrOuterLoop || !retry.Classify(err).Retryable() {
+		t.Fatalf("inside a caller's retries: err = %v", err)
+	}
+	independent := &forrst.Client{URL: srv.URL, Strategy: noWait(3), Independent: true}
+	err = independent.Call(ctx, "orders.get", nil, nil)
+	if !errors.As(err, &re) || re.Attempts != 3 {
+		t.Fatalf("independent: err = %v", err)
+	}
+}
