@@ -83,6 +83,7 @@ func (c *config) classify(err error, o outcome) *attemptError {
 		info = retry.Info{Safety: retry.Safe, Fault: retry.FaultServer}
 	case code == codes.ResourceExhausted && local(st):
 		// grpc's own limit on message sizes: repeating it changes nothing.
+		info.Fault = retry.FaultClient
 	case code == codes.Canceled:
 		// The caller's cancellation, or the server's: never repeated.
 	case c.retryable.has(code):

@@ -132,7 +132,7 @@ func TestLocalResourceExhausted(t *testing.T) {
 	if status.Code(err) != codes.ResourceExhausted || srv.calls.Load() != 1 {
 		t.Fatalf("%v after %d calls, want RESOURCE_EXHAUSTED after 1", err, srv.calls.Load())
 	}
-	if info := retry.Classify(err); info.Throttle {
+	if info := retry.Classify(err); info.Throttle || info.Fault != retry.FaultClient {
 		t.Fatalf("a local size limit classified as throttling: %+v", info)
 	}
 }
