@@ -194,6 +194,7 @@ func run[T any](ctx context.Context, s Strategy, op func(context.Context) (T, er
 	} else if err := d.begin(c.scope); err != nil {
 		v, opErr, _ := runAttempt(ctx, c, 1, op)
 		if opErr == nil {
+			c.succeeded(ctx, 1)
 			return v, d.timer, nil
 		}
 		c.attemptFailed(ctx, 1, opErr)
@@ -207,6 +208,7 @@ func run[T any](ctx context.Context, s Strategy, op func(context.Context) (T, er
 				d.release()
 				return v, d.timer, c.giveUp(ctx, attempt-1, lastErr, err)
 			}
+			c.waited += delay
 		}
 		var (
 			opErr    error
@@ -219,6 +221,7 @@ func run[T any](ctx context.Context, s Strategy, op func(context.Context) (T, er
 		}
 		if opErr == nil {
 			d.success()
+			c.succeeded(ctx, attempt)
 			return v, d.timer, nil
 		}
 		lastErr = opErr
@@ -407,6 +410,13 @@ func sleep(ctx context.Context, d time.Duration, t **time.Timer) error {
 	}
 }
 
+// succeeded tells the Trace that the call succeeded on attempt n.
+func (c *config) succeeded(ctx context.Context, n int) {
+	if c.trace != nil {
+		c.trace.done(ctx, c.scope, n, c.waited, nil)
+	}
+}
+
 func (c *config) attemptFailed(ctx context.Context, attempt int, err error) {
 	if c.failed != nil {
 		c.failed(ctx, attempt, err)
@@ -421,6 +431,7 @@ func (c *config) giveUp(ctx context.Context, attempts int, last, reason error) *
 	}
 	if c.trace != nil {
 		c.trace.giveUp(ctx, c.scope, e)
+		c.trace.done(ctx, c.scope, attempts, c.waited, e)
 	}
 	if c.logger != nil {
 		c.logGiveUp(ctx, e)

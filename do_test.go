@@ -716,3 +716,22 @@ func TestDoHooksCompose(t *testing.T) {
 		}
 	})
 }
+
+// A Trace's Done hears every call end once: the attempts, the time waited
+// between them (in virtual time) and the call's error.
+func TestTraceDone(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var got []string
+		trace := WithTrace(&Trace{Done: func(_ context.Context, scope string, n int, waited time.Duration, err error) {
+			got = append(got, fmt.Sprintf("%s %d %v %v", scope, n, waited, err != nil))
+		}})
+		s := &Simple{Backoff: Linear{Base: time.Second}}
+		_ = Do(context.Background(), s, failing(2, errTransient).op, trace, Scope("a"))
+		_ = Do(context.Background(), s, failing(5, errTransient).op, trace)
+		_ = Do(context.Background(), s, failing(0, errTransient).op, trace)
+		want := "a 3 3s false| 3 3s true| 1 0s false"
+		if strings.Join(got, "|") != want {
+			t.Fatalf("Done heard %q, want %q", strings.Join(got, "|"), want)
+		}
+	})
+}

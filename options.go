@@ -47,6 +47,7 @@ type config struct {
 	longPoll       bool
 	failed         func(ctx context.Context, attempt int, err error)
 	trace          *Trace
+	waited         time.Duration // the call's waits between attempts so far, for the Trace
 	vet            func(ctx context.Context, attempt int, err error) error
 	retrying       func(ctx context.Context, attempt int, delay time.Duration, err error)
 	gaveUp         func(ctx context.Context, err *Error)

@@ -25,6 +25,11 @@ type Trace struct {
 	Retry func(ctx context.Context, scope string, n int, delay time.Duration, err error)
 	// GiveUp is called once when the loop returns an error (see OnGiveUp).
 	GiveUp func(ctx context.Context, scope string, err *Error)
+	// Done is called once when the call ends, after GiveUp if it failed,
+	// with the attempts made, the time spent waiting between them, and the
+	// call's error (nil, or the *Error the loop returns): what a metric of
+	// whole calls needs, such as gRPC's grpc.client.call.retry_delay.
+	Done func(ctx context.Context, scope string, attempts int, waited time.Duration, err error)
 }
 
 // WithTrace has the loop call the hooks of t. Several traces all run, in the
@@ -59,6 +64,12 @@ func (t *Trace) giveUp(ctx context.Context, scope string, err *Error) {
 	}
 }
 
+func (t *Trace) done(ctx context.Context, scope string, attempts int, waited time.Duration, err error) {
+	if t.Done != nil {
+		t.Done(ctx, scope, attempts, waited, err)
+	}
+}
+
 // then returns a Trace that runs the hooks of t, then those of u; either
 // may be nil.
 func (t *Trace) then(u *Trace) *Trace {
@@ -83,6 +94,10 @@ func (t *Trace) then(u *Trace) *Trace {
 		GiveUp: func(ctx context.Context, scope string, err *Error) {
 			t.giveUp(ctx, scope, err)
 			u.giveUp(ctx, scope, err)
+		},
+		Done: func(ctx context.Context, scope string, attempts int, waited time.Duration, err error) {
+			t.done(ctx, scope, attempts, waited, err)
+			u.done(ctx, scope, attempts, waited, err)
 		},
 	}
 }
