@@ -98,6 +98,7 @@ func TestRetriedTwice(t *testing.T) {
 			"retry.client.call.retries{retry.outcome=success,retry.scope=svc}":                  "1/2",
 			"retry.client.retry.delay{error.type=transient,retry.scope=svc}":                    "1/0.01",
 			"retry.client.retry.delay{error.type=throttle,retry.scope=svc}":                     "1/0.02",
+			"retry.client.call.retry_delay{retry.outcome=success,retry.scope=svc}":              "1/0.03",
 		})
 	})
 }

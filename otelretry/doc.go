@@ -64,6 +64,10 @@
 //     WithGRPCConventions, a call without retries records nothing.
 //   - retry.client.retry.delay (histogram, s): each wait before a retry,
 //     with error.type.
+//   - retry.client.call.retry_delay (histogram, s): per call that retried
+//     at all, the time it spent waiting between attempts (retry.Trace's
+//     Done), with retry.outcome; gRFC A96's grpc.client.call.retry_delay,
+//     whose name it takes with WithGRPCConventions.
 //   - retry.client.give_ups (counter, {call}): calls that failed for good,
 //     with retry.reason and error.type.
 //   - retry.client.quota.available, retry.client.budget.available and

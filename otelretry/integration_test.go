@@ -103,6 +103,7 @@ func TestHTTPTransport(t *testing.T) {
 		"retry.client.retries{error.type=transient,retry.outcome=failure,retry.scope=api}":  "1",
 		"retry.client.call.retries{retry.outcome=success,retry.scope=api}":                  "1/2",
 		"retry.client.retry.delay{error.type=transient,retry.scope=api}":                    "2/0",
+		"retry.client.call.retry_delay{retry.outcome=success,retry.scope=api}":              "1/0",
 	})
 }
 

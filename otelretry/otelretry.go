@@ -119,6 +119,7 @@ type Instrumentation struct {
 	giveUps     metric.Int64Counter
 	callRetries metric.Int64Histogram
 	delay       metric.Float64Histogram
+	callDelay   metric.Float64Histogram
 
 	reg   metric.Registration
 	trace *retry.Trace
@@ -159,6 +160,7 @@ func New(opts ...Option) *Instrumentation {
 			AttemptDone:  in.attemptDone,
 			Retry:        in.retry,
 			GiveUp:       in.giveUp,
+			Done:         in.done,
 		}
 	}
 	return in
@@ -214,9 +216,17 @@ func (in *Instrumentation) instruments(mp metric.MeterProvider, g *gauges) {
 		metric.WithDescription("The wait before each retry: backoff, the server's hint or the limiter's wait."),
 		metric.WithExplicitBucketBoundaries(0, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 60))
 	handle(err)
+	name = "retry.client.call.retry_delay"
+	if in.grpc {
+		name = "grpc.client.call.retry_delay"
+	}
+	in.callDelay, err = m.Float64Histogram(name, metric.WithUnit("s"),
+		metric.WithDescription("The time a call that retried spent waiting between its attempts, in all."),
+		metric.WithExplicitBucketBoundaries(0, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 60))
+	handle(err)
 	in.metrics = in.attempts.Enabled(context.Background()) || in.retries.Enabled(context.Background()) ||
 		in.giveUps.Enabled(context.Background()) || in.callRetries.Enabled(context.Background()) ||
-		in.delay.Enabled(context.Background())
+		in.delay.Enabled(context.Background()) || in.callDelay.Enabled(context.Background())
 	if !in.metrics {
 		return
 	}
@@ -395,4 +405,17 @@ func (in *Instrumentation) giveUp(ctx context.Context, scope string, e *retry.Er
 		attrs = append(attrs, keyError.String(e.Error()))
 	}
 	caller.AddEvent(EventGiveUp, trace.WithAttributes(attrs...))
+}
+
+// done records the whole wait of a call that retried, as gRFC A96's
+// grpc.client.call.retry_delay does.
+func (in *Instrumentation) done(ctx context.Context, scope string, attempts int, waited time.Duration, err error) {
+	if !in.metrics || attempts < 2 {
+		return
+	}
+	outcome := outcomeSuccess
+	if err != nil {
+		outcome = outcomeGiveUp
+	}
+	in.callDelay.Record(ctx, waited.Seconds(), metric.WithAttributeSet(attribute.NewSet(in.scopes.get(scope).attr, outcome)))
 }
