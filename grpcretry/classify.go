@@ -56,6 +56,7 @@ func (e *attemptError) RetryInfo() retry.Info { return e.info }
 type outcome struct {
 	trailer    metadata.MD
 	sent       bool // the attempt had a transport stream: it left the client
+	answered   bool // the server sent headers before its status: it handled the call
 	idempotent bool
 	timedOut   bool // the attempt's own timeout ended it, not the caller's
 	callerDone bool // the caller's context is done or past its deadline
@@ -88,8 +89,13 @@ func (c *config) classify(err error, o outcome) *attemptError {
 		// The caller's cancellation, or the server's: never repeated.
 	case c.retryable.has(code):
 		info = retry.Info{Safety: retry.MaybeSafe, Fault: retry.FaultServer, Throttle: code == codes.ResourceExhausted}
-		if o.idempotent {
+		switch {
+		case o.idempotent:
 			info.Safety = retry.Safe
+		case o.answered:
+			// Headers came before the failure: the handler ran, and A6
+			// commits the call. Only an idempotent method is repeated.
+			info.Safety = retry.Unsafe
 		}
 	case maybeProcessed(code):
 		info = retry.Info{Safety: maybe, Fault: retry.FaultServer, Timeout: code == codes.DeadlineExceeded}

@@ -30,6 +30,8 @@
 //	a code of WithRetryableCodes            MaybeSafe (Safe if idempotent),    always, as A6's
 //	  (default UNAVAILABLE,                   server fault; RESOURCE_EXHAUSTED   retryableStatusCodes
 //	  RESOURCE_EXHAUSTED)                     is a throttle
+//	the same after the server sent its      Unsafe unless idempotent           idempotent only: the handler
+//	  headers                                                                    ran, and A6 commits the call
 //	RESOURCE_EXHAUSTED from grpc's own      Unsafe, client fault               never
 //	  message-size limit
 //	the attempt's own timeout               Timeout, server fault; MaybeSafe   idempotent only, and only by a

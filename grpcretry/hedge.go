@@ -222,7 +222,7 @@ func (g *hedgeGroup) run(ctx context.Context) error {
 				g.deliver(r)
 				return nil
 			}
-			e := h.cfg.classify(r.err, outcome{trailer: r.trailer, sent: sent(r.peer.Addr), idempotent: true, timedOut: r.timedOut, callerDone: expired(ctx)})
+			e := h.cfg.classify(r.err, outcome{trailer: r.trailer, answered: r.header != nil, sent: sent(r.peer.Addr), idempotent: true, timedOut: r.timedOut, callerDone: expired(ctx)})
 			last = e
 			if !e.info.Retryable() || e.info.Throttle {
 				finish()

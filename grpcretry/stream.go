@@ -49,7 +49,7 @@ func (i *interceptor) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grp
 		i: i, ctx: ctx, desc: desc, cc: cc, method: method, streamer: streamer,
 		idempotent: idem || i.cfg.isIdempotent(method),
 	}
-	s.opts = append(append(s.opts, opts...), grpc.Trailer(&s.trailer), grpc.Peer(&s.peer))
+	s.opts = append(append(s.opts, opts...), grpc.Header(&s.header), grpc.Trailer(&s.trailer), grpc.Peer(&s.peer))
 	s.open(ctx)
 	if s.openErr != nil && !s.i.cfg.classify(s.openErr, s.outcome(ctx)).info.Retryable() {
 		// Nothing to retry: report it where grpc would, as a give-up.
@@ -83,6 +83,7 @@ type retryStream struct {
 	broken    bool // a send on the current attempt failed
 	committed bool
 	started   bool // the retry loop ran: the call is past its first receive
+	header    metadata.MD
 	trailer   metadata.MD
 	peer      peer.Peer
 	last      *attemptError
@@ -103,7 +104,7 @@ func (s *retryStream) open(ctx context.Context) {
 	if d := s.i.cfg.attemptTimeout; d > 0 && !s.committed {
 		s.timer = time.AfterFunc(d, func() { cancel(errAttemptTimeout) })
 	}
-	s.trailer, s.peer, s.broken = nil, peer.Peer{}, false
+	s.header, s.trailer, s.peer, s.broken = nil, nil, peer.Peer{}, false
 	s.cur, s.openErr = s.streamer(actx, s.desc, s.cc, s.method, s.opts...)
 	if s.openErr != nil {
 		s.cur = nil
@@ -128,6 +129,7 @@ func (s *retryStream) commit() {
 func (s *retryStream) outcome(ctx context.Context) outcome {
 	return outcome{
 		trailer:    s.trailer,
+		answered:   s.header != nil,
 		sent:       sent(s.peer.Addr),
 		idempotent: s.idempotent,
 		timedOut:   !expired(ctx) && context.Cause(s.actx) == errAttemptTimeout,

@@ -58,9 +58,10 @@ type unaryCall struct {
 	last       *attemptError
 	timeFirst  bool // record the first attempt's latency for hedging
 
+	header   metadata.MD // non-nil once the server sent headers: it handled the call
 	trailer  metadata.MD
 	peer     peer.Peer
-	capture  [2]grpc.CallOption // grpc.Trailer(&trailer), grpc.Peer(&peer)
+	capture  [3]grpc.CallOption // grpc.Header(&header), grpc.Trailer(&trailer), grpc.Peer(&peer)
 	callOpts []grpc.CallOption  // the caller's options, then capture
 
 	op   func(context.Context) (struct{}, error) // attempt, bound once: DoValue takes it without a wrapper
@@ -69,7 +70,7 @@ type unaryCall struct {
 
 func (i *interceptor) newUnaryCall() *unaryCall {
 	c := &unaryCall{i: i}
-	c.capture = [2]grpc.CallOption{grpc.Trailer(&c.trailer), grpc.Peer(&c.peer)}
+	c.capture = [3]grpc.CallOption{grpc.Header(&c.header), grpc.Trailer(&c.trailer), grpc.Peer(&c.peer)}
 	c.op = func(ctx context.Context) (struct{}, error) { return struct{}{}, c.attempt(ctx) }
 	c.opts = append(c.opts, retry.Option{})
 	if d := i.cfg.attemptTimeout; d > 0 {
@@ -106,7 +107,7 @@ func (i *interceptor) unary(ctx context.Context, method string, req, reply any, 
 func (c *unaryCall) reset() {
 	clear(c.callOpts)
 	c.ctx, c.req, c.reply, c.cc, c.invoker, c.last = nil, nil, nil, nil, nil, nil
-	c.method, c.attempts, c.trailer, c.peer, c.timeFirst = "", 0, nil, peer.Peer{}, false
+	c.method, c.attempts, c.header, c.trailer, c.peer, c.timeFirst = "", 0, nil, nil, peer.Peer{}, false
 }
 
 // attempt makes one attempt and classifies its failure.
@@ -116,7 +117,7 @@ func (c *unaryCall) attempt(ctx context.Context) error {
 	if c.attempts > 1 {
 		actx = metadata.AppendToOutgoingContext(ctx, PreviousAttemptsKey, strconv.Itoa(c.attempts-1))
 	}
-	c.trailer, c.peer = nil, peer.Peer{}
+	c.header, c.trailer, c.peer = nil, nil, peer.Peer{}
 	var start time.Time
 	if c.timeFirst && c.attempts == 1 {
 		start = time.Now()
@@ -130,6 +131,7 @@ func (c *unaryCall) attempt(ctx context.Context) error {
 	}
 	c.last = c.i.cfg.classify(err, outcome{
 		trailer:    c.trailer,
+		answered:   c.header != nil,
 		sent:       sent(c.peer.Addr),
 		idempotent: c.idempotent,
 		timedOut:   attemptTimedOut(c.ctx, ctx),

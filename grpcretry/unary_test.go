@@ -371,3 +371,39 @@ func TestCallerDeadlinePassed(t *testing.T) {
 		t.Fatal("the caller's deadline taken for the attempt's")
 	}
 }
+
+// TestHeadersCommit: a failure after the server sent its headers comes from
+// a handler that ran: as A6 commits such a call, only an idempotent method
+// is retried, whatever the code.
+func TestHeadersCommit(t *testing.T) {
+	for _, idem := range []bool{false, true} {
+		srv := &server{unary: func(ctx context.Context, n int, _ *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
+			if n == 1 {
+				grpc.SendHeader(ctx, metadata.Pairs("handled", "yes"))
+				return nil, status.Error(codes.Unavailable, "failed halfway")
+			}
+			return ok(n)
+		}}
+		opts := []Option{WithStrategy(simple(2))}
+		if idem {
+			opts = append(opts, WithIdempotentMethods(method))
+		}
+		c := client(t, srv, opts...)
+		_, err := c.UnaryCall(context.Background(), &testpb.SimpleRequest{})
+		if idem != (err == nil) || srv.calls.Load() != map[bool]int64{false: 1, true: 2}[idem] {
+			t.Errorf("idempotent %v: %v after %d calls", idem, err, srv.calls.Load())
+		}
+	}
+	srv := &server{output: func(n int, _ *testpb.StreamingOutputCallRequest, s testpb.TestService_StreamingOutputCallServer) error {
+		s.SendHeader(metadata.Pairs("handled", "yes"))
+		return status.Error(codes.Unavailable, "failed halfway")
+	}}
+	c := client(t, srv, WithStrategy(simple(2)))
+	st, err := c.StreamingOutputCall(context.Background(), &testpb.StreamingOutputCallRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Recv(); status.Code(err) != codes.Unavailable || srv.calls.Load() != 1 {
+		t.Fatalf("stream: %v after %d calls", err, srv.calls.Load())
+	}
+}
