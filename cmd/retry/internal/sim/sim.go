@@ -276,7 +276,7 @@ type runner struct {
 
 	q    pending
 	seq  uint64
-	reqs []request // slots of the requests in flight
+	reqs slots     // of the requests in flight
 	free []int32   // slots of reqs free for reuse
 	end  time.Duration
 
@@ -295,6 +295,28 @@ type runner struct {
 	latencies histogram
 	attempts  []int // per 1 s bucket: attempts that completed (answered)
 	successes []int // per bucket: attempts that succeeded
+}
+
+// slots holds requests in chunks of a fixed size, so that growing it never
+// copies, nor holds two copies of, millions of requests at once.
+type slots struct {
+	chunks [][]request
+	n      int
+}
+
+const chunkBits = 12
+
+func (s *slots) at(id int32) *request { return &s.chunks[id>>chunkBits][id&(1<<chunkBits-1)] }
+
+// add puts req in a new slot and returns its id.
+func (s *slots) add(req request) int32 {
+	if s.n>>chunkBits == len(s.chunks) {
+		s.chunks = append(s.chunks, make([]request, 1<<chunkBits))
+	}
+	id := int32(s.n)
+	s.n++
+	*s.at(id) = req
+	return id
 }
 
 // Answers, as pending events carry them.
@@ -430,14 +452,14 @@ func (r *runner) push(e item) {
 	}
 	if e.kind != evIssue {
 		r.res.Unfinished++
-		r.latencies.add(r.end-r.reqs[e.id].issued, true)
+		r.latencies.add(r.end-r.reqs.at(e.id).issued, true)
 		r.release(e.id)
 	}
 }
 
 // release frees the slot of a request that is over.
 func (r *runner) release(id int32) {
-	r.reqs[id] = request{}
+	*r.reqs.at(id) = request{}
 	r.free = append(r.free, id)
 }
 
@@ -454,10 +476,9 @@ func (r *runner) issue(client int, at time.Duration) {
 	var id int32
 	if k := len(r.free); k > 0 {
 		id, r.free = r.free[k-1], r.free[:k-1]
-		r.reqs[id] = req
+		*r.reqs.at(id) = req
 	} else {
-		id = int32(len(r.reqs))
-		r.reqs = append(r.reqs, req)
+		id = r.reqs.add(req)
 	}
 	r.push(item{at: at + tok.Delay(), kind: evAttempt, id: id})
 }
@@ -540,7 +561,7 @@ func (r *runner) admit(at time.Duration) bool {
 }
 
 func (r *runner) answer(id int32, at time.Duration, ans uint8) {
-	req := &r.reqs[id]
+	req := r.reqs.at(id)
 	i := int(at / bucket)
 	if i < len(r.attempts) {
 		r.attempts[i]++
