@@ -86,7 +86,6 @@ type retryStream struct {
 	header    metadata.MD
 	trailer   metadata.MD
 	peer      peer.Peer
-	last      *attemptError
 }
 
 // open starts an attempt. Called with s.mu held, or before s is shared.
