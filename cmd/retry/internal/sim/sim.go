@@ -276,8 +276,8 @@ type runner struct {
 
 	q    pending
 	seq  uint64
-	reqs slots     // of the requests in flight
-	free []int32   // slots of reqs free for reuse
+	reqs slots   // of the requests in flight
+	free []int32 // slots of reqs free for reuse
 	end  time.Duration
 
 	arrivals *rand.Rand // issue times: the same for every policy
