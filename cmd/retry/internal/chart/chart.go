@@ -51,7 +51,7 @@ type Chart struct {
 const (
 	canvasWidth = vg.Length(600) // 800 px
 	panelHeight = vg.Length(118) // one row of panels, its title included
-	xAxisHeight = vg.Length(28)  // the time axis's numbers and label, under the last row
+	xAxisHeight = vg.Length(22)  // the time axis's numbers and label, under the last row
 
 	margin    = vg.Length(8)  // around the whole image
 	panelGapX = vg.Length(12) // between panels side by side
@@ -239,7 +239,7 @@ func render(c Chart, newCanvas func(w, h vg.Length) vg.CanvasWriterTo) vg.Canvas
 		plots[r][col] = newPanel(c, i, s, xmax, ymax, capacity, inc, hasInc, col == 0, bottom)
 	}
 	area := draw.Crop(dc, margin, -margin, margin, -(margin + headH + keyH))
-	tiles := draw.Tiles{Rows: rows, Cols: cols, PadX: panelGapX, PadY: panelGapY, PadBottom: xAxisHeight}
+	tiles := draw.Tiles{Rows: rows, Cols: cols, PadX: panelGapX, PadY: panelGapY}
 	canvases := plot.Align(plots, tiles, area)
 	nameSty := style(bold, panelSize, color.Black)
 	nameSty.XAlign, nameSty.YAlign = draw.XCenter, draw.YBottom
