@@ -372,3 +372,33 @@ func TestSimRequestGuardFollowsTheMachine(t *testing.T) {
 		t.Errorf("--rate %s --duration %ss: exit %d, stderr %q; want 2 and the machine's limit of %d", rate, rate, code, errOut, limit)
 	}
 }
+
+// On a terminal, progress is one line redrawn in place, at most every
+// progressRedraw, with the share done and the time left; done clears it.
+func TestSimProgressOnATerminal(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var buf bytes.Buffer
+		p := newProgress(&buf, false)
+		p.terminal = true // as newProgress finds a terminal
+		p.update(0, 4, "no retries", 0)
+		for range 3 {
+			time.Sleep(time.Second)
+			p.update(1, 4, "Standard", 0.5)
+			p.update(1, 4, "Standard", 0.6) // too soon: not drawn
+		}
+		p.done()
+		lines := strings.Split(buf.String(), "\r")
+		want := []string{"", "0% done, 1/4: no retries",
+			"37% done, 2/4: Standard, about 2s left ",
+			"37% done, 2/4: Standard, about 3s left ",
+			"37% done, 2/4: Standard, about 5s left "}
+		if len(lines) != len(want)+2 || strings.TrimSpace(lines[len(lines)-2]) != "" || lines[len(lines)-1] != "" {
+			t.Fatalf("progress on a terminal: %q; want %d redraws and the line cleared", buf.String(), len(want)-1)
+		}
+		for i, w := range want {
+			if strings.TrimRight(lines[i], " ") != strings.TrimRight(w, " ") {
+				t.Errorf("redraw %d: %q, want %q", i, lines[i], w)
+			}
+		}
+	})
+}
