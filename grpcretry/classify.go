@@ -45,6 +45,7 @@ type attemptError struct {
 	err  error
 	info retry.Info
 	stop bool // the server's pushback asked not to retry
+	sent bool // the attempt left the client: the caller sees its status as it is
 }
 
 func (e *attemptError) Error() string         { return e.err.Error() }
@@ -100,7 +101,7 @@ func (c *config) classify(err error, o outcome) *attemptError {
 	case maybeProcessed(code):
 		info = retry.Info{Safety: maybe, Fault: retry.FaultServer, Timeout: code == codes.DeadlineExceeded}
 	}
-	e := &attemptError{err: err, info: info}
+	e := &attemptError{err: err, info: info, sent: o.sent}
 	d, stop := parsePushback(o.trailer[PushbackKey])
 	e.stop = stop
 	e.info.RetryAfter = max(d, retryInfoDelay(st))
@@ -203,6 +204,12 @@ func (c *config) vetHints(ctx context.Context, e *attemptError) error {
 	}
 	if e.stop {
 		return ErrPushback
+	}
+	if e.sent && !c.independent && retry.CallerRetries(ctx) {
+		// The caller retries this call's status itself: one attempt here,
+		// or the layers multiply. A call that never left the client is
+		// still retried here, where it costs the server nothing.
+		return retry.ErrOuterLoop
 	}
 	if e.info.RetryAfter > c.maxRetryAfter {
 		return &retry.RetryAfterError{RetryAfter: e.info.RetryAfter, Max: c.maxRetryAfter}

@@ -94,6 +94,18 @@
 // hedgingPolicy): see Hedging. Hedges are paid for from a retry.Quota and
 // stop while the service is struggling.
 //
+// # Retry at one layer
+//
+// Retries at two layers multiply. A call whose caller retries too
+// (retry.CallerRetries) makes one attempt for a failure the server answered
+// and leaves its retry to the caller (the *retry.Error's Reason is
+// retry.ErrOuterLoop, and it classifies as the status, so the caller's loop
+// retries it); a call that never left the client is still retried here.
+// WithIndependentRetries turns that off. On the server side,
+// UnaryServerInterceptor and StreamServerInterceptor mark the context of a
+// call whose grpc-previous-rpc-attempts says it is a retry, so that the
+// handler's own calls leave their retries to its caller.
+//
 // # Errors
 //
 // A call that fails for good returns a *retry.Error wrapping the last

@@ -33,6 +33,7 @@ type config struct {
 	hedging        *Hedging
 	scope          func(cc *grpc.ClientConn, method string) string
 	retryOpts      []retry.Option
+	independent    bool
 }
 
 func newConfig(opts []Option) *config {
@@ -126,12 +127,21 @@ func WithScope(f func(cc *grpc.ClientConn, method string) string) Option {
 }
 
 // WithRetryOptions adds options to every call's retry loop: hooks such as
-// retry.OnRetry, retry.OnAttemptFailed and retry.OnGiveUp, or retry.Log.
-// The interceptor sets retry.Scope, retry.AttemptTimeout and
-// retry.BeforeRetry itself: a BeforeRetry given here is replaced.
+// retry.OnRetry, retry.OnAttemptFailed and retry.OnGiveUp, retry.Log, or a
+// retry.Trace. The interceptor sets retry.Scope, retry.AttemptTimeout and a
+// retry.BeforeRetry of its own; hooks given here run beside its own.
 func WithRetryOptions(opts ...retry.Option) Option {
 	return func(c *config) { c.retryOpts = append(c.retryOpts, opts...) }
 }
+
+// WithIndependentRetries makes the interceptors retry as if alone even when
+// the caller retries too (retry.CallerRetries: a call made while serving a
+// request that is itself a retry, see UnaryServerInterceptor, or work a
+// caller marked). By default a call whose caller retries makes one attempt
+// for a failure the server answered, and leaves its retry to the caller:
+// retries at two layers multiply. A call that never left the client is
+// retried either way.
+func WithIndependentRetries() Option { return func(c *config) { c.independent = true } }
 
 // WithHedging sends unary calls of idempotent methods as hedged requests
 // (gRPC A6's hedgingPolicy): see Hedging.
