@@ -46,16 +46,17 @@ func errorClass(err error) (string, retry.Info) {
 // Reasons a call gave up, the values of the retry.reason attribute, one per
 // documented reason of the retry module (see retry.Error).
 const (
-	ReasonAttempts     = "attempts"      // retry.ErrMaxAttempts
-	ReasonQuota        = "quota"         // retry.ErrQuotaExhausted
-	ReasonBudget       = "budget"        // retry.ErrBudgetExhausted
-	ReasonDeadline     = "deadline"      // retry.ErrDeadline, or the caller's deadline passed
-	ReasonNotRetryable = "not_retryable" // retry.ErrNotRetryable
-	ReasonRetryAfter   = "retry_after"   // retry.ErrRetryAfterTooLong: the server asked for too long a wait
-	ReasonCanceled     = "canceled"      // the caller's context was cancelled
-	ReasonInvalidToken = "invalid_token" // retry.ErrInvalidToken
-	ReasonNilOperation = "nil_operation" // retry.ErrNilOperation
-	ReasonOther        = "other"         // an integration's own reason (a limiter, a body that cannot be sent again)
+	ReasonAttempts     = "attempts"       // retry.ErrMaxAttempts
+	ReasonQuota        = "quota"          // retry.ErrQuotaExhausted
+	ReasonBudget       = "budget"         // retry.ErrBudgetExhausted
+	ReasonDeadline     = "deadline"       // retry.ErrDeadline, or the caller's deadline passed
+	ReasonNotRetryable = "not_retryable"  // retry.ErrNotRetryable
+	ReasonRetryAfter   = "retry_after"    // retry.ErrRetryAfterTooLong: the server asked for too long a wait
+	ReasonCanceled     = "canceled"       // the caller's context was cancelled
+	ReasonInvalidToken = "invalid_token"  // retry.ErrInvalidToken
+	ReasonNilOperation = "nil_operation"  // retry.ErrNilOperation
+	ReasonOuterLoop    = "caller_retries" // retry.ErrOuterLoop: one attempt, the failure left to a caller that retries it
+	ReasonOther        = "other"          // an integration's own reason (a limiter, a body that cannot be sent again)
 )
 
 // giveUpReason names why a call gave up. The order matters only for a reason
@@ -82,6 +83,8 @@ func giveUpReason(reason error) string {
 		return ReasonInvalidToken
 	case errors.Is(reason, retry.ErrNilOperation):
 		return ReasonNilOperation
+	case reason == retry.ErrOuterLoop:
+		return ReasonOuterLoop
 	}
 	return ReasonOther
 }

@@ -114,6 +114,7 @@ func TestGivesUp(t *testing.T) {
 		op      func(context.Context) error
 		ctx     func(context.Context) (context.Context, context.CancelFunc)
 		retries int // retries made before giving up
+		opts    []retry.Option
 	}{
 		{reason: otelretry.ReasonAttempts, class: "transient", retries: 1,
 			s: &retry.Simple{MaxAttempts: 2, Backoff: retry.Constant(time.Millisecond)}, op: transient},
@@ -132,6 +133,19 @@ func TestGivesUp(t *testing.T) {
 		{reason: otelretry.ReasonRetryAfter, class: "transient",
 			s:  &retry.Simple{MaxRetryAfter: time.Second},
 			op: func(context.Context) error { return retry.RetryAfter(retry.Transient(errBoom), time.Hour) }},
+		{reason: otelretry.ReasonOuterLoop, class: "transient",
+			s:  &retry.Simple{},
+			op: transient,
+			ctx: func(ctx context.Context) (context.Context, context.CancelFunc) {
+				ctx, done := retry.WithCallerRetries(ctx)
+				return ctx, done
+			},
+			opts: []retry.Option{retry.BeforeRetry(func(ctx context.Context, _ int, _ error) error {
+				if retry.CallerRetries(ctx) {
+					return retry.ErrOuterLoop // as an integration inside its caller's retries does
+				}
+				return nil
+			})}},
 		{reason: otelretry.ReasonCanceled, class: "canceled",
 			s: &retry.Simple{},
 			op: func(ctx context.Context) error {
@@ -155,7 +169,7 @@ func TestGivesUp(t *testing.T) {
 					ctx, cancel = c.ctx(ctx)
 					defer cancel()
 				}
-				err := retry.Do(ctx, c.s, c.op, retry.Scope("svc"), inst.Option())
+				err := retry.Do(ctx, c.s, c.op, append([]retry.Option{retry.Scope("svc"), inst.Option()}, c.opts...)...)
 				span.End()
 				var re *retry.Error
 				if !errors.As(err, &re) {
