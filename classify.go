@@ -74,6 +74,11 @@ type Info struct {
 	Timeout    bool          // no answer in time
 	RetryAfter time.Duration // the service's minimum wait; 0 = no hint
 	Fault      Fault
+	// Exact makes RetryAfter the next wait itself, shorter than the
+	// backoff if it is: a server's pushback, which gRPC's retry design
+	// (gRFC A6) obeys exactly. The caps still apply, and so do a quota's,
+	// a budget's and a limiter's refusals and waits.
+	Exact bool
 }
 
 // Retryable reports whether the strategies of this package may retry a
@@ -278,6 +283,7 @@ func merge(a, b Info) Info {
 		Throttle:   a.Throttle || b.Throttle,
 		Timeout:    a.Timeout || b.Timeout,
 		RetryAfter: max(a.RetryAfter, b.RetryAfter),
+		Exact:      a.Exact || b.Exact, // exactly the longest of the hints, never sooner than any
 	}
 	switch {
 	case a.Safety == Unsafe || b.Safety == Unsafe:

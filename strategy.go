@@ -93,6 +93,9 @@ func (p *policy) decide(st *state, err error) (Info, time.Duration, error) {
 		return info, 0, &RetryAfterError{RetryAfter: info.RetryAfter, Max: p.maxRetryAfter}
 	}
 	d := p.delay(info.Throttle, st.retries+1, st.delay)
+	if info.Exact {
+		return info, max(info.RetryAfter, 0), nil
+	}
 	// Never sooner than the service asked, never negative.
 	return info, max(d, info.RetryAfter, 0), nil
 }
