@@ -102,9 +102,14 @@ func (c *config) classify(err error, o outcome) *attemptError {
 		info = retry.Info{Safety: maybe, Fault: retry.FaultServer, Timeout: code == codes.DeadlineExceeded}
 	}
 	e := &attemptError{err: err, info: info, sent: o.sent}
-	d, stop := parsePushback(o.trailer[PushbackKey])
+	pushback := o.trailer[PushbackKey]
+	d, stop := parsePushback(pushback)
 	e.stop = stop
-	e.info.RetryAfter = max(d, retryInfoDelay(st))
+	min := retryInfoDelay(st)
+	e.info.RetryAfter = max(d, min)
+	// A6: a valid pushback is the next delay exactly, shorter than the
+	// backoff too; a longer RetryInfo minimum still holds it back.
+	e.info.Exact = len(pushback) == 1 && !stop
 	return e
 }
 

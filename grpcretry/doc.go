@@ -54,22 +54,17 @@
 // malformed one, or several values ask the client not to retry, and the call
 // ends with ErrPushback as its reason. A google.rpc.RetryInfo in the status
 // details gives, in retry_delay, a minimum wait. Both become the failure's
-// Info.RetryAfter (the longer, if both), so the wait is never shorter than
-// the server asked. Neither makes a failure retryable that is not, and the
-// client's limits always win: a wait longer than WithMaxRetryAfter (5 min),
+// Info.RetryAfter (the longer, if both). Neither makes a failure retryable
+// that is not, and the client's limits always win: a wait longer than WithMaxRetryAfter (5 min),
 // or than the strategy's MaxRetryAfter, ends the call at once with a
 // *retry.RetryAfterError, and one that would end past the caller's deadline
 // ends it with retry.ErrDeadline.
 //
-// A6 makes a valid pushback the next delay exactly. Package retry's hints are
-// minimums (the wait is the longer of the backoff and the hint), so here the
-// wait is the pushback, or the strategy's backoff when that is longer: with
-// the default backoff (at most 50 ms before the first retry, 100 ms before
-// the second), any pushback past those is obeyed exactly. A shorter pushback
-// does not shorten the backoff, by the rule every integration of package
-// retry follows: a server can make a client wait longer or stop sooner,
-// never retry sooner than its own backoff allows. A pushback of 0 asks for
-// no wait: the backoff applies.
+// As A6 asks, a valid pushback is the next delay exactly (retry.Info.Exact),
+// shorter than the strategy's backoff if it is, and 0 retries at once; a
+// longer RetryInfo minimum holds it back. The strategy's quota, budget and
+// send-rate limiter still decide whether the retry is made at all, and the
+// limiter may still make it wait.
 //
 // # Streams
 //

@@ -181,26 +181,28 @@ func pushback(values ...string) func(context.Context, int, *testpb.SimpleRequest
 // shorter), a negative, malformed or repeated one stops retrying, and one
 // beyond the client's cap ends the call at once.
 func TestPushback(t *testing.T) {
+	const none = -1 // no retry
 	for _, tc := range []struct {
 		values []string
-		delay  time.Duration // 0: no retry
+		delay  time.Duration
 		reason error
 	}{
-		{nil, time.Millisecond, nil},
+		{nil, time.Second, nil}, // the backoff
 		{[]string{"250"}, 250 * time.Millisecond, nil},
-		{[]string{"0"}, time.Millisecond, nil},
-		{[]string{"-1"}, 0, ErrPushback},
-		{[]string{"soon"}, 0, ErrPushback},
-		{[]string{"1.5"}, 0, ErrPushback},
-		{[]string{"10", "20"}, 0, ErrPushback},
-		{[]string{"120000"}, 0, retry.ErrRetryAfterTooLong},                  // over WithMaxRetryAfter's minute
-		{[]string{"99999999999999999999999"}, 0, retry.ErrRetryAfterTooLong}, // saturates
+		{[]string{"10"}, 10 * time.Millisecond, nil}, // A6: exactly, shorter than the backoff too
+		{[]string{"0"}, 0, nil},
+		{[]string{"-1"}, none, ErrPushback},
+		{[]string{"soon"}, none, ErrPushback},
+		{[]string{"1.5"}, none, ErrPushback},
+		{[]string{"10", "20"}, none, ErrPushback},
+		{[]string{"120000"}, none, retry.ErrRetryAfterTooLong},                  // over WithMaxRetryAfter's minute
+		{[]string{"99999999999999999999999"}, none, retry.ErrRetryAfterTooLong}, // saturates
 	} {
 		srv := &server{unary: pushback(tc.values...)}
-		rec := &recorder{inner: &retry.Simple{MaxAttempts: 2, Backoff: retry.Constant(time.Millisecond)}}
+		rec := &recorder{inner: &retry.Simple{MaxAttempts: 2, Backoff: retry.Constant(time.Second)}}
 		c := client(t, srv, WithStrategy(rec), WithMaxRetryAfter(time.Minute))
 		_, err := c.UnaryCall(context.Background(), &testpb.SimpleRequest{})
-		if tc.delay == 0 {
+		if tc.delay == none {
 			if !errors.Is(err, tc.reason) || srv.calls.Load() != 1 {
 				t.Errorf("pushback %q: %v after %d calls, want %v", tc.values, err, srv.calls.Load(), tc.reason)
 			}
