@@ -145,6 +145,9 @@ func loop[T any](ctx context.Context, s Strategy, op func(context.Context) (T, e
 		ctx, cancel = context.WithTimeout(ctx, c.maxElapsed)
 		defer cancel()
 	}
+	if c.trace != nil {
+		ctx = c.trace.callStart(ctx, c.scope)
+	}
 	return resume(ctx, s, op, &c, nil)
 }
 

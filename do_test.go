@@ -735,3 +735,36 @@ func TestTraceDone(t *testing.T) {
 		}
 	})
 }
+
+type callKey struct{}
+
+// A Trace's CallStart gives the whole call a context of its own: every
+// attempt and every later hook sees it, and two traces nest.
+func TestTraceCallStart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var seen []string
+		start := func(name string) Option {
+			return WithTrace(&Trace{CallStart: func(ctx context.Context, scope string) context.Context {
+				prev, _ := ctx.Value(callKey{}).(string)
+				return context.WithValue(ctx, callKey{}, prev+name+scope)
+			}})
+		}
+		look := func(where string, ctx context.Context) { seen = append(seen, fmt.Sprint(where, " ", ctx.Value(callKey{}))) }
+		opts := []Option{Scope("s"), start("a"), start("b"),
+			WithTrace(&Trace{
+				Retry: func(ctx context.Context, _ string, _ int, _ time.Duration, _ error) { look("retry", ctx) },
+				Done:  func(ctx context.Context, _ string, _ int, _ time.Duration, _ error) { look("done", ctx) },
+			})}
+		n := 0
+		_ = Do(context.Background(), &Simple{Backoff: Constant(time.Second)}, func(ctx context.Context) error {
+			look("op", ctx)
+			if n++; n == 1 {
+				return errTransient
+			}
+			return nil
+		}, opts...)
+		if got, want := strings.Join(seen, "|"), "op asbs|retry asbs|op asbs|done asbs"; got != want {
+			t.Fatalf("seen %q, want %q", got, want)
+		}
+	})
+}

@@ -13,6 +13,11 @@ import (
 // changed, by the loop, so one Trace can serve any number of calls at once;
 // its hooks must be safe for concurrent use.
 type Trace struct {
+	// CallStart is called once when the call begins. The loop runs with
+	// the context it returns, which must be derived from ctx (nil keeps
+	// ctx): every later hook and every attempt sees it, so that a Trace can
+	// keep state for one call, such as a count of its retries of a kind.
+	CallStart func(ctx context.Context, scope string) context.Context
 	// AttemptStart is called before attempt n (1 for the first). The
 	// operation runs with the context it returns, which must be derived
 	// from ctx; nil keeps ctx.
@@ -36,6 +41,15 @@ type Trace struct {
 // order given, each AttemptStart deriving from the context of the one
 // before it.
 func WithTrace(t *Trace) Option { return Option{kind: optTrace, trace: t} }
+
+func (t *Trace) callStart(ctx context.Context, scope string) context.Context {
+	if t.CallStart != nil {
+		if cctx := t.CallStart(ctx, scope); cctx != nil {
+			return cctx
+		}
+	}
+	return ctx
+}
 
 func (t *Trace) attemptStart(ctx context.Context, scope string, n int) context.Context {
 	if t.AttemptStart != nil {
@@ -80,6 +94,9 @@ func (t *Trace) then(u *Trace) *Trace {
 		return t
 	}
 	return &Trace{
+		CallStart: func(ctx context.Context, scope string) context.Context {
+			return u.callStart(t.callStart(ctx, scope), scope)
+		},
 		AttemptStart: func(ctx context.Context, scope string, n int) context.Context {
 			return u.attemptStart(t.attemptStart(ctx, scope, n), scope, n)
 		},
