@@ -749,7 +749,9 @@ func TestTraceCallStart(t *testing.T) {
 				return context.WithValue(ctx, callKey{}, prev+name+scope)
 			}})
 		}
-		look := func(where string, ctx context.Context) { seen = append(seen, fmt.Sprint(where, " ", ctx.Value(callKey{}))) }
+		look := func(where string, ctx context.Context) {
+			seen = append(seen, fmt.Sprint(where, " ", ctx.Value(callKey{})))
+		}
 		opts := []Option{Scope("s"), start("a"), start("b"),
 			WithTrace(&Trace{
 				Retry: func(ctx context.Context, _ string, _ int, _ time.Duration, _ error) { look("retry", ctx) },
