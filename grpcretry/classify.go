@@ -52,6 +52,11 @@ func (e *attemptError) Error() string         { return e.err.Error() }
 func (e *attemptError) Unwrap() error         { return e.err }
 func (e *attemptError) RetryInfo() retry.Info { return e.info }
 
+// TransparentRetry reports whether the attempt never left the client, so
+// that retrying it is one of gRFC A6's transparent retries (package
+// otelretry counts them).
+func (e *attemptError) TransparentRetry() bool { return !e.sent }
+
 // outcome is what the interceptor knows about a failed attempt beyond its
 // error.
 type outcome struct {

@@ -68,6 +68,11 @@
 //     at all, the time it spent waiting between attempts (retry.Trace's
 //     Done), with retry.outcome; gRFC A96's grpc.client.call.retry_delay,
 //     whose name it takes with WithGRPCConventions.
+//   - grpc.client.call.transparent_retries (histogram, with
+//     WithGRPCConventions only): per call that made any, its retries of
+//     attempts that never left the client (an error whose TransparentRetry
+//     method says so, as grpcretry's do), which grpc.client.call.retries
+//     then leaves out, as gRFC A96 has it.
 //   - retry.client.give_ups (counter, {call}): calls that failed for good,
 //     with retry.reason and error.type.
 //   - retry.client.quota.available, retry.client.budget.available and

@@ -6,12 +6,14 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/retrykit/retry"
 	"github.com/retrykit/retry/grpcretry"
 	"github.com/retrykit/retry/otelretry"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -108,5 +110,75 @@ func TestGRPCInterceptor(t *testing.T) {
 	}
 	if _, ok := m["retry.client.call.retries{retry.outcome=success,retry.scope=health}"]; ok {
 		t.Error("the per-call retries are recorded under the generic name too")
+	}
+}
+
+// TestGRPCTransparentRetries: attempts that never leave the client (the
+// server is not listening yet) are retried as gRFC A6's transparent retries:
+// counted in grpc.client.call.transparent_retries, not in
+// grpc.client.call.retries, and their retries' spans say transparent-retry.
+func TestGRPCTransparentRetries(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := lis.Addr().String()
+	lis.Close() // nothing listens until the first retry
+	gs := grpc.NewServer()
+	healthpb.RegisterHealthServer(gs, &flakyHealth{})
+	defer gs.Stop()
+
+	r := newRig(t)
+	inst := r.inst(otelretry.WithGRPCConventions())
+	var once sync.Once
+	listen := retry.OnRetry(func(context.Context, int, time.Duration, error) {
+		once.Do(func() {
+			l, err := net.Listen("tcp", addr)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			go gs.Serve(l)
+		})
+	})
+	conn, err := grpc.NewClient(addr,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDisableRetry(),
+		grpc.WithConnectParams(grpc.ConnectParams{Backoff: backoff.Config{BaseDelay: 5 * time.Millisecond, Multiplier: 1, MaxDelay: 5 * time.Millisecond}, MinConnectTimeout: time.Second}),
+		grpc.WithUnaryInterceptor(grpcretry.UnaryClientInterceptor(
+			grpcretry.WithStrategy(&retry.Simple{MaxAttempts: 100, Backoff: retry.Constant(10 * time.Millisecond)}),
+			grpcretry.WithScope(func(*grpc.ClientConn, string) string { return "health" }),
+			grpcretry.WithRetryOptions(listen, inst.Option()))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+
+	ctx, span := r.caller(context.Background())
+	_, err = healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{})
+	span.End()
+	if err != nil {
+		t.Fatal(err)
+	}
+	attempts := r.ended(otelretry.SpanAttempt)
+	m := r.metrics(t)
+	transparent := 0
+	for _, a := range attempts {
+		if attr(a, "transparent-retry") == "true" {
+			transparent++
+		}
+	}
+	// The first attempts fail without leaving the client; once the server
+	// listens, its two UNAVAILABLE answers are retried as ordinary retries.
+	if transparent == 0 || len(attempts) != transparent+2 {
+		t.Fatalf("%d attempt spans, %d of them transparent retries, want all but the 2 after the server's answers", len(attempts), transparent)
+	}
+	for k, v := range map[string]string{
+		"grpc.client.call.transparent_retries{retry.outcome=success,retry.scope=health}": "1/" + itoa(transparent),
+		"grpc.client.call.retries{retry.outcome=success,retry.scope=health}":             "1/2",
+	} {
+		if m[k] != v {
+			t.Errorf("%s = %q, want %q; metrics %v", k, m[k], v, m)
+		}
 	}
 }

@@ -2,6 +2,7 @@ package otelretry
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/retrykit/retry"
@@ -120,6 +121,7 @@ type Instrumentation struct {
 	callRetries metric.Int64Histogram
 	delay       metric.Float64Histogram
 	callDelay   metric.Float64Histogram
+	transparent metric.Int64Histogram // with the gRPC conventions only
 
 	reg   metric.Registration
 	trace *retry.Trace
@@ -161,6 +163,9 @@ func New(opts ...Option) *Instrumentation {
 			Retry:        in.retry,
 			GiveUp:       in.giveUp,
 			Done:         in.done,
+		}
+		if in.grpc && in.metrics {
+			in.trace.CallStart = in.callStart // counts a call's transparent retries
 		}
 	}
 	return in
@@ -224,6 +229,12 @@ func (in *Instrumentation) instruments(mp metric.MeterProvider, g *gauges) {
 		metric.WithDescription("The time a call that retried spent waiting between its attempts, in all."),
 		metric.WithExplicitBucketBoundaries(0, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 60))
 	handle(err)
+	if in.grpc {
+		in.transparent, err = m.Int64Histogram("grpc.client.call.transparent_retries", metric.WithUnit("{transparent_retry}"),
+			metric.WithDescription("Retries of a call's attempts that never left the client (gRFC A6's transparent retries), per call that made any."),
+			metric.WithExplicitBucketBoundaries(1, 2, 3, 4, 5, 10))
+		handle(err)
+	}
 	in.metrics = in.attempts.Enabled(context.Background()) || in.retries.Enabled(context.Background()) ||
 		in.giveUps.Enabled(context.Background()) || in.callRetries.Enabled(context.Background()) ||
 		in.delay.Enabled(context.Background()) || in.callDelay.Enabled(context.Background())
@@ -299,7 +310,8 @@ func (in *Instrumentation) attemptStart(ctx context.Context, scope string, n int
 		attrs = append(attrs, keyResendCount.Int(n-1))
 	}
 	if in.grpc {
-		attrs = append(attrs, keyPreviousAttempts.Int(n-1), keyTransparent.Bool(false))
+		st, _ := ctx.Value(callKey{}).(*callState)
+		attrs = append(attrs, keyPreviousAttempts.Int(n-1), keyTransparent.Bool(st != nil && st.lastTransparent))
 	}
 	ctx, span := in.tracer.Start(ctx, SpanAttempt, trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...))
 	return context.WithValue(ctx, attemptKey{}, &attemptSpans{n: n, caller: caller, attempt: span})
@@ -314,7 +326,9 @@ func (in *Instrumentation) attemptDone(ctx context.Context, scope string, n int,
 			in.attempts.Add(ctx, 1, s.okAdd...)
 			if n > 1 {
 				in.retries.Add(ctx, 1, s.okAdd...)
-				in.callRetries.Record(ctx, int64(n-1), s.okRec...)
+				if r := int64(n-1) - transparentSoFar(ctx); r > 0 {
+					in.callRetries.Record(ctx, r, s.okRec...)
+				}
 			}
 		}
 		if spans, ok := spansOf(ctx, n); ok {
@@ -352,6 +366,12 @@ func (in *Instrumentation) attemptDone(ctx context.Context, scope string, n int,
 
 // retry records a granted retry's wait.
 func (in *Instrumentation) retry(ctx context.Context, scope string, n int, delay time.Duration, err error) {
+	if st, ok := ctx.Value(callKey{}).(*callState); ok {
+		st.lastTransparent = transparentRetry(err)
+		if st.lastTransparent {
+			st.transparent++
+		}
+	}
 	class, info := errorClass(err)
 	if in.metrics {
 		in.delay.Record(ctx, delay.Seconds(), metric.WithAttributeSet(
@@ -386,8 +406,8 @@ func (in *Instrumentation) giveUp(ctx context.Context, scope string, e *retry.Er
 			attrs = append(attrs, keyErrorType.String(class))
 		}
 		in.giveUps.Add(ctx, 1, metric.WithAttributeSet(attribute.NewSet(attrs...)))
-		if e.Attempts > 1 {
-			in.callRetries.Record(ctx, int64(e.Attempts-1), metric.WithAttributeSet(attribute.NewSet(s.attr, outcomeGiveUp)))
+		if r := int64(e.Attempts-1) - transparentSoFar(ctx); r > 0 {
+			in.callRetries.Record(ctx, r, metric.WithAttributeSet(attribute.NewSet(s.attr, outcomeGiveUp)))
 		}
 	}
 	if in.tracer == nil {
@@ -417,5 +437,40 @@ func (in *Instrumentation) done(ctx context.Context, scope string, attempts int,
 	if err != nil {
 		outcome = outcomeGiveUp
 	}
-	in.callDelay.Record(ctx, waited.Seconds(), metric.WithAttributeSet(attribute.NewSet(in.scopes.get(scope).attr, outcome)))
+	set := metric.WithAttributeSet(attribute.NewSet(in.scopes.get(scope).attr, outcome))
+	in.callDelay.Record(ctx, waited.Seconds(), set)
+	if t := transparentSoFar(ctx); t > 0 && in.transparent != nil {
+		in.transparent.Record(ctx, t, set)
+	}
+}
+
+// callKey finds a call's own state in the context CallStart gave it.
+type callKey struct{}
+
+// callState is what the instrumentation keeps for one call. Only the call's
+// loop touches it, one hook at a time.
+type callState struct {
+	transparent     int64 // the call's transparent retries so far
+	lastTransparent bool  // the retry about to be made is one
+}
+
+// callStart gives a call the state that counts its transparent retries.
+func (in *Instrumentation) callStart(ctx context.Context, _ string) context.Context {
+	return context.WithValue(ctx, callKey{}, &callState{})
+}
+
+// transparentSoFar is how many of the call's retries were transparent.
+func transparentSoFar(ctx context.Context) int64 {
+	if st, ok := ctx.Value(callKey{}).(*callState); ok {
+		return st.transparent
+	}
+	return 0
+}
+
+// transparentRetry reports whether err says its attempt never left the
+// client (grpcretry's errors do, with a TransparentRetry method): its retry
+// is one of gRFC A6's transparent retries.
+func transparentRetry(err error) bool {
+	var t interface{ TransparentRetry() bool }
+	return errors.As(err, &t) && t.TransparentRetry()
 }
