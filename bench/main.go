@@ -1,8 +1,10 @@
 // Command bench compares retrykit with other Go retry libraries on two
 // scenarios, an operation that succeeds at once and one that succeeds after
-// two immediate retries, and prints two side-by-side tables: one for the
+// two immediate retries, and prints three side-by-side tables: one for the
 // retry loops around a plain function, one for the HTTP integrations
-// (retrykit's httpretry and its peers) around a GET to a loopback server.
+// (retrykit's httpretry and its peers) around a GET to a loopback server,
+// and one for the gRPC client interceptors (grpcretry and
+// go-grpc-middleware's retry) around a unary call to a loopback server.
 //
 // Usage:
 //
@@ -11,8 +13,9 @@
 // Each scenario of each library runs count times through testing.Benchmark,
 // the libraries taking turns so that a noisy moment hits them all alike; the
 // tables show the medians and each library's time as a multiple of
-// retrykit's (first table), of the bare http.Transport's (HTTP success) or
-// of httpretry's (HTTP two retries).
+// retrykit's (first table), of the bare http.Transport's (HTTP success), of
+// httpretry's (HTTP two retries), of a ClientConn without interceptor
+// (gRPC success) or of grpcretry's (gRPC two retries).
 package main
 
 import (
@@ -53,9 +56,9 @@ func main() {
 		os.Exit(2)
 	}
 
-	libs, hlibs := Libs(), HTTPLibs()
+	libs, hlibs, glibs := Libs(), HTTPLibs(), GRPCLibs()
 	// Each row is one library's two scenarios, the core libraries' rows
-	// first, then the HTTP libraries'.
+	// first, then the HTTP libraries', then the gRPC libraries'.
 	type row struct {
 		name string
 		s    [2]Scenario
@@ -65,6 +68,9 @@ func main() {
 		rows = append(rows, row{l.Name, [2]Scenario{l.Success, l.TwoRetries}})
 	}
 	for _, l := range hlibs {
+		rows = append(rows, row{l.Name, [2]Scenario{l.Success, l.TwoRetries}})
+	}
+	for _, l := range glibs {
 		rows = append(rows, row{l.Name, [2]Scenario{l.Success, l.TwoRetries}})
 	}
 	res := make([][2][]testing.BenchmarkResult, len(rows))
@@ -89,7 +95,7 @@ func main() {
 	for i, r := range rows {
 		names[i] = r.name
 	}
-	n := len(libs)
+	n, h := len(libs), len(libs)+len(hlibs)
 	fmt.Printf("%s %s/%s, %d CPUs, GOMAXPROCS %d; median of %d run(s) of %s each\n\n",
 		runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.GOMAXPROCS(0), *count, *benchtime)
 	fmt.Println("Retry loop alone (the operation is a function call):")
@@ -98,7 +104,11 @@ func main() {
 	fmt.Println()
 	fmt.Println("HTTP: one GET to a loopback server, body read and closed:")
 	fmt.Println()
-	printTable(os.Stdout, names[n:], res[n:], [2]string{"bare", "httpretry"})
+	printTable(os.Stdout, names[n:h], res[n:h], [2]string{"bare", "httpretry"})
+	fmt.Println()
+	fmt.Println("gRPC: one unary call to a loopback server, grpc's own retry off:")
+	fmt.Println()
+	printTable(os.Stdout, names[h:], res[h:], [2]string{"bare", "grpcretry"})
 }
 
 var scenarioNames = [2]string{"success", "two retries"}
