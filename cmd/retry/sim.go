@@ -47,6 +47,25 @@ Scenarios, and what a failed attempt costs the server in each:
             server, behind its queue); a fraction, part of one
   occ       AWS's "Exponential Backoff And Jitter" experiment: clients
             contending on one optimistic-concurrency resource
+  layers    retries that nest, in a model of its own: users, who do not
+            retry, call a front tier, which calls a middle tier, which
+            calls a back tier, which calls a database: the outage's server
+            (--capacity), failing every attempt for a while. Each tier is
+            --clients instances, each with a strategy of its own and a
+            FIFO queue, serving 10 × --rate attempts per second in all; a
+            tier serves an attempt by calling the next through its
+            strategy, and answers failure if that call gives up. Every
+            caller waits --timeout per attempt; a tier whose caller
+            stopped waiting finishes the work anyway (--shed: its queue
+            drops it). Rows: naive retries, Standard and Adaptive at every
+            tier, and retrykit's rule for retries at one layer as httpretry
+            and forrst ship it: a tier serving a request that says it is a
+            retry (Retry-Attempt 2 or more) makes one attempt for an
+            answered failure and returns it ("layer-aware default
+            (today)"); "every attempt marked" marks first attempts too.
+            Columns: the attempts each tier sent per request sent during
+            the outage (the back's to the database), the database's
+            busiest second, success, recovery
 
 Columns:
   amplification  attempts sent per request issued, over the run and during
@@ -78,7 +97,7 @@ func simCommand(ctx context.Context, args []string, io stdio) int {
 	fs := flag.NewFlagSet("retry sim", flag.ContinueOnError)
 	fs.SetOutput(discard) // -h prints the usage to stdout, errors a hint
 	var (
-		scenario = fs.String("scenario", "outage", "outage, brownout, overload, throttle or occ")
+		scenario = fs.String("scenario", "outage", "outage, brownout, overload, throttle, occ or layers")
 		clients  = fs.Int("clients", 100, "number of clients")
 		rate     = fs.Float64("rate", 1000, "requests per second, all clients together")
 		duration = fs.Duration("duration", time.Minute, "how long clients send requests")
@@ -128,6 +147,23 @@ func simCommand(ctx context.Context, args []string, io stdio) int {
 	progress := newProgress(io.err, *quiet)
 	if *scenario == "occ" {
 		return simOCC(ctx, io, progress, *clients, *seed, *jsonPath, *pick)
+	}
+	if *scenario == string(sim.Layers) {
+		s := sim.DefaultLayers(*clients, *rate, *duration, *seed)
+		if given["capacity"] {
+			s.Capacity = *capacity
+		}
+		if given["timeout"] {
+			s.Timeout = *timeout
+		}
+		if given["incident-start"] {
+			s.Start = *start
+		}
+		if given["incident-end"] {
+			s.End = *end
+		}
+		s.Shed = *shed
+		return simLayers(ctx, io, progress, s, *jsonPath, *svgPath, *pick)
 	}
 	s, err := sim.Defaults(sim.Kind(*scenario), *clients, *rate, *duration, *seed)
 	if err == nil {
@@ -300,20 +336,26 @@ func writeOutputs(io stdio, s sim.Scenario, results []sim.Result, jsonPath, svgP
 			c.Step = r.Step
 			c.Series = append(c.Series, chart.Series{Name: r.Policy, Offered: r.Offered, Goodput: r.Goodput})
 		}
-		var buf bytes.Buffer
-		write := chart.WriteSVG
-		if strings.HasSuffix(strings.ToLower(svgPath), ".png") {
-			write = chart.WritePNG // for a quick look where no SVG viewer is at hand
-		}
-		if err := write(&buf, c); err != nil {
-			return fmt.Errorf("drawing the chart: %w", err)
-		}
-		if err := os.WriteFile(svgPath, buf.Bytes(), 0o644); err != nil {
+		if err := writeChart(svgPath, c); err != nil {
 			return err
 		}
 		fmt.Fprintln(io.err, "retry sim: chart written to", svgPath)
 	}
 	return nil
+}
+
+// writeChart draws c into the file at path: an SVG, or a PNG if path ends
+// in .png.
+func writeChart(path string, c chart.Chart) error {
+	var buf bytes.Buffer
+	write := chart.WriteSVG
+	if strings.HasSuffix(strings.ToLower(path), ".png") {
+		write = chart.WritePNG // for a quick look where no SVG viewer is at hand
+	}
+	if err := write(&buf, c); err != nil {
+		return fmt.Errorf("drawing the chart: %w", err)
+	}
+	return os.WriteFile(path, buf.Bytes(), 0o644)
 }
 
 // writeJSON writes v as indented JSON to the file at path, or to stdout
@@ -497,4 +539,105 @@ func pickPolicies(all []sim.Policy, pick string) ([]sim.Policy, error) {
 		return nil, fmt.Errorf("--policies: no row's name contains %q; the rows are: %s", strings.TrimSpace(words[i]), strings.Join(names, "; "))
 	}
 	return out, nil
+}
+
+// simLayers runs the layered scenario s.
+func simLayers(ctx context.Context, io stdio, progress *progress, s sim.LayersScenario, jsonPath, svgPath, pick string) int {
+	err := s.Check()
+	if err == nil {
+		err = fitsMachine(sim.Scenario{Rate: s.Rate, Duration: s.Duration})
+	}
+	if err != nil {
+		fmt.Fprintln(io.err, "retry sim:", err)
+		return 2
+	}
+	all := sim.LayerPolicies()
+	rows := make([]sim.Policy, len(all))
+	for i, p := range all {
+		rows[i] = p.Policy
+	}
+	picked, err := pickPolicies(rows, pick)
+	if err != nil {
+		return usageError(io.err, "sim", err.Error())
+	}
+	rules := make(map[string]sim.LayerPolicy)
+	for _, p := range all {
+		rules[p.Name] = p
+	}
+	results, err := simulate(progress, picked, func(p sim.Policy, report func(float64)) (sim.LayersResult, error) {
+		return sim.RunLayers(ctx, s, rules[p.Name], report)
+	})
+	if err != nil {
+		return interrupted(ctx, io)
+	}
+	if jsonPath != "-" { // with --json -, stdout is the JSON's alone
+		fmt.Fprintln(io.out, s.Describe())
+		fmt.Fprintln(io.out)
+		printLayers(io.out, s.Rate, results)
+	}
+	if jsonPath != "" {
+		type resultJSON struct {
+			sim.LayersResult
+			Amplification         [sim.Tiers]float64 `json:"amplification"`
+			IncidentAmplification [sim.Tiers]float64 `json:"incident_amplification"`
+			SuccessRate           float64            `json:"success_rate"`
+		}
+		doc := struct {
+			Scenario sim.LayersScenario `json:"scenario"`
+			Tiers    [sim.Tiers]string  `json:"tiers"`
+			Results  []resultJSON       `json:"results"`
+		}{Scenario: s, Tiers: sim.TierNames}
+		for _, r := range results {
+			j := resultJSON{LayersResult: r, SuccessRate: r.SuccessRate()}
+			for t := range sim.Tiers {
+				j.Amplification[t], j.IncidentAmplification[t] = r.Amplification(t), r.IncidentAmplification(t)
+			}
+			doc.Results = append(doc.Results, j)
+		}
+		if err := writeJSON(io.out, jsonPath, doc); err != nil {
+			fmt.Fprintln(io.err, "retry sim:", err)
+			return 1
+		}
+	}
+	if svgPath != "" {
+		c := chart.Chart{
+			Title: fmt.Sprintf("layers: from %s to %s the database behind the back tier fails every attempt", formatDuration(s.Start), formatDuration(s.End)),
+			Subtitle: fmt.Sprintf("users send %.0f req/s through front, middle and back tiers that each retry; offered: the back's attempts to the database (capacity %.0f/s); one panel per row",
+				s.Rate, s.Capacity),
+			Step:     1,
+			Incident: [2]float64{s.Start.Seconds(), s.End.Seconds()},
+			Capacity: s.Capacity,
+		}
+		for _, r := range results {
+			c.Step = r.Step
+			c.Series = append(c.Series, chart.Series{Name: r.Policy, Offered: r.Offered, Goodput: r.Goodput})
+		}
+		if err := writeChart(svgPath, c); err != nil {
+			fmt.Fprintln(io.err, "retry sim:", err)
+			return 1
+		}
+		fmt.Fprintln(io.err, "retry sim: chart written to", svgPath)
+	}
+	return 0
+}
+
+// printLayers prints the table of a layered run.
+func printLayers(w io.Writer, rate float64, results []sim.LayersResult) {
+	fmt.Fprintln(w, "front, middle, back: attempts each tier sent to the next (the back's to the database) per request sent during the outage;")
+	fmt.Fprintln(w, "database peak: its busiest second's attempts per request sent in a second")
+	fmt.Fprintln(w)
+	rows := [][]string{{"policy", "front", "middle", "back", "back, whole run", "database peak", "success", "unfinished", "recovery"}}
+	for _, r := range results {
+		recovery := "never"
+		if r.Recovered {
+			recovery = formatDuration(r.Recovery)
+		}
+		row := []string{r.Policy}
+		for t := range sim.Tiers {
+			row = append(row, fmt.Sprintf("%.2fx", r.IncidentAmplification(t)))
+		}
+		row = append(row, fmt.Sprintf("%.2fx", r.Amplification(sim.Tiers-1)), fmt.Sprintf("%.2fx", slices.Max(r.Offered)/rate), fmt.Sprintf("%.1f%%", 100*r.SuccessRate()), fmt.Sprint(r.Unfinished), recovery)
+		rows = append(rows, row)
+	}
+	printTable(w, rows)
 }

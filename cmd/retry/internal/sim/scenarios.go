@@ -33,7 +33,7 @@ func Defaults(kind Kind, clients int, rate float64, duration time.Duration, seed
 	case Throttle:
 		s.ThrottleRate, s.RetryAfter = 0.5*rate, time.Second
 	default:
-		return Scenario{}, fmt.Errorf("unknown scenario %q (outage, brownout, overload, throttle, occ)", kind)
+		return Scenario{}, fmt.Errorf("unknown scenario %q (outage, brownout, overload, throttle, occ, layers)", kind)
 	}
 	return s, s.Check()
 }

@@ -12,6 +12,10 @@
 // requests at a steady rate; each request runs through a real
 // retry.Strategy (AcquireInitialToken, RefreshToken, RecordSuccess), whose
 // delays the simulator waits in virtual time.
+//
+// The layered scenario has a model of its own (LayersScenario, RunLayers):
+// a chain of tiers that each retry their calls to the next, in front of a
+// server like this one.
 package sim
 
 import (
