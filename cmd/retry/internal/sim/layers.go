@@ -80,10 +80,10 @@ func (s LayersScenario) Check() error {
 	return nil
 }
 
-// Describe says in a line what s is.
+// Describe says in two lines what s is.
 func (s LayersScenario) Describe() string {
-	return fmt.Sprintf("layers: users send %.0f req/s for %v to a front tier that calls a middle tier that calls a back tier that calls a database; "+
-		"each tier is %d instances serving %.0f attempts/s in all; the database serves %.0f/s and from %v to %v fails every attempt; callers time out after %v",
+	return fmt.Sprintf("layers: users send %.0f req/s for %v to front → middle → back → a database; each tier is %d instances serving %.0f attempts/s in all;\n"+
+		"the database serves %.0f/s and from %v to %v fails every attempt; callers time out after %v",
 		s.Rate, s.Duration, s.Clients, s.TierCapacity, s.Capacity, s.Start, s.End, s.Timeout)
 }
 
