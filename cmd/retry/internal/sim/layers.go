@@ -29,13 +29,15 @@ var TierNames = [Tiers]string{"front", "middle", "back"}
 // it receives with TierCapacity/Clients attempts per second of its own work
 // (a FIFO queue per instance), then calls the next tier through its strategy
 // (the back calls the database), and answers success if that call succeeded
-// and failure if it gave up. Requests go to a tier's instances in turn. The
+// and failure if it gave up. Each user sends to a front instance of its
+// own; the other tiers take attempts at their instances in turn. The
 // database is one FIFO queue that serves Capacity attempts per second; from
 // Start to End every attempt it serves fails, and a failure costs it the
-// same work as a success. Every caller waits Timeout for an attempt's answer;
-// a tier whose caller stopped waiting does not learn it, and finishes the
-// work, retries included, as a server without deadline propagation does
-// (with Shed, a queue drops work whose caller has already given up, unserved).
+// same work as a success. Every tier waits Timeout for an attempt's answer
+// (users wait for the front's, however long it takes); a tier whose caller
+// stopped waiting does not learn it, and finishes the work, retries
+// included, as a server without deadline propagation does (with Shed, a
+// queue drops work whose caller has already given up, unserved).
 type LayersScenario struct {
 	Kind     Kind          `json:"kind"` // Layers
 	Clients  int           `json:"clients"`
