@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"testing"
+	"time"
 )
 
 // BenchmarkGRPCSuccess measures one unary call through each gRPC library
@@ -23,6 +24,72 @@ func BenchmarkGRPCTwoRetries(b *testing.B) {
 			b.Run(lib.Name, func(b *testing.B) { benchScenario(b, lib.TwoRetries) })
 		}
 		lib.Close()
+	}
+}
+
+// BenchmarkGRPCSuccessPaired makes, in each iteration, one successful call
+// through every gRPC library, in an order that rotates from one iteration to
+// the next, and reports each library's total time over bare's
+// ("<lib>/bare"): the calls of one iteration see the same load on a shared
+// machine, where separate benchmarks, run one after another, do not.
+func BenchmarkGRPCSuccessPaired(b *testing.B) {
+	benchPaired(b, "bare", func(l GRPCLib) Scenario { return l.Success })
+}
+
+// BenchmarkGRPCTwoRetriesPaired does the same with the two-retries
+// scenario of every retrying library, over grpcretry's time
+// ("<lib>/grpcretry").
+func BenchmarkGRPCTwoRetriesPaired(b *testing.B) {
+	benchPaired(b, "grpcretry", func(l GRPCLib) Scenario { return l.TwoRetries })
+}
+
+// benchPaired runs the scenario that pick returns of every gRPC library that
+// has one once per iteration, in rotating order, and reports each one's
+// total time over that of the library named base.
+func benchPaired(b *testing.B, base string, pick func(GRPCLib) Scenario) {
+	libs := GRPCLibs()
+	defer func() {
+		for _, l := range libs {
+			l.Close()
+		}
+	}()
+	ctx := context.Background()
+	var names []string
+	var ss []Scenario
+	ref := -1
+	for _, l := range libs {
+		s := pick(l)
+		if s == nil {
+			continue
+		}
+		if err := s(ctx); err != nil { // connect first
+			b.Fatal(err)
+		}
+		if l.Name == base {
+			ref = len(ss)
+		}
+		names, ss = append(names, l.Name), append(ss, s)
+	}
+	if ref < 0 {
+		b.Fatalf("no %s row", base)
+	}
+	total := make([]time.Duration, len(ss))
+	first := 0
+	for b.Loop() {
+		for k := range ss {
+			i := (first + k) % len(ss)
+			start := time.Now()
+			if err := ss[i](ctx); err != nil {
+				b.Fatal(err)
+			}
+			total[i] += time.Since(start)
+		}
+		first = (first + 1) % len(ss)
+	}
+	for i, name := range names {
+		if i != ref {
+			b.ReportMetric(float64(total[i])/float64(total[ref]), name+"/"+base)
+		}
 	}
 }
 
