@@ -236,6 +236,7 @@ func run[T any](ctx context.Context, s Strategy, op func(context.Context) (T, er
 		}
 		if c.vet != nil {
 			if reason := c.vet(ctx, attempt, opErr); reason != nil {
+				d.refuse(opErr)
 				return v, d.timer, c.giveUp(ctx, attempt, opErr, reason)
 			}
 		}
@@ -325,6 +326,29 @@ func (d *driver) success() {
 		return
 	}
 	_ = d.s.RecordSuccess(d.tok) // the call succeeded whatever the strategy thinks of its token
+}
+
+// refuse tells the strategy of a failure that a BeforeRetry check refused to
+// retry, so that what it learns of the service's health (an Adaptive's
+// failure counts and throttling) misses no failure. The failure comes to it
+// marked Unsafe, which no strategy retries or charges for; a strategy that
+// grants a retry anyway gets it back.
+func (d *driver) refuse(err error) {
+	if d.retry(refusedError{err}) == nil {
+		d.release()
+	}
+}
+
+// refusedError is a failure the loop will not retry, whatever the strategy
+// says: it classifies as err does, but Unsafe.
+type refusedError struct{ err error }
+
+func (e refusedError) Error() string { return e.err.Error() }
+func (e refusedError) Unwrap() error { return e.err }
+func (e refusedError) RetryInfo() Info {
+	info := Classify(e.err)
+	info.Safety = Unsafe
+	return info
 }
 
 // release hands back a granted retry the loop will not make.

@@ -770,3 +770,26 @@ func TestTraceCallStart(t *testing.T) {
 		}
 	})
 }
+
+// A failure that a BeforeRetry check refuses still reaches the strategy,
+// marked Unsafe: an Adaptive counts it (its streak and failure counts miss
+// none), a Standard charges nothing for it.
+func TestBeforeRetryRefusalIsToldToTheStrategy(t *testing.T) {
+	refuse := BeforeRetry(func(context.Context, int, error) error { return ErrOuterLoop })
+	a := NewAdaptive(AdaptiveOptions{})
+	for range 3 {
+		_ = Do(context.Background(), a, failing(10, errTransient).op, refuse)
+	}
+	// Three failures in a row: the streak refuses the next call's retry
+	// even without the check.
+	c := failing(10, errTransient)
+	err := Do(context.Background(), a, c.op)
+	if c.calls() != 1 || errors.Is(err, ErrMaxAttempts) {
+		t.Fatalf("after three refused failures: %d calls, err %v; want the streak to refuse the retry", c.calls(), err)
+	}
+	s := NewStandard(StandardOptions{})
+	_ = Do(context.Background(), s, failing(10, errTransient).op, refuse)
+	if got := s.Available(""); got != DefaultBucketCapacity {
+		t.Fatalf("a refused failure cost the quota: %d left", got)
+	}
+}
