@@ -445,8 +445,14 @@ func (r *layers) answer(c *layerCall, n int32, ans uint8, at time.Duration) {
 	}
 	if ans == ansFailed && c.marked {
 		// retry.ErrOuterLoop: the failed answer goes back to the caller,
-		// who retries it; the strategy is not asked, as an integration's
-		// BeforeRetry refusal does not ask it.
+		// who retries it. As retry.Do does after a BeforeRetry refusal, the
+		// strategy still hears of the failure, marked Unsafe so that it
+		// neither retries nor charges for it: its health signals miss none.
+		if next, refused := c.strat.RefreshToken(c.tok, errRefused); refused == nil {
+			if rel, ok := c.strat.(retry.Releaser); ok {
+				_ = rel.ReleaseToken(next) // granted against the rules: given back
+			}
+		}
 		r.done(c, false, at)
 		return
 	}
@@ -503,3 +509,7 @@ func (r *layers) finish() {
 		r.res.Recovery = max(time.Duration(first)*bucket-r.s.End, 0)
 	}
 }
+
+// errRefused is errFailed as retry.Do hands it to the strategy after a
+// BeforeRetry refusal: Unsafe, so that it is counted but not retried.
+var errRefused = retry.WithInfo(errFailed, retry.Info{Safety: retry.Unsafe, Fault: retry.FaultServer})
