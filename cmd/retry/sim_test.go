@@ -8,6 +8,8 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -368,8 +370,14 @@ func TestSimRequestGuardFollowsTheMachine(t *testing.T) {
 	// A run of 1.5 times the limit, in as many seconds.
 	rate := fmt.Sprint(int(math.Sqrt(1.5 * float64(limit))))
 	_, errOut, code := runRetry(t, "", "sim", "--quiet", "--rate", rate, "--duration", rate+"s", "--clients", "1000")
-	if code != 2 || !strings.Contains(errOut, "available memory") || !strings.Contains(errOut, fmt.Sprint(limit)) {
-		t.Errorf("--rate %s --duration %ss: exit %d, stderr %q; want 2 and the machine's limit of %d", rate, rate, code, errOut, limit)
+	// The binary reads the available memory again, a moment later: its
+	// limit may differ from the test's by what other processes did since.
+	var said int64
+	if m := regexp.MustCompile(`at most (\d+)`).FindStringSubmatch(errOut); m != nil {
+		said, _ = strconv.ParseInt(m[1], 10, 64)
+	}
+	if code != 2 || !strings.Contains(errOut, "available memory") || math.Abs(float64(said)/float64(limit)-1) > 0.1 {
+		t.Errorf("--rate %s --duration %ss: exit %d, stderr %q; want 2 and the machine's limit, about %d", rate, rate, code, errOut, limit)
 	}
 }
 
