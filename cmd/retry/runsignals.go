@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/signal"
 	"slices"
-	"sync"
 	"syscall"
 	"time"
 )
@@ -52,35 +51,38 @@ func (r *runner) passOn(p *os.Process, sig syscall.Signal) bool {
 // the command as the first was, and then ends retry with the signal's default
 // action, without waiting for the command any longer. It returns the
 // function that undoes it.
+//
+// It listens from the start rather than from when ctx ends: a second Ctrl-C
+// that came before retry had reacted to the first would otherwise be lost
+// (dispatch's channel holds one signal), and retry would wait for a command
+// that ignores SIGINT. Each signal reaches both channels, so the first one
+// this one hears is the one that ended ctx, unless something else ended ctx
+// before any signal came.
 func (r *runner) exitOnSecondSignal(ctx context.Context) (undo func()) {
-	var (
-		mu     sync.Mutex
-		undone bool
-		ch     = make(chan os.Signal, 1)
-		quit   = make(chan struct{})
-	)
 	sigs := catchable(runSignals...)
-	stopAfter := context.AfterFunc(ctx, func() {
-		mu.Lock()
-		defer mu.Unlock()
-		if undone || len(sigs) == 0 { // Notify with no signals relays all
-			return
-		}
-		signal.Notify(ch, sigs...)
-		go func() {
+	if len(sigs) == 0 { // Notify with no signals relays all
+		return func() {}
+	}
+	ch := make(chan os.Signal, 2)
+	quit := make(chan struct{})
+	signal.Notify(ch, sigs...)
+	go func() {
+		heard := 0
+		for {
 			select {
 			case s := <-ch:
-				r.exitOn(s.(syscall.Signal))
+				heard++
+				endedOtherwise := ctx.Err() != nil && context.Cause(ctx) == ctx.Err()
+				if heard >= 2 || endedOtherwise {
+					r.exitOn(s.(syscall.Signal))
+				}
 			case <-quit:
+				return
 			}
-		}()
-	})
+		}
+	}()
 	return func() {
-		stopAfter()
-		mu.Lock()
-		undone = true
 		signal.Stop(ch)
-		mu.Unlock()
 		close(quit)
 	}
 }
