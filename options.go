@@ -84,8 +84,9 @@ func (c *config) apply(opts []Option) {
 }
 
 // Scope names the retry quota the call draws on (the token scope of the
-// Smithy retry guide), for example one scope per service or per host, so that a storm against one does
-// not starve the others. The default is the empty scope.
+// Smithy retry guide), for example one scope per service or per host, so
+// that a storm against one does not starve the others. The default is the
+// empty scope.
 func Scope(name string) Option { return Option{kind: optScope, scope: name} }
 
 // AttemptTimeout bounds each attempt: the operation's context is cancelled d
@@ -120,8 +121,10 @@ func OnAttemptFailed(f func(ctx context.Context, attempt int, err error)) Option
 // the caller's own that come before the quota's: a transport's limit on
 // attempts, a body that cannot be sent again, a server's wait longer than
 // the caller accepts. A retry refused here costs the strategy's quota
-// nothing. Of several BeforeRetry options, the first to refuse ends the
-// loop; the later ones are not asked.
+// nothing; the strategy still hears of the failure, marked Unsafe, so that
+// what it learns of the service's health misses none. Of several
+// BeforeRetry options, the first to refuse ends the loop; the later ones
+// are not asked.
 func BeforeRetry(f func(ctx context.Context, attempt int, err error) error) Option {
 	return Option{kind: optBeforeRetry, vet: f}
 }
