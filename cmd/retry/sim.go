@@ -88,99 +88,29 @@ Examples:
 Flags:
 `
 
-// discard is io.Discard, named so for simCommand, whose stdio parameter
+// discard is io.Discard, named so for parseSimFlags, whose stdio parameter
 // hides the io package.
 var discard = io.Discard
 
 // simCommand implements "retry sim".
 func simCommand(ctx context.Context, args []string, io stdio) int {
-	fs := flag.NewFlagSet("retry sim", flag.ContinueOnError)
-	fs.SetOutput(discard) // -h prints the usage to stdout, errors a hint
-	var (
-		scenario = fs.String("scenario", "outage", "outage, brownout, overload, throttle, occ or layers")
-		clients  = fs.Int("clients", 100, "number of clients")
-		rate     = fs.Float64("rate", 1000, "requests per second, all clients together")
-		duration = fs.Duration("duration", time.Minute, "how long clients send requests")
-		seed     = fs.Uint64("seed", 1, "seed of the randomness: the same seed gives the same results")
-		svgPath  = fs.String("svg", "", "write a chart of offered load and successes over time to `FILE`, one panel per policy (a PNG if FILE ends in .png)")
-		jsonPath = fs.String("json", "", "write the raw results to `FILE`; - writes them to stdout instead of the table")
-		capacity = fs.Float64("capacity", 0, "attempts per second the server serves (default: per scenario)")
-		timeout  = fs.Duration("timeout", 0, "how long clients wait for an attempt's answer (default 1s)")
-		start    = fs.Duration("incident-start", 0, "when the incident starts (default: a sixth into the run)")
-		end      = fs.Duration("incident-end", 0, "when the incident ends (default: half way, a third for overload)")
-		shed     = fs.Bool("shed", false, "the server drops work whose client has given up")
-		reject   = fs.Float64("reject-cost", 0, "throttle: the share of an attempt's work a 429 costs the server, from 0 (a front-door limiter) to 1 (like any attempt)")
-		quiet    = fs.Bool("quiet", false, "no progress line")
-		pick     = fs.String("policies", "", "only the rows whose name contains one of these comma-separated `WORDS` (any case), e.g. Standard,adaptive")
-	)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(io.out, simUsage)
-			fs.SetOutput(io.out)
-			fs.PrintDefaults()
-			return 0
-		}
-		return usageError(io.err, "sim", err.Error())
+	f, code, ok := parseSimFlags(args, io)
+	if !ok {
+		return code
 	}
-	if fs.NArg() > 0 {
-		return usageError(io.err, "sim", fmt.Sprintf("unexpected argument %q", fs.Arg(0)))
+	progress := newProgress(io.err, f.quiet)
+	switch f.scenario {
+	case "occ":
+		return simOCC(ctx, io, progress, f.clients, f.seed, f.jsonPath, f.pick)
+	case string(sim.Layers):
+		s := sim.DefaultLayers(f.clients, f.rate, f.duration, f.seed)
+		f.override(&s.Capacity, &s.Timeout, &s.Start, &s.End, &s.Shed)
+		return simLayers(ctx, io, progress, s, f.jsonPath, f.svgPath, f.pick)
 	}
-	// A flag given is used as given, even 0, so that Check rejects nonsense
-	// instead of a default quietly standing in for it.
-	given := make(map[string]bool)
-	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
-	for _, path := range []string{*jsonPath, *svgPath} {
-		if err := checkOutputPath(path); err != nil {
-			return usageError(io.err, "sim", err.Error())
-		}
-	}
-	if *scenario == "occ" {
-		for _, name := range []string{"rate", "duration", "svg", "capacity", "timeout", "incident-start", "incident-end", "shed", "reject-cost"} {
-			if given[name] {
-				return usageError(io.err, "sim", "--"+name+" does not apply to the occ scenario (it takes --clients, --seed, --json and --quiet)")
-			}
-		}
-	}
-	if given["reject-cost"] && *scenario != string(sim.Throttle) && *scenario != "occ" {
-		return usageError(io.err, "sim", "--reject-cost applies to the throttle scenario only, whose 429s it prices; in "+*scenario+" every attempt costs the server a whole attempt's work")
-	}
-	progress := newProgress(io.err, *quiet)
-	if *scenario == "occ" {
-		return simOCC(ctx, io, progress, *clients, *seed, *jsonPath, *pick)
-	}
-	if *scenario == string(sim.Layers) {
-		s := sim.DefaultLayers(*clients, *rate, *duration, *seed)
-		if given["capacity"] {
-			s.Capacity = *capacity
-		}
-		if given["timeout"] {
-			s.Timeout = *timeout
-		}
-		if given["incident-start"] {
-			s.Start = *start
-		}
-		if given["incident-end"] {
-			s.End = *end
-		}
-		s.Shed = *shed
-		return simLayers(ctx, io, progress, s, *jsonPath, *svgPath, *pick)
-	}
-	s, err := sim.Defaults(sim.Kind(*scenario), *clients, *rate, *duration, *seed)
+	s, err := sim.Defaults(sim.Kind(f.scenario), f.clients, f.rate, f.duration, f.seed)
 	if err == nil {
-		if given["capacity"] {
-			s.Capacity = *capacity
-		}
-		if given["timeout"] {
-			s.Timeout = *timeout
-		}
-		if given["incident-start"] {
-			s.Start = *start
-		}
-		if given["incident-end"] {
-			s.End = *end
-		}
-		s.Shed = *shed
-		s.RejectCost = *reject
+		f.override(&s.Capacity, &s.Timeout, &s.Start, &s.End, &s.Shed)
+		s.RejectCost = f.reject
 		err = s.Check()
 	}
 	if err == nil {
@@ -190,8 +120,104 @@ func simCommand(ctx context.Context, args []string, io stdio) int {
 		fmt.Fprintln(io.err, "retry sim:", err)
 		return 2
 	}
+	return simScenario(ctx, io, progress, s, f.jsonPath, f.svgPath, f.pick)
+}
 
-	policies, err := pickPolicies(sim.Policies(), *pick)
+// simFlags are retry sim's flags as given, and which were given.
+type simFlags struct {
+	scenario, svgPath, jsonPath, pick string
+	clients                           int
+	rate, capacity, reject            float64
+	duration, timeout, start, end     time.Duration
+	seed                              uint64
+	shed, quiet                       bool
+	given                             map[string]bool
+}
+
+// parseSimFlags parses and checks retry sim's flags. ok is false when the
+// command is over: -h was printed (code 0) or a flag was wrong (code 2).
+func parseSimFlags(args []string, io stdio) (f simFlags, code int, ok bool) {
+	fs := flag.NewFlagSet("retry sim", flag.ContinueOnError)
+	fs.SetOutput(discard) // -h prints the usage to stdout, errors a hint
+	fs.StringVar(&f.scenario, "scenario", "outage", "outage, brownout, overload, throttle, occ or layers")
+	fs.IntVar(&f.clients, "clients", 100, "number of clients")
+	fs.Float64Var(&f.rate, "rate", 1000, "requests per second, all clients together")
+	fs.DurationVar(&f.duration, "duration", time.Minute, "how long clients send requests")
+	fs.Uint64Var(&f.seed, "seed", 1, "seed of the randomness: the same seed gives the same results")
+	fs.StringVar(&f.svgPath, "svg", "", "write a chart of offered load and successes over time to `FILE`, one panel per policy (a PNG if FILE ends in .png)")
+	fs.StringVar(&f.jsonPath, "json", "", "write the raw results to `FILE`; - writes them to stdout instead of the table")
+	fs.Float64Var(&f.capacity, "capacity", 0, "attempts per second the server serves (default: per scenario)")
+	fs.DurationVar(&f.timeout, "timeout", 0, "how long clients wait for an attempt's answer (default 1s)")
+	fs.DurationVar(&f.start, "incident-start", 0, "when the incident starts (default: a sixth into the run)")
+	fs.DurationVar(&f.end, "incident-end", 0, "when the incident ends (default: half way, a third for overload)")
+	fs.BoolVar(&f.shed, "shed", false, "the server drops work whose client has given up")
+	fs.Float64Var(&f.reject, "reject-cost", 0, "throttle: the share of an attempt's work a 429 costs the server, from 0 (a front-door limiter) to 1 (like any attempt)")
+	fs.BoolVar(&f.quiet, "quiet", false, "no progress line")
+	fs.StringVar(&f.pick, "policies", "", "only the rows whose name contains one of these comma-separated `WORDS` (any case), e.g. Standard,adaptive")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(io.out, simUsage)
+			fs.SetOutput(io.out)
+			fs.PrintDefaults()
+			return f, 0, false
+		}
+		return f, usageError(io.err, "sim", err.Error()), false
+	}
+	if fs.NArg() > 0 {
+		return f, usageError(io.err, "sim", fmt.Sprintf("unexpected argument %q", fs.Arg(0))), false
+	}
+	// A flag given is used as given, even 0, so that Check rejects nonsense
+	// instead of a default quietly standing in for it.
+	f.given = make(map[string]bool)
+	fs.Visit(func(fl *flag.Flag) { f.given[fl.Name] = true })
+	if msg := f.misfit(); msg != "" {
+		return f, usageError(io.err, "sim", msg), false
+	}
+	return f, 0, true
+}
+
+// misfit says why the flags cannot go together, or "".
+func (f *simFlags) misfit() string {
+	for _, path := range []string{f.jsonPath, f.svgPath} {
+		if err := checkOutputPath(path); err != nil {
+			return err.Error()
+		}
+	}
+	if f.scenario == "occ" {
+		for _, name := range []string{"rate", "duration", "svg", "capacity", "timeout", "incident-start", "incident-end", "shed", "reject-cost"} {
+			if f.given[name] {
+				return "--" + name + " does not apply to the occ scenario (it takes --clients, --seed, --json and --quiet)"
+			}
+		}
+	}
+	if f.given["reject-cost"] && f.scenario != string(sim.Throttle) && f.scenario != "occ" {
+		return "--reject-cost applies to the throttle scenario only, whose 429s it prices; in " + f.scenario + " every attempt costs the server a whole attempt's work"
+	}
+	return ""
+}
+
+// override sets a scenario's fields to the flags given for them; the rest
+// keep the scenario's defaults.
+func (f *simFlags) override(capacity *float64, timeout, start, end *time.Duration, shed *bool) {
+	if f.given["capacity"] {
+		*capacity = f.capacity
+	}
+	if f.given["timeout"] {
+		*timeout = f.timeout
+	}
+	if f.given["incident-start"] {
+		*start = f.start
+	}
+	if f.given["incident-end"] {
+		*end = f.end
+	}
+	*shed = f.shed
+}
+
+// simScenario runs every policy (or those pick names) through s, one of the
+// outage-style scenarios, and prints and writes the results.
+func simScenario(ctx context.Context, io stdio, progress *progress, s sim.Scenario, jsonPath, svgPath, pick string) int {
+	policies, err := pickPolicies(sim.Policies(), pick)
 	if err != nil {
 		return usageError(io.err, "sim", err.Error())
 	}
@@ -201,13 +227,12 @@ func simCommand(ctx context.Context, args []string, io stdio) int {
 	if err != nil {
 		return interrupted(ctx, io)
 	}
-
-	if *jsonPath != "-" { // with --json -, stdout is the JSON's alone
+	if jsonPath != "-" { // with --json -, stdout is the JSON's alone
 		fmt.Fprintln(io.out, s.Describe())
 		fmt.Fprintln(io.out)
 		printResults(io.out, s, results)
 	}
-	if err := writeOutputs(io, s, results, *jsonPath, *svgPath); err != nil {
+	if err := writeOutputs(io, s, results, jsonPath, svgPath); err != nil {
 		fmt.Fprintln(io.err, "retry sim:", err)
 		return 1
 	}
@@ -575,50 +600,65 @@ func simLayers(ctx context.Context, io stdio, progress *progress, s sim.LayersSc
 		fmt.Fprintln(io.out)
 		printLayers(io.out, s.Rate, results)
 	}
-	if jsonPath != "" {
-		type resultJSON struct {
-			sim.LayersResult
-			Amplification         [sim.Tiers]float64 `json:"amplification"`
-			IncidentAmplification [sim.Tiers]float64 `json:"incident_amplification"`
-			SuccessRate           float64            `json:"success_rate"`
-		}
-		doc := struct {
-			Scenario sim.LayersScenario `json:"scenario"`
-			Tiers    [sim.Tiers]string  `json:"tiers"`
-			Results  []resultJSON       `json:"results"`
-		}{Scenario: s, Tiers: sim.TierNames}
-		for _, r := range results {
-			j := resultJSON{LayersResult: r, SuccessRate: r.SuccessRate()}
-			for t := range sim.Tiers {
-				j.Amplification[t], j.IncidentAmplification[t] = r.Amplification(t), r.IncidentAmplification(t)
-			}
-			doc.Results = append(doc.Results, j)
-		}
-		if err := writeJSON(io.out, jsonPath, doc); err != nil {
-			fmt.Fprintln(io.err, "retry sim:", err)
-			return 1
-		}
-	}
-	if svgPath != "" {
-		c := chart.Chart{
-			Title: fmt.Sprintf("layers: from %s to %s the database behind the back tier fails every attempt", formatDuration(s.Start), formatDuration(s.End)),
-			Subtitle: fmt.Sprintf("users send %.0f req/s through front, middle and back tiers that each retry; offered: the back's attempts to the database (capacity %.0f/s); one panel per row",
-				s.Rate, s.Capacity),
-			Step:     1,
-			Incident: [2]float64{s.Start.Seconds(), s.End.Seconds()},
-			Capacity: s.Capacity,
-		}
-		for _, r := range results {
-			c.Step = r.Step
-			c.Series = append(c.Series, chart.Series{Name: r.Policy, Offered: r.Offered, Goodput: r.Goodput})
-		}
-		if err := writeChart(svgPath, c); err != nil {
-			fmt.Fprintln(io.err, "retry sim:", err)
-			return 1
-		}
-		fmt.Fprintln(io.err, "retry sim: chart written to", svgPath)
+	if err := writeLayers(io, s, results, jsonPath, svgPath); err != nil {
+		fmt.Fprintln(io.err, "retry sim:", err)
+		return 1
 	}
 	return 0
+}
+
+// writeLayers writes a layered run's JSON to jsonPath and its chart to
+// svgPath, each if its path is set.
+func writeLayers(io stdio, s sim.LayersScenario, results []sim.LayersResult, jsonPath, svgPath string) error {
+	if jsonPath != "" {
+		if err := writeJSON(io.out, jsonPath, layersJSON(s, results)); err != nil {
+			return err
+		}
+	}
+	if svgPath == "" {
+		return nil
+	}
+	c := chart.Chart{
+		Title: fmt.Sprintf("layers: from %s to %s the database behind the back tier fails every attempt", formatDuration(s.Start), formatDuration(s.End)),
+		Subtitle: fmt.Sprintf("users send %.0f req/s through front, middle and back tiers that each retry; offered: the back's attempts to the database (capacity %.0f/s); one panel per row",
+			s.Rate, s.Capacity),
+		Step:     1,
+		Incident: [2]float64{s.Start.Seconds(), s.End.Seconds()},
+		Capacity: s.Capacity,
+	}
+	for _, r := range results {
+		c.Step = r.Step
+		c.Series = append(c.Series, chart.Series{Name: r.Policy, Offered: r.Offered, Goodput: r.Goodput})
+	}
+	if err := writeChart(svgPath, c); err != nil {
+		return err
+	}
+	fmt.Fprintln(io.err, "retry sim: chart written to", svgPath)
+	return nil
+}
+
+// layersJSON is the document --json writes for a layered run: the results
+// with the figures derived from them.
+func layersJSON(s sim.LayersScenario, results []sim.LayersResult) any {
+	type resultJSON struct {
+		sim.LayersResult
+		Amplification         [sim.Tiers]float64 `json:"amplification"`
+		IncidentAmplification [sim.Tiers]float64 `json:"incident_amplification"`
+		SuccessRate           float64            `json:"success_rate"`
+	}
+	doc := struct {
+		Scenario sim.LayersScenario `json:"scenario"`
+		Tiers    [sim.Tiers]string  `json:"tiers"`
+		Results  []resultJSON       `json:"results"`
+	}{Scenario: s, Tiers: sim.TierNames}
+	for _, r := range results {
+		j := resultJSON{LayersResult: r, SuccessRate: r.SuccessRate()}
+		for t := range sim.Tiers {
+			j.Amplification[t], j.IncidentAmplification[t] = r.Amplification(t), r.IncidentAmplification(t)
+		}
+		doc.Results = append(doc.Results, j)
+	}
+	return doc
 }
 
 // printLayers prints the table of a layered run.
