@@ -55,11 +55,7 @@ func TestHTTP2ResetStreamIsRetriedOnlyWhenIdempotent(t *testing.T) {
 	tr := &Transport{Base: h2Base(t, srv), Strategy: noWait()}
 
 	var first error
-	tr.OnAttempt = func(a Attempt) {
-		if a.N == 1 {
-			first = a.Err
-		}
-	}
+	tr.OnAttempt = firstAttempt(&first)
 	resp, err, rep := send(t, tr, context.Background(), "GET", srv.URL, nil)
 	if err != nil {
 		t.Fatalf("GET: %v after %d attempts (first: %v)", err, rep.Attempts, first)
@@ -102,11 +98,7 @@ func TestHTTP2RefusedStreamIsRetriedWhateverTheMethod(t *testing.T) {
 	var rep Report
 	req = req.WithContext(WithReport(context.Background(), &rep))
 	var first error
-	tr := &Transport{Base: base, Strategy: noWait(), OnAttempt: func(a Attempt) {
-		if a.N == 1 {
-			first = a.Err
-		}
-	}}
+	tr := &Transport{Base: base, Strategy: noWait(), OnAttempt: firstAttempt(&first)}
 	resp, err := tr.RoundTrip(req)
 	if err != nil {
 		t.Fatalf("POST: %v after %d attempts (first: %v)", err, rep.Attempts, first)
@@ -133,11 +125,7 @@ func TestHTTP2GoAwayBelowTheStreamIsRetriedWhateverTheMethod(t *testing.T) {
 		return h2Respond
 	})
 	var first error
-	tr := &Transport{Base: h2Base(t, srv.Server), Strategy: noWait(), OnAttempt: func(a Attempt) {
-		if a.N == 1 {
-			first = a.Err
-		}
-	}}
+	tr := &Transport{Base: h2Base(t, srv.Server), Strategy: noWait(), OnAttempt: firstAttempt(&first)}
 	resp, err, rep := send(t, tr, context.Background(), "POST", srv.URL, strings.NewReader("charge $10"))
 	if err != nil {
 		t.Fatalf("POST: %v after %d attempts (first: %v)", err, rep.Attempts, first)
@@ -172,11 +160,7 @@ func TestHTTP2GoAwayCoveringTheStreamIsRetriedOnlyWhenIdempotent(t *testing.T) {
 				return h2Respond
 			})
 			var first error
-			tr := &Transport{Base: h2Base(t, srv.Server), Strategy: noWait(), OnAttempt: func(a Attempt) {
-				if a.N == 1 {
-					first = a.Err
-				}
-			}}
+			tr := &Transport{Base: h2Base(t, srv.Server), Strategy: noWait(), OnAttempt: firstAttempt(&first)}
 			resp, err, rep := send(t, tr, context.Background(), c.method, srv.URL, c.body)
 			discard(resp)
 			if first == nil || !strings.Contains(first.Error(), "GOAWAY") {
