@@ -58,6 +58,22 @@ func (h *firstFails) requests() []string {
 	return append([]string(nil), h.bodies...)
 }
 
+// wantReadFailureOutcome checks the end of a request whose first attempt
+// failed reading the response: a GET made 2 attempts and got the 200, a POST
+// 1 and stopped as not retryable.
+func wantReadFailureOutcome(t *testing.T, rep Report, requests, attempts int, resp *http.Response, err error) {
+	t.Helper()
+	if rep.Attempts != attempts || requests != attempts {
+		t.Fatalf("err %v after %d attempts, %d requests; want %d", err, rep.Attempts, requests, attempts)
+	}
+	if attempts == 2 && (err != nil || resp.StatusCode != 200) {
+		t.Fatalf("GET: err %v", err)
+	}
+	if attempts == 1 && !errors.Is(err, retry.ErrNotRetryable) {
+		t.Fatalf("POST: err %v, want ErrNotRetryable", err)
+	}
+}
+
 // firstAttempt returns an OnAttempt that keeps the first attempt's error.
 func firstAttempt(err *error) func(Attempt) {
 	return func(a Attempt) {
@@ -103,15 +119,7 @@ func TestTLSRecordErrorAfterTheHandshakeIsARetriedReadFailure(t *testing.T) {
 			if !errors.As(first, &oe) || oe.Op != "local error" || !strings.Contains(first.Error(), "bad record MAC") {
 				t.Fatalf("the first attempt failed with %v, not a record error", first)
 			}
-			if rep.Attempts != c.attempts || len(h.requests()) != c.attempts {
-				t.Fatalf("err %v after %d attempts, %d requests; want %d", err, rep.Attempts, len(h.requests()), c.attempts)
-			}
-			if c.attempts == 2 && (err != nil || resp.StatusCode != 200) {
-				t.Fatalf("GET: err %v", err)
-			}
-			if c.attempts == 1 && !errors.Is(err, retry.ErrNotRetryable) {
-				t.Fatalf("POST: err %v, want ErrNotRetryable", err)
-			}
+			wantReadFailureOutcome(t, rep, len(h.requests()), c.attempts, resp, err)
 		})
 	}
 }
@@ -284,15 +292,7 @@ func TestMalformedResponseIsARetriedReadFailure(t *testing.T) {
 				if first == nil || !strings.Contains(first.Error(), "malformed") {
 					t.Fatalf("the first attempt failed with %v, not a malformed response", first)
 				}
-				if rep.Attempts != c.attempts || len(h.requests()) != c.attempts {
-					t.Fatalf("err %v after %d attempts, %d requests; want %d", err, rep.Attempts, len(h.requests()), c.attempts)
-				}
-				if c.attempts == 2 && (err != nil || resp.StatusCode != 200) {
-					t.Fatalf("GET: err %v", err)
-				}
-				if c.attempts == 1 && !errors.Is(err, retry.ErrNotRetryable) {
-					t.Fatalf("POST: err %v, want ErrNotRetryable", err)
-				}
+				wantReadFailureOutcome(t, rep, len(h.requests()), c.attempts, resp, err)
 			})
 		}
 	}
