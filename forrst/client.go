@@ -61,9 +61,9 @@ type Client struct {
 	// the caller, so that the two layers do not multiply.
 	Independent bool
 
-	once   sync.Once
-	guided guided
-	http   httpretry.Transport // only its classification of HTTP failures is used
+	once     sync.Once
+	strategy retry.Strategy
+	http     httpretry.Transport // only its classification of HTTP failures is used
 }
 
 // CallOption changes one call.
@@ -93,7 +93,7 @@ func (c *Client) Call(ctx context.Context, function string, args, result any, op
 		if s == nil {
 			s = retry.NewAdaptive(retry.AdaptiveOptions{})
 		}
-		c.guided = guided{s}
+		c.strategy = s
 	})
 	var cfg callConfig
 	for _, o := range opts {
@@ -131,11 +131,11 @@ func (c *Client) Call(ctx context.Context, function string, args, result any, op
 		}
 		return c.attempt(ctx, &req, attempt, cfg.key != "", result)
 	}
-	ropts := append([]retry.Option{retry.Scope(c.URL)}, c.Options...)
+	ropts := append([]retry.Option{retry.Scope(c.URL), retry.BeforeRetry(serverLimit)}, c.Options...)
 	if !c.Independent {
 		ropts = append(ropts, retry.BeforeRetry(leaveAnswersToCaller))
 	}
-	return retry.Do(ctx, &c.guided, op, ropts...)
+	return retry.Do(ctx, c.strategy, op, ropts...)
 }
 
 // attempt sends one request and judges the answer.
@@ -369,30 +369,13 @@ func leaveAnswersToCaller(ctx context.Context, _ int, err error) error {
 // max_attempts allowed no more retries. It wraps retry.ErrMaxAttempts.
 var ErrServerLimit = fmt.Errorf("%w: the server's max_attempts allows no more retries", retry.ErrMaxAttempts)
 
-// guided applies the server's max_attempts on top of a strategy: the
-// server may lower the attempt limit, never raise it.
-type guided struct{ retry.Strategy }
-
-// RefreshToken refuses a retry beyond the server's max_attempts, and
-// otherwise asks the strategy.
-func (g *guided) RefreshToken(t retry.Token, err error) (retry.Token, error) {
+// serverLimit refuses a retry beyond the server's max_attempts, before the
+// strategy is asked: the server may lower the attempt limit, never raise
+// it, and a retry it refuses costs the strategy's quota nothing.
+func serverLimit(_ context.Context, attempt int, err error) error {
 	var ce *CallError
-	if errors.As(err, &ce) && ce.Guidance.Allowed && ce.Guidance.MaxAttempts > 0 && t.RetryCount() >= ce.Guidance.MaxAttempts {
-		// Spend the token without charging the strategy's quota.
-		if r, ok := g.Strategy.(retry.Releaser); ok {
-			_ = r.ReleaseToken(t)
-		} else {
-			_, _ = g.Strategy.RefreshToken(t, retry.Permanent(err))
-		}
-		return retry.Token{}, fmt.Errorf("%w (%s)", ErrServerLimit, strconv.Itoa(ce.Guidance.MaxAttempts)+" retries")
-	}
-	return g.Strategy.RefreshToken(t, err)
-}
-
-// ReleaseToken passes a release on to the strategy, if it can take one.
-func (g *guided) ReleaseToken(t retry.Token) error {
-	if r, ok := g.Strategy.(retry.Releaser); ok {
-		return r.ReleaseToken(t)
+	if errors.As(err, &ce) && ce.Guidance.Allowed && ce.Guidance.MaxAttempts > 0 && attempt-1 >= ce.Guidance.MaxAttempts {
+		return fmt.Errorf("%w (%s)", ErrServerLimit, strconv.Itoa(ce.Guidance.MaxAttempts)+" retries")
 	}
 	return nil
 }
