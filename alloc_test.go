@@ -6,8 +6,10 @@ import (
 )
 
 // TestZeroAllocations pins the promise that the success path, and a run with
-// two zero-delay retries that then succeeds, allocate nothing. The race
-// detector makes sync.Pool drop items at random, so it is skipped there.
+// two zero-delay retries that then succeeds, allocate nothing but the mark on
+// the operation's context (see CallerRetries), and nothing at all when told
+// Unmarked. The race detector makes sync.Pool drop items at random, so it is
+// skipped there.
 func TestZeroAllocations(t *testing.T) {
 	if raceEnabled || testing.Short() {
 		t.Skip("allocation counts are not meaningful under -race or -short")
@@ -31,26 +33,36 @@ func TestZeroAllocations(t *testing.T) {
 	// single-use tokens rather than the built-in fast path.
 	wrapped := &struct{ Strategy }{NewStandard(StandardOptions{})}
 	wrappedSimple := &struct{ Strategy }{&Simple{Backoff: Constant(0)}}
+	doWith := func(s Strategy, op func(context.Context) error) func([]Option) {
+		return func(o []Option) { _ = Do(ctx, s, op, o...) }
+	}
 	tests := []struct {
 		name string
-		run  func()
+		run  func([]Option)
+		opts []Option
 	}{
-		{"success", func() { _ = Do(ctx, standard, succeed) }},
-		{"success with Adaptive", func() { _ = Do(ctx, adaptive, succeed) }},
-		{"success with Adaptive in a scope", func() { _ = Do(ctx, adaptive, succeed, Scope("svc")) }},
-		{"success with Standard and a Budget", func() { _ = Do(ctx, budgeted, succeed) }},
-		{"success with options", func() { _ = Do(ctx, standard, succeed, opts...) }},
-		{"success with zero options", func() { _ = Do(ctx, standard, succeed, Option{}, Option{}) }},
-		{"success with a Trace", func() { _ = Do(ctx, standard, succeed, trace) }},
-		{"two zero-delay retries", func() { _ = Do(ctx, simple, twoRetries) }},
-		{"success through tokens", func() { _ = Do(ctx, wrapped, succeed) }},
-		{"two retries through tokens", func() { _ = Do(ctx, wrappedSimple, twoRetries) }},
-		{"DoValue", func() { _, _ = DoValue(ctx, standard, func(context.Context) (int, error) { return 1, nil }) }},
+		{"success", doWith(standard, succeed), nil},
+		{"success with Adaptive", doWith(adaptive, succeed), nil},
+		{"success with Adaptive in a scope", doWith(adaptive, succeed), []Option{Scope("svc")}},
+		{"success with Standard and a Budget", doWith(budgeted, succeed), nil},
+		{"success with options", doWith(standard, succeed), opts},
+		{"success with zero options", doWith(standard, succeed), []Option{{}, {}}},
+		{"success with a Trace", doWith(standard, succeed), []Option{trace}},
+		{"two zero-delay retries", doWith(simple, twoRetries), nil},
+		{"success through tokens", doWith(wrapped, succeed), nil},
+		{"two retries through tokens", doWith(wrappedSimple, twoRetries), nil},
+		{"DoValue", func(o []Option) {
+			_, _ = DoValue(ctx, standard, func(context.Context) (int, error) { return 1, nil }, o...)
+		}, nil},
 	}
 	for _, tt := range tests {
-		tt.run() // warm the pool
-		if got := testing.AllocsPerRun(1000, tt.run); got != 0 {
-			t.Errorf("%s: %v allocations per call, want 0", tt.name, got)
+		unmarked := append(tt.opts[:len(tt.opts):len(tt.opts)], Unmarked())
+		tt.run(tt.opts) // warm the pool
+		if got := testing.AllocsPerRun(1000, func() { tt.run(tt.opts) }); got != 1 {
+			t.Errorf("%s: %v allocations per call, want 1 (the mark)", tt.name, got)
+		}
+		if got := testing.AllocsPerRun(1000, func() { tt.run(unmarked) }); got != 0 {
+			t.Errorf("%s, Unmarked: %v allocations per call, want 0", tt.name, got)
 		}
 	}
 }

@@ -29,10 +29,23 @@ var errNilStrategy = &refusal{ErrMaxAttempts, "no strategy (nil), so one attempt
 // attempt without retries. A nil op makes no attempt: the *Error's Reason is
 // ErrNilOperation. Errors that op returns are classified with Classify: an
 // error nobody marked as retryable (see Transient) is not retried.
+//
+// Unless told Unmarked, Do marks op's context to say that it retries op's
+// failures, so that a retrying client inside op (httpretry.Transport, the
+// Forrst client, the gRPC interceptors) does not retry them too: see
+// CallerRetries for the rule. The mark ends when Do returns.
 func Do(ctx context.Context, s Strategy, op func(context.Context) error, opts ...Option) error {
 	if op == nil {
 		return nilOperation(ctx, opts)
 	}
+	if m := mark(ctx, s, opts); m != nil {
+		return do(m, m, s, op, opts) // each attempt turns the mark off when it ends
+	}
+	return do(ctx, nil, s, op, opts)
+}
+
+// do is Do with op's context marked by m, or not if m is nil.
+func do(ctx context.Context, m *callerMark, s Strategy, op func(context.Context) error, opts []Option) error {
 	wrapped := func(ctx context.Context) (struct{}, error) { return struct{}{}, op(ctx) }
 	if none(opts) && ctx.Err() == nil {
 		// The strategies most calls use, on their own unscoped quota, are
@@ -41,21 +54,27 @@ func Do(ctx context.Context, s Strategy, op func(context.Context) error, opts ..
 		switch s := s.(type) {
 		case *Standard:
 			if b := s.local(); b != nil {
-				if err := op(ctx); err != nil {
-					return again(ctx, s, wrapped, state{bucket: b}, err)
+				err := op(ctx)
+				m.rest()
+				if err != nil {
+					return again(ctx, m, s, wrapped, state{bucket: b}, err)
 				}
 				s.firstSucceeded(b)
 				return nil
 			}
 		case *Simple, *No:
-			if err := op(ctx); err != nil {
-				return again(ctx, s, wrapped, state{}, err)
+			err := op(ctx)
+			m.rest()
+			if err != nil {
+				return again(ctx, m, s, wrapped, state{}, err)
 			}
 			return nil
 		case *Adaptive:
 			if sc := s.local(); sc != nil {
-				if err := op(ctx); err != nil {
-					return again(ctx, s, wrapped, state{bucket: sc}, err)
+				err := op(ctx)
+				m.rest()
+				if err != nil {
+					return again(ctx, m, s, wrapped, state{bucket: sc}, err)
 				}
 				s.firstSucceeded(sc)
 				return nil
@@ -65,38 +84,48 @@ func Do(ctx context.Context, s Strategy, op func(context.Context) error, opts ..
 		if e := builtin(s); e != nil {
 			q, now := e.quick("")
 			if !now {
-				_, err := loop(ctx, s, wrapped, nil) // the loop waits the first attempt's turn
+				_, err := loop(ctx, m, s, wrapped, nil) // the loop waits the first attempt's turn
 				return err
 			}
 			st := state{bucket: q}
 			err := op(ctx)
+			m.rest()
 			if err == nil {
 				e.succeed(st.bucket, 0, 0)
 				return nil
 			}
-			return again(ctx, s, wrapped, st, err)
+			return again(ctx, m, s, wrapped, st, err)
 		}
 	}
-	_, err := DoValue(ctx, s, wrapped, opts...)
+	_, err := doValue(ctx, m, s, wrapped, opts)
 	return err
 }
 
 // again continues Do's loop after a first attempt, made in state st, failed
 // with err.
-func again(ctx context.Context, s Strategy, op func(context.Context) (struct{}, error), st state, err error) error {
-	var c config
+func again(ctx context.Context, m *callerMark, s Strategy, op func(context.Context) (struct{}, error), st state, err error) error {
+	c := config{mark: m}
 	_, err = resume(ctx, s, op, &c, &first[struct{}]{st: st, err: err})
 	return err
 }
 
 // DoValue is Do for an operation that returns a value. On success it returns
 // the value of the successful attempt; on failure, the value the last attempt
-// returned (often the zero value) with an *Error.
+// returned (often the zero value) with an *Error. It marks op's context as
+// Do does.
 func DoValue[T any](ctx context.Context, s Strategy, op func(context.Context) (T, error), opts ...Option) (T, error) {
 	if op == nil {
 		var zero T
 		return zero, nilOperation(ctx, opts)
 	}
+	if m := mark(ctx, s, opts); m != nil {
+		return doValue(m, m, s, op, opts) // each attempt turns the mark off when it ends
+	}
+	return doValue(ctx, nil, s, op, opts)
+}
+
+// doValue is DoValue with op's context marked by m, or not if m is nil.
+func doValue[T any](ctx context.Context, m *callerMark, s Strategy, op func(context.Context) (T, error), opts []Option) (T, error) {
 	if none(opts) {
 		// The common case, a built-in strategy without options, gets a path
 		// of its own for the first attempt; a failure joins the loop.
@@ -104,24 +133,26 @@ func DoValue[T any](ctx context.Context, s Strategy, op func(context.Context) (T
 			if q, now := e.quick(""); now {
 				st := state{bucket: q}
 				v, err := op(ctx)
+				m.rest()
 				if err == nil {
 					e.succeed(st.bucket, 0, 0)
 					return v, nil
 				}
-				var c config
+				c := config{mark: m}
 				return resume(ctx, s, op, &c, &first[T]{st, v, err})
 			}
 		}
 	}
-	return loop(ctx, s, op, opts)
+	return loop(ctx, m, s, op, opts)
 }
 
-// none reports whether opts change nothing: there are none, or all are the
-// zero Option, which an integration may pass for "nothing to add" (a tracer
-// that records nothing, say) without costing the call its fast path.
+// none reports whether opts change nothing in the loop: there are none, or
+// all are the zero Option, which an integration may pass for "nothing to add"
+// (a tracer that records nothing, say) without costing the call its fast
+// path, or Unmarked, which Do and DoValue have applied before the loop.
 func none(opts []Option) bool {
 	for i := range opts {
-		if opts[i].kind != optNone {
+		if k := opts[i].kind; k != optNone && k != optUnmarked {
 			return false
 		}
 	}
@@ -136,9 +167,11 @@ func nilOperation(ctx context.Context, opts []Option) error {
 	return c.giveUp(ctx, 0, nil, ErrNilOperation)
 }
 
-// loop runs the general loop with opts.
-func loop[T any](ctx context.Context, s Strategy, op func(context.Context) (T, error), opts []Option) (T, error) {
-	var c config
+// loop runs the general loop with opts, op's context marked by m if m is not
+// nil.
+func loop[T any](ctx context.Context, m *callerMark, s Strategy, op func(context.Context) (T, error), opts []Option) (T, error) {
+	m.rest() // until the first attempt starts
+	c := config{mark: m}
 	c.apply(opts)
 	if c.maxElapsed > 0 {
 		var cancel context.CancelFunc
@@ -226,6 +259,9 @@ func run[T any](ctx context.Context, s Strategy, op func(context.Context) (T, er
 			d.success()
 			c.succeeded(ctx, attempt)
 			return v, d.timer, nil
+		}
+		if c.mark != nil {
+			opErr = c.mark.adopt(opErr)
 		}
 		lastErr = opErr
 		c.attemptFailed(ctx, attempt, opErr)
@@ -372,12 +408,17 @@ func (d *driver) sleep(ctx context.Context, delay time.Duration) error {
 // runAttempt runs attempt n, with the context the Trace gives it, and tells
 // the Trace how it went.
 func runAttempt[T any](ctx context.Context, c *config, n int, op func(context.Context) (T, error)) (T, error, bool) {
-	if c.trace == nil {
-		return call(ctx, c.attemptTimeout, op)
+	if c.trace != nil {
+		ctx = c.trace.attemptStart(ctx, c.scope, n)
 	}
-	ctx = c.trace.attemptStart(ctx, c.scope, n)
+	if c.mark != nil {
+		c.mark.idle.Store(false)
+	}
 	v, err, timedOut := call(ctx, c.attemptTimeout, op)
-	c.trace.attemptDone(ctx, c.scope, n, err)
+	c.mark.rest()
+	if c.trace != nil {
+		c.trace.attemptDone(ctx, c.scope, n, err)
+	}
 	return v, err, timedOut
 }
 
@@ -453,6 +494,9 @@ func (c *config) attemptFailed(ctx context.Context, attempt int, err error) {
 // giveUp builds the loop's error and reports it to the hooks.
 func (c *config) giveUp(ctx context.Context, attempts int, last, reason error) *Error {
 	e := &Error{Attempts: attempts, Err: last, Reason: reason}
+	if reason == ErrOuterLoop {
+		leave(ctx, c.mark, Classify(last))
+	}
 	if c.gaveUp != nil {
 		c.gaveUp(ctx, e)
 	}

@@ -37,6 +37,7 @@ const (
 	optOnRetry
 	optOnGiveUp
 	optLog
+	optUnmarked
 )
 
 // config is the loop's settings after its options are applied.
@@ -52,6 +53,7 @@ type config struct {
 	retrying       func(ctx context.Context, attempt int, delay time.Duration, err error)
 	gaveUp         func(ctx context.Context, err *Error)
 	logger         *slog.Logger
+	mark           *callerMark // on op's context, if any
 }
 
 // apply sets c from opts.

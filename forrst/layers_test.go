@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"sync/atomic"
@@ -62,5 +63,41 @@ func TestForrstLayersDoNotMultiply(t *testing.T) {
 	err = independent.Call(ctx, "orders.get", nil, nil)
 	if !errors.As(err, &re) || re.Attempts != 3 {
 		t.Fatalf("independent: err = %v", err)
+	}
+}
+
+// Three loops in one process, none told of the others: an application's
+// retry.Do around a Forrst client whose HTTP client's Transport retries too.
+// Each loop marks the work it hands on, so a function that always fails runs
+// 3 times, not 3 × 3 × 3, whether the application returns the client's error
+// or an error of its own that says nothing about retrying.
+func TestApplicationLoopAroundAForrstClientDoesNotMultiply(t *testing.T) {
+	var runs atomic.Int32
+	var s forrst.Server
+	s.Register("orders.get", func(context.Context, json.RawMessage) (any, error) {
+		runs.Add(1)
+		return nil, forrst.Fail(forrst.CodeUnavailable, "down")
+	}, forrst.WithGuidance(forrst.CodeUnavailable, forrst.RetryData{Allowed: true, Strategy: forrst.Immediate, MaxAttempts: 5}))
+	srv := newServer(t, &s)
+	client := &forrst.Client{
+		URL:        srv.URL,
+		Strategy:   noWait(3),
+		HTTPClient: &http.Client{Transport: &httpretry.Transport{Strategy: noWait(3)}},
+	}
+	for name, wrap := range map[string]func(error) error{
+		"the client's error": func(err error) error { return err },
+		"an error of its own": func(err error) error {
+			return fmt.Errorf("orders unavailable: %v", err) // %v: the chain is cut
+		},
+	} {
+		runs.Store(0)
+		attempts := 0
+		err := retry.Do(context.Background(), noWait(3), func(ctx context.Context) error {
+			attempts++
+			return wrap(client.Call(ctx, "orders.get", nil, nil))
+		})
+		if err == nil || attempts != 3 || runs.Load() != 3 {
+			t.Errorf("%s: %v after %d attempts, the function ran %d times; want 3 and 3", name, err, attempts, runs.Load())
+		}
 	}
 }

@@ -204,8 +204,9 @@ func parsePushback(values []string) (d time.Duration, stop bool) {
 
 // vetHints applies the interceptor's own limits to a failure the strategy
 // would otherwise be asked about: a pushback that says stop, a wait beyond
-// the cap.
-func (c *config) vetHints(ctx context.Context, e *attemptError) error {
+// the cap, a caller that retries (callerRetries: retry.CallerRetries of the
+// call's own context, not of its attempts', which the call's loop marks).
+func (c *config) vetHints(ctx context.Context, e *attemptError, callerRetries bool) error {
 	if expired(ctx) {
 		return context.DeadlineExceeded // as retry.Do would, had the timer fired
 	}
@@ -215,7 +216,7 @@ func (c *config) vetHints(ctx context.Context, e *attemptError) error {
 	if e.stop {
 		return ErrPushback
 	}
-	if e.sent && !c.independent && retry.CallerRetries(ctx) {
+	if e.sent && !c.independent && callerRetries {
 		// The caller retries this call's status itself: one attempt here,
 		// or the layers multiply. A call that never left the client is
 		// still retried here, where it costs the server nothing.

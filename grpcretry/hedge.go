@@ -139,6 +139,7 @@ func (h *hedger) call(ctx context.Context, method string, req, reply any, cc *gr
 	}
 	g := &hedgeGroup{h: h, method: method, req: req, reply: pm, cc: cc, invoker: invoker, opts: opts, delay: delay}
 	g.scope = h.cfg.scopeOf(cc, method)
+	g.callerRetries = retry.CallerRetries(ctx)
 	ropts := make([]retry.Option, 0, len(h.cfg.retryOpts)+2)
 	ropts = append(ropts, retry.Scope(g.scope))
 	ropts = append(ropts, h.cfg.retryOpts...)
@@ -163,6 +164,9 @@ type hedgeGroup struct {
 	delay      time.Duration
 	scope      string
 	sent, done int
+	// callerRetries is read from the call's context: the copies' context
+	// carries the mark of the call's own loop.
+	callerRetries bool
 }
 
 // hedgeResult is one copy's outcome.
@@ -228,7 +232,7 @@ func (g *hedgeGroup) run(ctx context.Context) error {
 				finish()
 				return e // fatal: A6 ends the call with it
 			}
-			if err := h.cfg.vetHints(ctx, e); err != nil {
+			if err := h.cfg.vetHints(ctx, e, g.callerRetries); err != nil {
 				stopped = true
 			} else if e.info.RetryAfter > 0 {
 				timer.Reset(e.info.RetryAfter) // the server's pushback paces the next hedge

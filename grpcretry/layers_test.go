@@ -3,6 +3,7 @@ package grpcretry
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"testing"
 
@@ -133,5 +134,25 @@ func TestStreamServerInterceptorMarksRetries(t *testing.T) {
 		if got := <-marked; got != (previous != "") {
 			t.Errorf("grpc-previous-rpc-attempts %q: stream context marked %v", previous, got)
 		}
+	}
+}
+
+// An application's retry.Do around a call through the interceptor: the loop
+// marks its attempts, so a server that always fails gets 3 calls, not 9,
+// even when the application returns an error of its own that says nothing
+// about retrying.
+func TestApplicationLoopAroundTheInterceptorDoesNotMultiply(t *testing.T) {
+	srv := &server{unary: failing(codes.Unavailable, 1000)}
+	c := client(t, srv, WithStrategy(simple(3)))
+	attempts := 0
+	err := retry.Do(context.Background(), simple(3), func(ctx context.Context) error {
+		attempts++
+		if _, err := c.UnaryCall(ctx, &testpb.SimpleRequest{}); err != nil {
+			return fmt.Errorf("lookup failed: %v", status.Code(err))
+		}
+		return nil
+	})
+	if err == nil || attempts != 3 || srv.calls.Load() != 3 {
+		t.Fatalf("%v after %d attempts and %d calls, want 3 and 3", err, attempts, srv.calls.Load())
 	}
 }

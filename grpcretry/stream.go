@@ -318,5 +318,5 @@ func (r *recvLoop) vet(ctx context.Context, _ int, _ error) error {
 	if committed && r.last != nil && r.last.info.Retryable() {
 		return ErrCommitted
 	}
-	return r.s.i.cfg.vetHints(ctx, r.last)
+	return r.s.i.cfg.vetHints(ctx, r.last, retry.CallerRetries(ctx))
 }

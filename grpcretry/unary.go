@@ -142,5 +142,5 @@ func (c *unaryCall) attempt(ctx context.Context) error {
 
 // vet runs before the strategy is asked for a retry.
 func (c *unaryCall) vet(ctx context.Context, _ int, _ error) error {
-	return c.i.cfg.vetHints(ctx, c.last)
+	return c.i.cfg.vetHints(ctx, c.last, retry.CallerRetries(ctx))
 }

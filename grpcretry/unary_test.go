@@ -366,7 +366,7 @@ func TestCallerDeadlinePassed(t *testing.T) {
 	if e.info.Retryable() {
 		t.Fatalf("the caller's deadline classified %+v", e.info)
 	}
-	if err := c.vetHints(ctx, e); err != context.DeadlineExceeded {
+	if err := c.vetHints(ctx, e, false); err != context.DeadlineExceeded {
 		t.Fatalf("vet: %v", err)
 	}
 	if attemptTimedOut(ctx, ctx) {

@@ -2,6 +2,8 @@ package httpretry
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"testing"
@@ -137,3 +139,55 @@ type discardWriter struct{}
 func (discardWriter) Header() http.Header         { return http.Header{} }
 func (discardWriter) Write(b []byte) (int, error) { return len(b), nil }
 func (discardWriter) WriteHeader(int)             {}
+
+// An application's own loop around a client whose Transport retries, as a
+// new user writes it: the loop marks its attempts, so a service that always
+// answers 503 gets one request per attempt of the loop, 3 and not 3 × 3,
+// even though the operation turns the 503 into an error of its own that says
+// nothing about retrying; a reset that the Transport alone can fix is still
+// fixed inside one attempt of the loop. Told Unmarked, the layers multiply.
+func TestApplicationLoopAroundATransportDoesNotMultiply(t *testing.T) {
+	get := func(client *http.Client, url string, wrap func(error) error) func(context.Context) error {
+		return func(ctx context.Context) error {
+			req, err := http.NewRequestWithContext(ctx, "GET", url, nil)
+			if err != nil {
+				return err
+			}
+			resp, err := client.Do(req)
+			if err != nil {
+				return err
+			}
+			discard(resp)
+			if resp.StatusCode != http.StatusOK {
+				return wrap(fmt.Errorf("GET %s: %s", url, resp.Status))
+			}
+			return nil
+		}
+	}
+	plain := func(err error) error { return err }
+	loop := &retry.Simple{MaxAttempts: 3, Backoff: retry.Constant(0)}
+	ctx := context.Background()
+
+	srv := newServer(t, failFirst(100, 503))
+	err := retry.Do(ctx, loop, get(&http.Client{Transport: &Transport{}}, srv.URL, plain))
+	var re *retry.Error
+	if !errors.As(err, &re) || re.Attempts != 3 || len(srv.requests()) != 3 {
+		t.Fatalf("defaults: %v, %d requests, want 3 attempts and 3 requests", err, len(srv.requests()))
+	}
+
+	srv = newServer(t, failFirst(100, 503))
+	err = retry.Do(ctx, loop, get(&http.Client{Transport: &Transport{Strategy: noWait()}}, srv.URL, retry.Transient), retry.Unmarked())
+	if !errors.As(err, &re) || re.Attempts != 3 || len(srv.requests()) != 9 {
+		t.Fatalf("unmarked: %v, %d requests, want 9", err, len(srv.requests()))
+	}
+
+	reset := resetServer(t, 1)
+	attempts := 0
+	err = retry.Do(ctx, loop, func(ctx context.Context) error {
+		attempts++
+		return get(&http.Client{Transport: &Transport{Strategy: noWait()}}, reset.URL, plain)(ctx)
+	})
+	if err != nil || attempts != 1 || len(reset.requests()) != 2 {
+		t.Fatalf("reset: %v after %d attempts of the loop, %d requests; want the Transport to fix it", err, attempts, len(reset.requests()))
+	}
+}

@@ -221,7 +221,7 @@ func (t *Transport) attemptHeader() string {
 // allocations.
 var loops = sync.Pool{New: func() any {
 	l := new(loop)
-	l.opts = [...]retry.Option{{}, retry.BeforeRetry(l.vet), retry.OnRetry(l.retrying), retry.OnGiveUp(l.gaveUp)}
+	l.opts = [...]retry.Option{{}, retry.BeforeRetry(l.vet), retry.OnRetry(l.retrying), retry.OnGiveUp(l.gaveUp), retry.Unmarked()}
 	return l
 }}
 
@@ -328,7 +328,10 @@ type loop struct {
 	attempts int
 	reason   error
 
-	opts [4]retry.Option // the request's scope, then the hooks bound to this loop
+	// The request's scope, then the hooks bound to this loop. The attempts'
+	// context is the request's own, unmarked: marking it would copy the
+	// request, and nothing under a Transport is meant to retry.
+	opts [5]retry.Option
 }
 
 // run makes the request's attempts through retry.DoValue.
