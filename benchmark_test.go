@@ -20,6 +20,16 @@ func BenchmarkDo(b *testing.B) {
 			}
 		}
 	})
+	b.Run("success/Standard/Unmarked", func(b *testing.B) {
+		s := NewStandard(StandardOptions{})
+		unmarked := []Option{Unmarked()}
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := Do(ctx, s, succeed, unmarked...); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 	b.Run("success/Adaptive", func(b *testing.B) {
 		s := NewAdaptive(AdaptiveOptions{})
 		b.ReportAllocs()

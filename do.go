@@ -38,14 +38,10 @@ func Do(ctx context.Context, s Strategy, op func(context.Context) error, opts ..
 	if op == nil {
 		return nilOperation(ctx, opts)
 	}
-	if m := mark(ctx, s, opts); m != nil {
-		return do(m, m, s, op, opts) // each attempt turns the mark off when it ends
+	m := mark(ctx, s, opts) // each attempt turns it off when it ends
+	if m != nil {
+		ctx = m
 	}
-	return do(ctx, nil, s, op, opts)
-}
-
-// do is Do with op's context marked by m, or not if m is nil.
-func do(ctx context.Context, m *callerMark, s Strategy, op func(context.Context) error, opts []Option) error {
 	wrapped := func(ctx context.Context) (struct{}, error) { return struct{}{}, op(ctx) }
 	if none(opts) && ctx.Err() == nil {
 		// The strategies most calls use, on their own unscoped quota, are
@@ -118,10 +114,11 @@ func DoValue[T any](ctx context.Context, s Strategy, op func(context.Context) (T
 		var zero T
 		return zero, nilOperation(ctx, opts)
 	}
-	if m := mark(ctx, s, opts); m != nil {
-		return doValue(m, m, s, op, opts) // each attempt turns the mark off when it ends
+	m := mark(ctx, s, opts) // each attempt turns it off when it ends
+	if m != nil {
+		ctx = m
 	}
-	return doValue(ctx, nil, s, op, opts)
+	return doValue(ctx, m, s, op, opts)
 }
 
 // doValue is DoValue with op's context marked by m, or not if m is nil.

@@ -87,19 +87,25 @@
 // # Retry at one layer
 //
 // Retries that nest multiply: three attempts, each through a client that
-// makes three, are nine at the bottom. A layer whose caller will retry a
-// failure marks the context of the work with WithCallerRetries; an
-// integration that finds the mark (CallerRetries) makes one attempt for a
-// failure the caller will judge anyway (an answer that says the service is
-// failing), gives up with ErrOuterLoop, and keeps its retries for the
-// failures the caller cannot see (a refused connection, a reset). An *Error
-// with that reason classifies as its failure, so the caller retries it with
-// its own backoff and quota; any other *Error is Unsafe, so a loop around a
-// loop never retries a failure the inner loop retried already. The server
-// side of httpretry (Handler) and the forrst Server mark a request that says
-// it is a retry, so that a service's own calls leave to its caller what the
-// caller retries.
+// makes three, are nine at the bottom. So Do and DoValue mark the context
+// they hand their operation while an attempt runs, and an integration that
+// finds the mark (CallerRetries) makes one attempt for a failure the caller
+// will judge anyway (an answer that says the service is failing), gives up
+// with ErrOuterLoop, and keeps its retries for the failures the caller cannot
+// see (a refused connection, a reset). The failure then goes to the caller's
+// loop: an *Error with that reason classifies as its failure, and if the
+// operation returns an error of its own that says nothing about retrying
+// (fmt.Errorf("status %d"), say), the loop takes it as the failure it was
+// left, with that failure's hints. Any other *Error is Unsafe, so a loop
+// around a loop never retries a failure the inner loop retried already. An
+// application's loop around a retrying http.Client therefore sends a service
+// that always fails as many requests as the loop makes attempts, not their
+// product. The server side of httpretry (Handler), the forrst Server and
+// grpcretry's server interceptors mark a request that says it is a retry, so
+// that a service's own calls leave to its caller what the caller retries.
+// Unmarked, and the integrations' Independent settings, opt out.
 //
-// The success path allocates nothing: tokens are values, and the per-request
-// state that makes them single-use comes from a pool.
+// The success path allocates nothing but the mark, one small context per
+// call (none with Unmarked): tokens are values, and the per-request state
+// that makes them single-use comes from a pool.
 package retry

@@ -148,3 +148,37 @@ func Example_customStrategy() {
 	fmt.Printf("%d requests, %d attempts, %d retries\n", s.requests, attempts, s.retries)
 	// Output: 20 requests, 22 attempts, 2 retries
 }
+
+// A client that retries on its own, used inside a loop that retries too: the
+// loop marks its attempts, so the client makes one attempt for a failure the
+// loop will judge anyway and hands it up (ErrOuterLoop). The service sees 3
+// requests, not 3 × 3, though the loop's operation returns an error of its
+// own.
+func ExampleCallerRetries() {
+	requests := 0
+	noWait := &retry.Simple{MaxAttempts: 3, Backoff: retry.Constant(0)}
+	// client stands for a retrying client: httpretry.Transport, the Forrst
+	// client and the gRPC interceptors apply this rule themselves.
+	client := func(ctx context.Context) error {
+		return retry.Do(ctx, noWait, func(context.Context) error {
+			requests++
+			return retry.Transient(errors.New("503 Service Unavailable"))
+		}, retry.BeforeRetry(func(ctx context.Context, _ int, _ error) error {
+			if retry.CallerRetries(ctx) {
+				return retry.ErrOuterLoop // the caller retries this failure
+			}
+			return nil
+		}))
+	}
+	err := retry.Do(context.Background(), noWait, func(ctx context.Context) error {
+		if err := client(ctx); err != nil {
+			return fmt.Errorf("loading the order failed: %v", err)
+		}
+		return nil
+	})
+	fmt.Println(requests, "requests")
+	fmt.Println(err)
+	// Output:
+	// 3 requests
+	// retry: gave up after 3 attempts (attempts exhausted): loading the order failed: retry: gave up after 1 attempt (left to the caller's retries): 503 Service Unavailable
+}

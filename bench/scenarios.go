@@ -82,6 +82,7 @@ func (f *flaky) call() error {
 func Libs() []Lib {
 	return []Lib{
 		retrykitLib(),
+		retrykitUnmarkedLib(),
 		retrykitStandardLib(),
 		retrykitAdaptiveLib(),
 		retrykitBudgetLib(),
@@ -117,6 +118,28 @@ func retrykitLib() Lib {
 		TwoRetries: func(ctx context.Context) error {
 			f.reset(2)
 			return retry.Do(ctx, simple, op)
+		},
+		op: f,
+	}
+}
+
+// retrykitUnmarkedLib: retrykitLib with retry.Unmarked, which leaves the
+// operation's context as it is: no mark for the retrying clients inside the
+// operation, and no allocation.
+func retrykitUnmarkedLib() Lib {
+	f := &flaky{err: retry.Transient(errors.New("transient failure"))}
+	op := func(context.Context) error { return f.call() }
+	standard := retry.NewStandard(retry.StandardOptions{})
+	simple := &retry.Simple{Backoff: retry.Constant(0)}
+	return Lib{
+		Name: "retrykit-unmarked",
+		Success: func(ctx context.Context) error {
+			f.reset(0)
+			return retry.Do(ctx, standard, op, retry.Unmarked())
+		},
+		TwoRetries: func(ctx context.Context) error {
+			f.reset(2)
+			return retry.Do(ctx, simple, op, retry.Unmarked())
 		},
 		op: f,
 	}

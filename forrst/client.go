@@ -50,7 +50,7 @@ import (
 // concurrent use and must not be copied after first use.
 type Client struct {
 	URL              string         // the server's endpoint
-	HTTPClient       *http.Client   // nil = http.DefaultClient; its transport should not retry too
+	HTTPClient       *http.Client   // nil = http.DefaultClient; a retrying transport (httpretry.Transport) leaves answered failures to the client
 	Strategy         retry.Strategy // nil = a retry.Adaptive owned by the client
 	NoIdempotencyKey bool           // do not add idempotency keys to calls
 	MaxDocumentSize  int64          // bound on response documents; 0 = 1 MiB

@@ -63,11 +63,15 @@
 // # Retry at one layer
 //
 // Retries at two layers multiply. When the caller retries too
-// (retry.CallerRetries: a request served through Handler that says it is a
-// retry, or work a caller marked with retry.WithCallerRetries), a Transport
+// (retry.CallerRetries: a request made inside an attempt of retry.Do or
+// DoValue, a request served through Handler that says it is a retry, or work
+// a caller marked with retry.WithCallerRetries), a Transport
 // makes one attempt for a failed response and returns it, for the caller to
 // judge, and keeps its own retries for the failures the caller cannot see (a
-// refused connection, a reset); Transport.Independent turns that off. Resent
+// refused connection, a reset); Transport.Independent turns that off. The
+// caller's loop retries the response it was handed even if the caller turns
+// it into an error of its own that says nothing about retrying, with the
+// response's Retry-After: the Transport tells the loop what it left. Resent
 // requests carry Retry-Attempt (RetryAttemptHeader) with their attempt's
 // number, which Handler reads on the other side: the first attempt carries
 // none, so the calls made to serve it retry as usual, and a caller's claim

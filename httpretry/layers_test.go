@@ -145,7 +145,8 @@ func (discardWriter) WriteHeader(int)             {}
 // answers 503 gets one request per attempt of the loop, 3 and not 3 × 3,
 // even though the operation turns the 503 into an error of its own that says
 // nothing about retrying; a reset that the Transport alone can fix is still
-// fixed inside one attempt of the loop. Told Unmarked, the layers multiply.
+// fixed inside one attempt of the loop. Told Unmarked, or with an
+// Independent Transport, the layers multiply.
 func TestApplicationLoopAroundATransportDoesNotMultiply(t *testing.T) {
 	get := func(client *http.Client, url string, wrap func(error) error) func(context.Context) error {
 		return func(ctx context.Context) error {
@@ -179,6 +180,12 @@ func TestApplicationLoopAroundATransportDoesNotMultiply(t *testing.T) {
 	err = retry.Do(ctx, loop, get(&http.Client{Transport: &Transport{Strategy: noWait()}}, srv.URL, retry.Transient), retry.Unmarked())
 	if !errors.As(err, &re) || re.Attempts != 3 || len(srv.requests()) != 9 {
 		t.Fatalf("unmarked: %v, %d requests, want 9", err, len(srv.requests()))
+	}
+
+	srv = newServer(t, failFirst(100, 503))
+	err = retry.Do(ctx, loop, get(&http.Client{Transport: &Transport{Strategy: noWait(), Independent: true}}, srv.URL, retry.Transient))
+	if !errors.As(err, &re) || re.Attempts != 3 || len(srv.requests()) != 9 {
+		t.Fatalf("independent: %v, %d requests, want 9", err, len(srv.requests()))
 	}
 
 	reset := resetServer(t, 1)
