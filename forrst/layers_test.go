@@ -69,8 +69,8 @@ func TestForrstLayersDoNotMultiply(t *testing.T) {
 // Three loops in one process, none told of the others: an application's
 // retry.Do around a Forrst client whose HTTP client's Transport retries too.
 // Each loop marks the work it hands on, so a function that always fails runs
-// 3 times, not 3 × 3 × 3, whether the application returns the client's error
-// or an error of its own that says nothing about retrying.
+// 3 times, whether the application returns the client's error or an error of
+// its own that says nothing about retrying.
 func TestApplicationLoopAroundAForrstClientDoesNotMultiply(t *testing.T) {
 	var runs atomic.Int32
 	var s forrst.Server
@@ -82,7 +82,7 @@ func TestApplicationLoopAroundAForrstClientDoesNotMultiply(t *testing.T) {
 	client := &forrst.Client{
 		URL:        srv.URL,
 		Strategy:   noWait(3),
-		HTTPClient: &http.Client{Transport: &httpretry.Transport{Strategy: noWait(3)}},
+		HTTPClient: &http.Client{Transport: &httpretry.Transport{Strategy: noWait(3), IdempotencyKey: true}}, // POSTs retried too
 	}
 	for name, wrap := range map[string]func(error) error{
 		"the client's error": func(err error) error { return err },
@@ -98,6 +98,31 @@ func TestApplicationLoopAroundAForrstClientDoesNotMultiply(t *testing.T) {
 		})
 		if err == nil || attempts != 3 || runs.Load() != 3 {
 			t.Errorf("%s: %v after %d attempts, the function ran %d times; want 3 and 3", name, err, attempts, runs.Load())
+		}
+	}
+	// With the application's loop unmarked, the client and its Transport
+	// still do not multiply (3 runs: the application does not retry an error
+	// it did not mark), but the application's loop does when it marks its
+	// error transient: 3 × 3.
+	for want, wrap := range map[int32]func(error) error{3: func(err error) error { return err }, 9: retry.Transient} {
+		runs.Store(0)
+		_ = retry.Do(context.Background(), noWait(3), func(ctx context.Context) error {
+			return wrap(client.Call(ctx, "orders.get", nil, nil))
+		}, retry.Unmarked())
+		if runs.Load() != want {
+			t.Errorf("unmarked: the function ran %d times, want %d", runs.Load(), want)
+		}
+	}
+	// No loop marks: every layer multiplies, 9 runs, 27 with a transient
+	// error.
+	unmarked := &forrst.Client{URL: client.URL, Strategy: client.Strategy, HTTPClient: client.HTTPClient, Options: []retry.Option{retry.Unmarked()}}
+	for want, wrap := range map[int32]func(error) error{9: func(err error) error { return err }, 27: retry.Transient} {
+		runs.Store(0)
+		_ = retry.Do(context.Background(), noWait(3), func(ctx context.Context) error {
+			return wrap(unmarked.Call(ctx, "orders.get", nil, nil))
+		}, retry.Unmarked())
+		if runs.Load() != want {
+			t.Errorf("no marks: the function ran %d times, want %d", runs.Load(), want)
 		}
 	}
 }
