@@ -6,9 +6,9 @@ import (
 )
 
 // TestZeroAllocations pins the promise that the success path, and a run with
-// two zero-delay retries that then succeeds, allocate nothing but the mark on
-// the operation's context (see CallerRetries), and nothing at all when told
-// Unmarked. The race detector makes sync.Pool drop items at random, so it is
+// two zero-delay retries that then succeeds, allocate nothing but the marks on
+// the attempts' contexts (see CallerRetries), one per attempt, and nothing at
+// all when told Unmarked. The race detector makes sync.Pool drop items at random, so it is
 // skipped there.
 func TestZeroAllocations(t *testing.T) {
 	if raceEnabled || testing.Short() {
@@ -37,29 +37,30 @@ func TestZeroAllocations(t *testing.T) {
 		return func(o []Option) { _ = Do(ctx, s, op, o...) }
 	}
 	tests := []struct {
-		name string
-		run  func([]Option)
-		opts []Option
+		name     string
+		run      func([]Option)
+		opts     []Option
+		attempts float64 // marks allocated
 	}{
-		{"success", doWith(standard, succeed), nil},
-		{"success with Adaptive", doWith(adaptive, succeed), nil},
-		{"success with Adaptive in a scope", doWith(adaptive, succeed), []Option{Scope("svc")}},
-		{"success with Standard and a Budget", doWith(budgeted, succeed), nil},
-		{"success with options", doWith(standard, succeed), opts},
-		{"success with zero options", doWith(standard, succeed), []Option{{}, {}}},
-		{"success with a Trace", doWith(standard, succeed), []Option{trace}},
-		{"two zero-delay retries", doWith(simple, twoRetries), nil},
-		{"success through tokens", doWith(wrapped, succeed), nil},
-		{"two retries through tokens", doWith(wrappedSimple, twoRetries), nil},
+		{"success", doWith(standard, succeed), nil, 1},
+		{"success with Adaptive", doWith(adaptive, succeed), nil, 1},
+		{"success with Adaptive in a scope", doWith(adaptive, succeed), []Option{Scope("svc")}, 1},
+		{"success with Standard and a Budget", doWith(budgeted, succeed), nil, 1},
+		{"success with options", doWith(standard, succeed), opts, 1},
+		{"success with zero options", doWith(standard, succeed), []Option{{}, {}}, 1},
+		{"success with a Trace", doWith(standard, succeed), []Option{trace}, 1},
+		{"two zero-delay retries", doWith(simple, twoRetries), nil, 3},
+		{"success through tokens", doWith(wrapped, succeed), nil, 1},
+		{"two retries through tokens", doWith(wrappedSimple, twoRetries), nil, 3},
 		{"DoValue", func(o []Option) {
 			_, _ = DoValue(ctx, standard, func(context.Context) (int, error) { return 1, nil }, o...)
-		}, nil},
+		}, nil, 1},
 	}
 	for _, tt := range tests {
 		unmarked := append(tt.opts[:len(tt.opts):len(tt.opts)], Unmarked())
 		tt.run(tt.opts) // warm the pool
-		if got := testing.AllocsPerRun(1000, func() { tt.run(tt.opts) }); got != 1 {
-			t.Errorf("%s: %v allocations per call, want 1 (the mark)", tt.name, got)
+		if got := testing.AllocsPerRun(1000, func() { tt.run(tt.opts) }); got != tt.attempts {
+			t.Errorf("%s: %v allocations per call, want %v (a mark per attempt)", tt.name, got, tt.attempts)
 		}
 		if got := testing.AllocsPerRun(1000, func() { tt.run(unmarked) }); got != 0 {
 			t.Errorf("%s, Unmarked: %v allocations per call, want 0", tt.name, got)

@@ -30,18 +30,15 @@ var errNilStrategy = &refusal{ErrMaxAttempts, "no strategy (nil), so one attempt
 // ErrNilOperation. Errors that op returns are classified with Classify: an
 // error nobody marked as retryable (see Transient) is not retried.
 //
-// Unless told Unmarked, Do marks op's context to say that it retries op's
-// failures, so that a retrying client inside op (httpretry.Transport, the
-// Forrst client, the gRPC interceptors) does not retry them too: see
-// CallerRetries for the rule. The mark ends when Do returns.
+// Unless told Unmarked, Do marks the context of each attempt it may retry to
+// say so, so that a retrying client inside op (httpretry.Transport, the
+// Forrst client, the gRPC interceptors) does not retry the same failures too:
+// see CallerRetries for the rule. Each mark ends with its attempt.
 func Do(ctx context.Context, s Strategy, op func(context.Context) error, opts ...Option) error {
 	if op == nil {
 		return nilOperation(ctx, opts)
 	}
-	m := mark(ctx, s, opts) // each attempt turns it off when it ends
-	if m != nil {
-		ctx = m
-	}
+	marked := marks(s, opts)
 	wrapped := func(ctx context.Context) (struct{}, error) { return struct{}{}, op(ctx) }
 	if none(opts) && ctx.Err() == nil {
 		// The strategies most calls use, on their own unscoped quota, are
@@ -50,27 +47,21 @@ func Do(ctx context.Context, s Strategy, op func(context.Context) error, opts ..
 		switch s := s.(type) {
 		case *Standard:
 			if b := s.local(); b != nil {
-				err := op(ctx)
-				m.rest()
-				if err != nil {
-					return again(ctx, m, s, wrapped, state{bucket: b}, err)
+				if err, left := once(ctx, marked, op); err != nil {
+					return again(ctx, marked, s, wrapped, state{bucket: b}, err, left)
 				}
 				s.firstSucceeded(b)
 				return nil
 			}
 		case *Simple, *No:
-			err := op(ctx)
-			m.rest()
-			if err != nil {
-				return again(ctx, m, s, wrapped, state{}, err)
+			if err, left := once(ctx, marked, op); err != nil {
+				return again(ctx, marked, s, wrapped, state{}, err, left)
 			}
 			return nil
 		case *Adaptive:
 			if sc := s.local(); sc != nil {
-				err := op(ctx)
-				m.rest()
-				if err != nil {
-					return again(ctx, m, s, wrapped, state{bucket: sc}, err)
+				if err, left := once(ctx, marked, op); err != nil {
+					return again(ctx, marked, s, wrapped, state{bucket: sc}, err, left)
 				}
 				s.firstSucceeded(sc)
 				return nil
@@ -80,67 +71,71 @@ func Do(ctx context.Context, s Strategy, op func(context.Context) error, opts ..
 		if e := builtin(s); e != nil {
 			q, now := e.quick("")
 			if !now {
-				_, err := loop(ctx, m, s, wrapped, nil) // the loop waits the first attempt's turn
+				_, err := loop(ctx, marked, s, wrapped, nil) // the loop waits the first attempt's turn
 				return err
 			}
 			st := state{bucket: q}
-			err := op(ctx)
-			m.rest()
+			err, left := once(ctx, marked, op)
 			if err == nil {
 				e.succeed(st.bucket, 0, 0)
 				return nil
 			}
-			return again(ctx, m, s, wrapped, st, err)
+			return again(ctx, marked, s, wrapped, st, err, left)
 		}
 	}
-	_, err := doValue(ctx, m, s, wrapped, opts)
+	_, err := doValue(ctx, marked, s, wrapped, opts)
 	return err
 }
 
+// once is attempt for Do's op, without a wrapper.
+func once(ctx context.Context, marked bool, op func(context.Context) error) (error, *Info) {
+	if !marked {
+		return op(ctx), nil
+	}
+	m := &callerMark{Context: ctx}
+	err := op(m)
+	return err, m.end()
+}
+
 // again continues Do's loop after a first attempt, made in state st, failed
-// with err.
-func again(ctx context.Context, m *callerMark, s Strategy, op func(context.Context) (struct{}, error), st state, err error) error {
-	c := config{mark: m}
-	_, err = resume(ctx, s, op, &c, &first[struct{}]{st: st, err: err})
+// with err, and was left the failure left (see judged).
+func again(ctx context.Context, marked bool, s Strategy, op func(context.Context) (struct{}, error), st state, err error, left *Info) error {
+	c := config{marks: marked}
+	_, err = resume(ctx, s, op, &c, &first[struct{}]{st: st, err: err, left: left})
 	return err
 }
 
 // DoValue is Do for an operation that returns a value. On success it returns
 // the value of the successful attempt; on failure, the value the last attempt
-// returned (often the zero value) with an *Error. It marks op's context as
-// Do does.
+// returned (often the zero value) with an *Error. It marks its attempts as Do
+// does.
 func DoValue[T any](ctx context.Context, s Strategy, op func(context.Context) (T, error), opts ...Option) (T, error) {
 	if op == nil {
 		var zero T
 		return zero, nilOperation(ctx, opts)
 	}
-	m := mark(ctx, s, opts) // each attempt turns it off when it ends
-	if m != nil {
-		ctx = m
-	}
-	return doValue(ctx, m, s, op, opts)
+	return doValue(ctx, marks(s, opts), s, op, opts)
 }
 
-// doValue is DoValue with op's context marked by m, or not if m is nil.
-func doValue[T any](ctx context.Context, m *callerMark, s Strategy, op func(context.Context) (T, error), opts []Option) (T, error) {
+// doValue is DoValue, marking its attempts if marked.
+func doValue[T any](ctx context.Context, marked bool, s Strategy, op func(context.Context) (T, error), opts []Option) (T, error) {
 	if none(opts) {
 		// The common case, a built-in strategy without options, gets a path
 		// of its own for the first attempt; a failure joins the loop.
 		if e := builtin(s); e != nil && ctx.Err() == nil {
 			if q, now := e.quick(""); now {
 				st := state{bucket: q}
-				v, err := op(ctx)
-				m.rest()
+				v, err, left := attempt(ctx, marked, op)
 				if err == nil {
 					e.succeed(st.bucket, 0, 0)
 					return v, nil
 				}
-				c := config{mark: m}
-				return resume(ctx, s, op, &c, &first[T]{st, v, err})
+				c := config{marks: marked}
+				return resume(ctx, s, op, &c, &first[T]{st, v, err, left})
 			}
 		}
 	}
-	return loop(ctx, m, s, op, opts)
+	return loop(ctx, marked, s, op, opts)
 }
 
 // none reports whether opts change nothing in the loop: there are none, or
@@ -164,11 +159,9 @@ func nilOperation(ctx context.Context, opts []Option) error {
 	return c.giveUp(ctx, 0, nil, ErrNilOperation)
 }
 
-// loop runs the general loop with opts, op's context marked by m if m is not
-// nil.
-func loop[T any](ctx context.Context, m *callerMark, s Strategy, op func(context.Context) (T, error), opts []Option) (T, error) {
-	m.rest() // until the first attempt starts
-	c := config{mark: m}
+// loop runs the general loop with opts, marking its attempts if marked.
+func loop[T any](ctx context.Context, marked bool, s Strategy, op func(context.Context) (T, error), opts []Option) (T, error) {
+	c := config{marks: marked}
 	c.apply(opts)
 	if c.maxElapsed > 0 {
 		var cancel context.CancelFunc
@@ -194,9 +187,10 @@ func resume[T any](ctx context.Context, s Strategy, op func(context.Context) (T,
 // first is a first attempt made before the loop started: the loop takes it
 // as its own first attempt.
 type first[T any] struct {
-	st  state
-	v   T
-	err error
+	st   state
+	v    T
+	err  error
+	left *Info // what an inner loop left to the attempt
 }
 
 // builtin returns s as an engine if it is exactly one of this package's
@@ -225,7 +219,8 @@ func run[T any](ctx context.Context, s Strategy, op func(context.Context) (T, er
 	} else if err := ctx.Err(); err != nil {
 		return v, nil, c.giveUp(ctx, 0, nil, err)
 	} else if err := d.begin(c.scope); err != nil {
-		v, opErr, _ := runAttempt(ctx, c, 1, op)
+		c.marks = false // one attempt, which a client inside it may retry
+		v, opErr, _, _ := runAttempt(ctx, c, 1, op)
 		if opErr == nil {
 			c.succeeded(ctx, 1)
 			return v, d.timer, nil
@@ -246,19 +241,17 @@ func run[T any](ctx context.Context, s Strategy, op func(context.Context) (T, er
 		var (
 			opErr    error
 			timedOut bool
+			left     *Info
 		)
 		if attempt == 1 && pre != nil {
-			v, opErr = pre.v, pre.err
+			v, opErr, left = pre.v, pre.err, pre.left
 		} else {
-			v, opErr, timedOut = runAttempt(ctx, c, attempt, op)
+			v, opErr, timedOut, left = runAttempt(ctx, c, attempt, op)
 		}
 		if opErr == nil {
 			d.success()
 			c.succeeded(ctx, attempt)
 			return v, d.timer, nil
-		}
-		if c.mark != nil {
-			opErr = c.mark.adopt(opErr)
 		}
 		lastErr = opErr
 		c.attemptFailed(ctx, attempt, opErr)
@@ -267,15 +260,15 @@ func run[T any](ctx context.Context, s Strategy, op func(context.Context) (T, er
 			// refreshing could charge the quota for a retry that will not happen.
 			return v, d.timer, c.giveUp(ctx, attempt, opErr, err)
 		}
-		if c.vet != nil {
-			if reason := c.vet(ctx, attempt, opErr); reason != nil {
-				d.refuse(opErr)
-				return v, d.timer, c.giveUp(ctx, attempt, opErr, reason)
-			}
-		}
-		classified := opErr
+		classified := judged(opErr, left)
 		if timedOut {
 			classified = &attemptTimeoutError{opErr}
+		}
+		if c.vet != nil {
+			if reason := c.vet(ctx, attempt, opErr); reason != nil {
+				d.refuse(classified)
+				return v, d.timer, c.giveUp(ctx, attempt, opErr, reason)
+			}
 		}
 		if refused := d.retry(classified); refused != nil {
 			if c.longPoll {
@@ -402,21 +395,28 @@ func (d *driver) sleep(ctx context.Context, delay time.Duration) error {
 	return sleep(ctx, delay, &d.timer)
 }
 
-// runAttempt runs attempt n, with the context the Trace gives it, and tells
-// the Trace how it went.
-func runAttempt[T any](ctx context.Context, c *config, n int, op func(context.Context) (T, error)) (T, error, bool) {
+// runAttempt runs attempt n, with the context the Trace gives it, marked for
+// the attempt if the loop marks, and tells the Trace how it went. It reports
+// whether the attempt timed out (see call) and what an inner loop left to it.
+func runAttempt[T any](ctx context.Context, c *config, n int, op func(context.Context) (T, error)) (T, error, bool, *Info) {
 	if c.trace != nil {
 		ctx = c.trace.attemptStart(ctx, c.scope, n)
 	}
-	if c.mark != nil {
-		c.mark.idle.Store(false)
+	actx := ctx
+	var m *callerMark
+	if c.marks {
+		m = &callerMark{Context: ctx}
+		actx = m
 	}
-	v, err, timedOut := call(ctx, c.attemptTimeout, op)
-	c.mark.rest()
+	v, err, timedOut := call(actx, c.attemptTimeout, op)
+	var left *Info
+	if m != nil {
+		left = m.end()
+	}
 	if c.trace != nil {
 		c.trace.attemptDone(ctx, c.scope, n, err)
 	}
-	return v, err, timedOut
+	return v, err, timedOut, left
 }
 
 // call runs one attempt, bounded by timeout if it is positive, and reports
@@ -492,7 +492,7 @@ func (c *config) attemptFailed(ctx context.Context, attempt int, err error) {
 func (c *config) giveUp(ctx context.Context, attempts int, last, reason error) *Error {
 	e := &Error{Attempts: attempts, Err: last, Reason: reason}
 	if reason == ErrOuterLoop {
-		leave(ctx, c.mark, Classify(last))
+		leave(ctx, Classify(last))
 	}
 	if c.gaveUp != nil {
 		c.gaveUp(ctx, e)

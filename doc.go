@@ -87,8 +87,9 @@
 // # Retry at one layer
 //
 // Retries that nest multiply: three attempts, each through a client that
-// makes three, are nine at the bottom. So Do and DoValue mark the context
-// they hand their operation while an attempt runs, and an integration that
+// makes three, are nine at the bottom. So Do and DoValue, when they may
+// retry, mark the context they hand their operation for each attempt, and an
+// integration that
 // finds the mark (CallerRetries) makes one attempt for a failure the caller
 // will judge anyway (an answer that says the service is failing), gives up
 // with ErrOuterLoop, and keeps its retries for the failures the caller cannot
@@ -100,12 +101,14 @@
 // around a loop never retries a failure the inner loop retried already. An
 // application's loop around a retrying http.Client therefore sends a service
 // that always fails as many requests as the loop makes attempts, not their
-// product. The server side of httpretry (Handler), the forrst Server and
+// product. Each attempt has a mark of its own, which ends with it: work the
+// attempt leaves running does not see it. The server side of httpretry
+// (Handler), the forrst Server and
 // grpcretry's server interceptors mark a request that says it is a retry, so
 // that a service's own calls leave to its caller what the caller retries.
 // Unmarked, and the integrations' Independent settings, opt out.
 //
 // The success path allocates nothing but the mark, one small context per
-// call (none with Unmarked): tokens are values, and the per-request state
+// attempt (none with Unmarked): tokens are values, and the per-request state
 // that makes them single-use comes from a pool.
 package retry

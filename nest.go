@@ -8,26 +8,33 @@ import (
 
 // Retry at one layer only. Retries that nest multiply: a caller that makes
 // three attempts, each of which goes through a client that makes three, sends
-// nine requests to a service that is down. So a loop marks the context it
-// hands its operation (Do and DoValue do so unless told Unmarked; other code
-// uses WithCallerRetries), and an integration that finds the mark
-// (CallerRetries) keeps its own retries for the failures its caller cannot
-// see or judge, such as a connection refused or reset before any answer, and
-// makes one attempt for a failure its caller will judge anyway, such as an
-// answer that says the service is failing. It then gives up with
-// ErrOuterLoop, and the caller's loop classifies that *Error as the failure
-// itself, so it retries it with its own backoff and quota.
+// nine requests to a service that is down. So a loop that may retry marks
+// the context of each attempt it hands its operation (Do and DoValue do so
+// unless told Unmarked; other code uses WithCallerRetries), and an
+// integration that finds the mark (CallerRetries) keeps its own retries for
+// the failures its caller cannot see or judge, such as a connection refused
+// or reset before any answer, and makes one attempt for a failure its caller
+// will judge anyway, such as an answer that says the service is failing. It
+// then gives up with ErrOuterLoop, and the caller's loop classifies that
+// *Error as the failure itself, so it retries it with its own backoff and
+// quota.
 //
-// An integration that gives up with ErrOuterLoop also tells the loop that
-// marked the context, so that the failure is not lost when the operation
-// turns it into an error of its own: when an attempt fails with an error that
-// says nothing about retrying (Classify gives the zero Info, as for an
-// errors.New("status 503")), the loop takes it as the failure left to it,
+// An integration that gives up with ErrOuterLoop also tells the attempt whose
+// mark it found, so that the failure is not lost when the operation turns it
+// into an error of its own: when the attempt fails with an error that says
+// nothing about retrying (Classify gives the zero Info, as for an
+// errors.New("status 503")), the loop judges it as the failure it was left,
 // with that failure's classification and hints. An error that classifies
-// itself (Permanent, say) keeps its own.
+// itself (Permanent, a cancelled context) keeps its own. So an operation that
+// falls back to a second call after a first one was left to it, and fails
+// there with an error it did not classify, is retried as the first call's
+// failure would be: mark such errors Permanent.
 //
-// The mark holds only until the marked work is done: work it leaves running
-// afterwards (a background task on a derived context) does not see it.
+// Each attempt has a mark of its own, which ends with the attempt: work the
+// attempt leaves running (a background task on a derived context) does not
+// see it, nor the marks of the loops around it, and what that work leaves
+// reaches no loop. The loop's own hooks, which run between attempts, see the
+// marks of the loops around it.
 //
 // The server side of package httpretry and package forrst mark a request that
 // says it is a retry (the Retry-Attempt header), so that the service's own
@@ -38,96 +45,120 @@ import (
 // the caller's loop, which retries it or not as its own rules say.
 var ErrOuterLoop = errors.New("retry: left to the caller's retries")
 
-// CallerRetries reports whether ctx is, or derives from, a context that a
-// loop (Do, DoValue) or WithCallerRetries marked and whose work is not done:
-// the caller will retry a failure of the work, so the work should not retry
-// it too.
+// CallerRetries reports whether the nearest mark on ctx, put there by a loop
+// (Do, DoValue) on an attempt's context or by WithCallerRetries, has not
+// ended: the caller will retry a failure of the work, so the work should not
+// retry it too.
 func CallerRetries(ctx context.Context) bool {
-	return ctx.Value(callerKey{}) != nil
+	m, ok := ctx.Value(callerKey{}).(*callerMark)
+	return ok && !m.ended.Load()
 }
 
 // WithCallerRetries returns a copy of ctx marked to say that the caller will
 // retry the work done with it if it fails (see CallerRetries), and the
 // function that ends the mark, to be called when that work is done. Until
-// then, contexts derived from the copy carry the mark too; after, none does.
-// Do and DoValue mark their operation's context themselves: this is for a
-// loop of one's own, or a server that learns its caller retries.
+// then, contexts derived from the copy carry the mark too; after, none does,
+// whatever marks the contexts around it carry. Do and DoValue mark their
+// attempts themselves: this is for a loop of one's own, or a server that
+// learns its caller retries.
 func WithCallerRetries(ctx context.Context) (context.Context, func()) {
 	m := &callerMark{Context: ctx}
-	return m, m.end
+	return m, m.stop
 }
 
 // Unmarked makes Do and DoValue pass ctx to the operation as it is, without
 // the mark that tells the integrations inside it that this loop retries their
 // failures (see CallerRetries). It is for an operation that calls no retrying
-// client, on a path where the mark's one small allocation per call matters,
-// and for integrations that hand the context to nothing that reads it.
+// client, on a path where the mark's one small allocation per attempt
+// matters. An operation that does call one then retries at both layers.
 func Unmarked() Option { return Option{kind: optUnmarked} }
 
 type callerKey struct{}
 
-// callerMark is a marked context. A loop's mark holds only while an attempt
-// runs: the loop's own hooks, run between attempts, see the marks of the
-// loops around it and not their own.
+// callerMark is a marked context.
 type callerMark struct {
 	context.Context
-	idle atomic.Bool          // the work is not running: the mark is off
-	left atomic.Pointer[Info] // a failure an inner loop left to this one
+	ended atomic.Bool
+	left  atomic.Pointer[Info] // a failure an inner loop left to this attempt
 }
 
+// Value answers the nearest mark, ended or not, so that an ended mark hides
+// the marks around it.
 func (m *callerMark) Value(key any) any {
-	if key == (callerKey{}) && !m.idle.Load() {
+	if key == (callerKey{}) {
 		return m
 	}
 	return m.Context.Value(key)
 }
 
-func (m *callerMark) end() { m.idle.Store(true) }
+func (m *callerMark) stop() { m.ended.Store(true) }
 
-// rest turns the mark off after an attempt; m may be nil.
-func (m *callerMark) rest() {
-	if m != nil {
-		m.idle.Store(true)
-	}
+// end ends the mark of an attempt and returns the failure an inner loop left
+// to it, if any.
+func (m *callerMark) end() *Info {
+	m.stop()
+	return m.left.Swap(nil)
 }
 
-// mark returns the mark a loop with strategy s and opts puts on its
-// operation's context, or nil for none: a loop that cannot retry (no
-// strategy, or No) does not claim to.
-func mark(ctx context.Context, s Strategy, opts []Option) *callerMark {
-	switch s.(type) {
+// marks reports whether a loop with strategy s and opts marks its attempts:
+// not if told Unmarked, nor if it cannot retry (no strategy, No, one
+// attempt), for then a client inside it retrying alone is the only retry.
+func marks(s Strategy, opts []Option) bool {
+	switch s := s.(type) {
 	case nil, *No:
-		return nil
+		return false
+	case *Simple:
+		if single(s.MaxAttempts) {
+			return false
+		}
+	case *Standard:
+		if single(s.opts.MaxAttempts) {
+			return false
+		}
+	case *Adaptive:
+		if single(s.opts.MaxAttempts) {
+			return false
+		}
 	}
 	for i := range opts {
 		if opts[i].kind == optUnmarked {
-			return nil
+			return false
 		}
 	}
-	return &callerMark{Context: ctx}
+	return true
 }
 
-// leave tells the loop whose mark ctx carries, if any, that a failure with
-// info was left to it (a give-up with ErrOuterLoop). from is the loop's own
-// mark, skipped: the failure goes to the loop around it.
-func leave(ctx context.Context, from *callerMark, info Info) {
-	if from != nil {
-		ctx = from.Context
+// single reports whether a MaxAttempts setting allows one attempt only.
+func single(maxAttempts int) bool { return maxAttempts == 1 || maxAttempts < 0 }
+
+// attempt runs op once, with ctx marked for the attempt if marked, and
+// returns what an inner loop left to the attempt.
+func attempt[T any](ctx context.Context, marked bool, op func(context.Context) (T, error)) (T, error, *Info) {
+	if !marked {
+		v, err := op(ctx)
+		return v, err, nil
 	}
-	if m, ok := ctx.Value(callerKey{}).(*callerMark); ok {
+	m := &callerMark{Context: ctx}
+	v, err := op(m)
+	return v, err, m.end()
+}
+
+// leave tells the attempt whose mark is nearest on ctx, if it has not ended,
+// that a failure with info was left to it (a give-up with ErrOuterLoop).
+func leave(ctx context.Context, info Info) {
+	if m, ok := ctx.Value(callerKey{}).(*callerMark); ok && !m.ended.Load() {
 		m.left.Store(&info)
 	}
 }
 
-// adopt returns the failure err of an attempt as this loop must judge it: if
-// an inner loop left it a failure during the attempt and err says nothing
-// about retrying, err with that failure's classification.
-func (m *callerMark) adopt(err error) error {
-	info := m.left.Swap(nil)
-	if info == nil || Classify(err) != (Info{}) {
+// judged returns the error a loop's strategy judges for an attempt that failed
+// with err: err itself, unless an inner loop left the attempt a failure and
+// err says nothing about retrying.
+func judged(err error, left *Info) error {
+	if left == nil || Classify(err) != (Info{}) {
 		return err
 	}
-	return &leftError{err, *info}
+	return &leftError{err, *left}
 }
 
 // leftError is an operation's error that stands for a failure an inner loop

@@ -34,16 +34,14 @@ func TestCallerRetriesMark(t *testing.T) {
 			t.Fatalf("%s: still marked after the work is done", name)
 		}
 	}
-	// A mark ended inside one still running leaves the outer one.
+	// An ended mark hides the marks around it: work on its context is over
+	// for whoever marked the outer one too.
 	outer, endOuter := WithCallerRetries(context.Background())
+	defer endOuter()
 	inner, endInner := WithCallerRetries(outer)
 	endInner()
-	if !CallerRetries(inner) {
-		t.Fatal("the outer mark is hidden by an inner one that ended")
-	}
-	endOuter()
-	if CallerRetries(inner) {
-		t.Fatal("marked after both ended")
+	if CallerRetries(inner) || !CallerRetries(outer) {
+		t.Fatal("an inner mark that ended does not hide the outer one, or ended it")
 	}
 }
 
@@ -114,7 +112,7 @@ func TestDoMarksItsOperation(t *testing.T) {
 
 	// Hooks of an inner loop see the outer loop's mark.
 	inHook = nil
-	_ = Do(ctx, &Simple{MaxAttempts: 1}, func(ctx context.Context) error {
+	_ = Do(ctx, &Simple{}, func(ctx context.Context) error {
 		return Do(ctx, &Simple{MaxAttempts: 2, Backoff: Constant(0)}, func(context.Context) error { return errTransient }, hook)
 	})
 	if len(inHook) != 2 || !inHook[0] || !inHook[1] {
@@ -204,4 +202,129 @@ func TestFailureLeftToTheCallerIsRetriedThere(t *testing.T) {
 			t.Fatalf("unmarked: %d inner attempts, want 3", calls)
 		}
 	})
+}
+
+// client stands for a retrying client inside an operation (the Transport,
+// say): it retries alone, 3 attempts, unless its caller retries, in which
+// case it leaves the failure to the caller after one.
+func client(ctx context.Context, calls *int) error {
+	return Do(ctx, &Simple{Backoff: Constant(0)}, func(context.Context) error {
+		*calls++
+		return errTransient
+	}, Unmarked(), BeforeRetry(func(ctx context.Context, _ int, _ error) error {
+		if CallerRetries(ctx) {
+			return ErrOuterLoop
+		}
+		return nil
+	}))
+}
+
+// refusing is a strategy whose initial token is refused: one attempt.
+type refusing struct{ Strategy }
+
+func (refusing) AcquireInitialToken(string) (Token, error) { return Token{}, ErrMaxAttempts }
+
+// A loop that cannot retry does not mark its attempt, so the client inside it
+// retries alone: otherwise nothing would retry the failure.
+func TestSingleAttemptLoopsDoNotMark(t *testing.T) {
+	for name, s := range map[string]Strategy{
+		"Simple, 1 attempt":         &Simple{MaxAttempts: 1},
+		"Simple, negative attempts": &Simple{MaxAttempts: -1},
+		"Standard, -1":              NewStandard(StandardOptions{MaxAttempts: -1}),
+		"Adaptive, 1":               NewAdaptive(AdaptiveOptions{StandardOptions: StandardOptions{MaxAttempts: 1}}),
+		"refused initial token":     refusing{&Simple{}},
+	} {
+		calls := 0
+		_ = Do(context.Background(), s, func(ctx context.Context) error { return client(ctx, &calls) })
+		if calls != 3 {
+			t.Errorf("%s: the client inside made %d calls, want 3", name, calls)
+		}
+	}
+}
+
+// Work an attempt leaves running is not marked during later attempts, and
+// what it leaves reaches no loop: the later attempt's own error, which says
+// nothing about retrying, is not retried.
+func TestWorkLeftRunningIsNotMarked(t *testing.T) {
+	unrelated := errors.New("400 bad request")
+	start, finished := make(chan struct{}), make(chan struct{})
+	var bgMarked bool
+	bgCalls, attempts := 0, 0
+	err := Do(context.Background(), &Simple{Backoff: Constant(0)}, func(ctx context.Context) error {
+		attempts++
+		if attempts == 1 {
+			bg := context.WithoutCancel(ctx)
+			go func() {
+				<-start
+				bgMarked = CallerRetries(bg)
+				_ = client(bg, &bgCalls)
+				close(finished)
+			}()
+			return errTransient
+		}
+		close(start)
+		<-finished
+		return unrelated
+	})
+	var e *Error
+	if bgMarked || bgCalls != 3 {
+		t.Errorf("work left running: marked %v, its client made %d calls; want false and 3", bgMarked, bgCalls)
+	}
+	if !errors.As(err, &e) || attempts != 2 || e.Err != unrelated {
+		t.Errorf("err %v after %d attempts; want the second attempt's own error, not retried", err, attempts)
+	}
+}
+
+// Three loops deep, work the middle loop's attempt leaves running does not
+// leave its failure to the outer loop once that attempt has ended.
+func TestLateFailureDoesNotReachTheOuterLoop(t *testing.T) {
+	outer, middle, bgCalls := 0, 0, 0
+	err := Do(context.Background(), &Simple{Backoff: Constant(0)}, func(ctx context.Context) error {
+		outer++
+		start, done := make(chan struct{}), make(chan struct{})
+		err := Do(ctx, &Simple{Backoff: Constant(0)}, func(ctx context.Context) error {
+			middle++
+			if middle == 1 {
+				bg := context.WithoutCancel(ctx)
+				go func() {
+					<-start
+					_ = client(bg, &bgCalls)
+					close(done)
+				}()
+			}
+			return errTransient
+		})
+		if middle <= 3 {
+			close(start)
+			<-done
+		}
+		if err != nil {
+			return errors.New("lookup failed") // says nothing about retrying
+		}
+		return nil
+	})
+	if outer != 1 || middle != 3 || bgCalls != 3 || err == nil {
+		t.Fatalf("outer %d, middle %d attempts, background calls %d, err %v; want 1, 3, 3", outer, middle, bgCalls, err)
+	}
+}
+
+// The failure left to a loop changes only how its strategy judges the
+// attempt: the *Error and the hooks get the operation's own error.
+func TestLeftFailureKeepsTheOperationsError(t *testing.T) {
+	plain := errors.New("the service answered 503")
+	var hooked []error
+	calls := 0
+	err := Do(context.Background(), &Simple{Backoff: Constant(0)}, func(ctx context.Context) error {
+		_ = client(ctx, &calls)
+		return plain
+	}, OnAttemptFailed(func(_ context.Context, _ int, err error) { hooked = append(hooked, err) }))
+	var e *Error
+	if !errors.As(err, &e) || e.Attempts != 3 || e.Err != plain || calls != 3 {
+		t.Fatalf("err %v (Err %T), %d inner calls", err, e.Err, calls)
+	}
+	for _, h := range hooked {
+		if h != plain {
+			t.Fatalf("a hook got %T, want the operation's own error", h)
+		}
+	}
 }

@@ -53,7 +53,7 @@ type config struct {
 	retrying       func(ctx context.Context, attempt int, delay time.Duration, err error)
 	gaveUp         func(ctx context.Context, err *Error)
 	logger         *slog.Logger
-	mark           *callerMark // on op's context, if any
+	marks          bool // the loop marks its attempts' contexts
 }
 
 // apply sets c from opts.

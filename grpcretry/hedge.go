@@ -140,8 +140,10 @@ func (h *hedger) call(ctx context.Context, method string, req, reply any, cc *gr
 	g := &hedgeGroup{h: h, method: method, req: req, reply: pm, cc: cc, invoker: invoker, opts: opts, delay: delay}
 	g.scope = h.cfg.scopeOf(cc, method)
 	g.callerRetries = retry.CallerRetries(ctx)
-	ropts := make([]retry.Option, 0, len(h.cfg.retryOpts)+2)
-	ropts = append(ropts, retry.Scope(g.scope))
+	ropts := make([]retry.Option, 0, len(h.cfg.retryOpts)+3)
+	// Unmarked: the loop never retries (its hedges are its retries), so
+	// the copies are not told it will.
+	ropts = append(ropts, retry.Scope(g.scope), retry.Unmarked())
 	ropts = append(ropts, h.cfg.retryOpts...)
 	ropts = append(ropts, retry.BeforeRetry(func(ctx context.Context, _ int, _ error) error {
 		if expired(ctx) {

@@ -56,7 +56,7 @@ var errBodyUnread = errors.New("httpretry: the request body could not be read, s
 // for concurrent use and must not be copied after first use; share one per
 // client, as with http.Transport.
 type Transport struct {
-	Base     http.RoundTripper // nil = http.DefaultTransport
+	Base     http.RoundTripper // nil = http.DefaultTransport; not told the Transport retries, so it should not retry too
 	Strategy retry.Strategy    // nil = a retry.Adaptive owned by this Transport
 	// MaxRetryAfter bounds the server's wait (Retry-After, RateLimit): a
 	// longer one, or one past the request's deadline, ends retrying at once
