@@ -94,10 +94,10 @@ func (m *callerMark) Value(key any) any {
 func (m *callerMark) stop() { m.ended.Store(true) }
 
 // end ends the mark of an attempt and returns the failure an inner loop left
-// to it, if any.
+// to it, if any. (A mark is never reused, so what is left stays there.)
 func (m *callerMark) end() *Info {
 	m.stop()
-	return m.left.Swap(nil)
+	return m.left.Load()
 }
 
 // marks reports whether a loop with strategy s and opts marks its attempts:
