@@ -2,12 +2,9 @@ module github.com/retrykit/retry/otelretry
 
 go 1.26
 
-// The tests also import github.com/retrykit/retry/grpcretry, a module of
-// the workspace (go.work) that serves it as it serves the root module: it is
-// not required here, since no version of it is published.
-
 require (
 	github.com/retrykit/retry v0.0.0
+	github.com/retrykit/retry/grpcretry v0.0.0
 	go.opentelemetry.io/otel v1.47.0
 	go.opentelemetry.io/otel/exporters/stdout/stdoutmetric v1.47.0
 	go.opentelemetry.io/otel/exporters/stdout/stdouttrace v1.47.0
