@@ -79,13 +79,12 @@ func (r *runner) attempt(ctx, actx context.Context) error {
 		return r.stop(cmd.Process, stopSignal(ctx))
 	}
 	cmd.WaitDelay = r.c.killAfter
-	if err := cmd.Start(); err != nil {
+	if err := r.start(cmd); err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err() // stopped before this attempt could begin
 		}
 		return retry.Permanent(newStartError(r.c.argv[0], cmd.Path, err))
 	}
-	r.setRunning(cmd.Process)
 	endWatch := r.watchTerminalStops(cmd.Process.Pid)
 	err := cmd.Wait()
 	endWatch()
@@ -115,6 +114,19 @@ func (r *runner) isSuspended() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.suspended
+}
+
+// start starts the attempt's command and records it as running, at once for
+// suspend: a Ctrl-Z that comes while the command starts stops it too, rather
+// than find no command and stop retry alone.
+func (r *runner) start(cmd *exec.Cmd) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	r.running = cmd.Process
+	return nil
 }
 
 // setRunning records the attempt's command, nil once it has exited.
