@@ -355,12 +355,15 @@ func TestRunCtrlZStopsTheCommandToo(t *testing.T) {
 	_, tty := openPTY(t)
 	dir := t.TempDir()
 	pidFile, started := filepath.Join(dir, "pid"), filepath.Join(dir, "started")
-	script := fmt.Sprintf(`echo $$ >> '%s'; while :; do sleep 0.05; done`, started)
+	// The command spins rather than sleeps: a shell that forks sleep with
+	// vfork waits for it in state D, not T, when the group stops before the
+	// exec, though the job is stopped all the same.
+	script := fmt.Sprintf(`echo $$ >> '%s'; while :; do :; done`, started)
 	t.Cleanup(func() { killStarted(t, started); killStarted(t, pidFile) })
 	args := strings.Join(quoteAll(append([]string{retryBin}, runArgs(nil, "sh", "-c", script)...)), " ")
 	// The shell stays until retry exits: if it left while retry is stopped,
 	// the kernel would send retry's group, orphaned, SIGHUP.
-	shell, _ := startInTerminal(t, tty, "sh", "-c",
+	shell, errOut := startInTerminal(t, tty, "sh", "-c",
 		fmt.Sprintf(`set -m; %s & echo $! > '%s'; while kill -0 $! 2>/dev/null; do wait $!; sleep 0.05; done`, args, pidFile))
 	waitFor(t, "the command to start", func() bool { return len(lines(t, started)) > 0 && len(lines(t, pidFile)) > 0 })
 	retryPid, _ := strconv.Atoi(lines(t, pidFile)[0])
@@ -371,7 +374,12 @@ func TestRunCtrlZStopsTheCommandToo(t *testing.T) {
 	if err := syscall.Kill(retryPid, syscall.SIGTSTP); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "retry and the command to stop", func() bool { return procState(retryPid) == "T" && procState(child) == "T" })
+	for deadline := time.Now().Add(20 * time.Second); procState(retryPid) != "T" || procState(child) != "T"; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("after SIGTSTP retry (pid %d) is in state %q, the command (pid %d) in %q; want both stopped (T); stderr:\n%s",
+				retryPid, procState(retryPid), child, procState(child), errOut)
+		}
+	}
 	if err := syscall.Kill(retryPid, syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
