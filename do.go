@@ -93,8 +93,9 @@ func once(ctx context.Context, marked bool, op func(context.Context) error) (err
 		return op(ctx), nil
 	}
 	m := &callerMark{Context: ctx}
+	defer m.stop() // when op returns, or panics
 	err := op(m)
-	return err, m.end()
+	return err, m.left.Load()
 }
 
 // again continues Do's loop after a first attempt, made in state st, failed
@@ -253,6 +254,10 @@ func run[T any](ctx context.Context, s Strategy, op func(context.Context) (T, er
 			c.succeeded(ctx, attempt)
 			return v, d.timer, nil
 		}
+		// The failure as the loop judges it, for the strategy, the hooks and
+		// the *Error alike: what an inner loop left to the attempt, if the
+		// operation's own error says nothing about retrying.
+		opErr = judged(opErr, left)
 		lastErr = opErr
 		c.attemptFailed(ctx, attempt, opErr)
 		if err := ctx.Err(); err != nil {
@@ -260,7 +265,7 @@ func run[T any](ctx context.Context, s Strategy, op func(context.Context) (T, er
 			// refreshing could charge the quota for a retry that will not happen.
 			return v, d.timer, c.giveUp(ctx, attempt, opErr, err)
 		}
-		classified := judged(opErr, left)
+		classified := opErr
 		if timedOut {
 			classified = &attemptTimeoutError{opErr}
 		}
@@ -408,20 +413,24 @@ func runAttempt[T any](ctx context.Context, c *config, n int, op func(context.Co
 		m = &callerMark{Context: ctx}
 		actx = m
 	}
-	v, err, timedOut := call(actx, c.attemptTimeout, op)
+	v, err, timedOut := call(actx, c.attemptTimeout, op, m)
 	var left *Info
 	if m != nil {
-		left = m.end()
+		left = m.left.Load()
 	}
 	if c.trace != nil {
-		c.trace.attemptDone(ctx, c.scope, n, err)
+		c.trace.attemptDone(ctx, c.scope, n, judged(err, left))
 	}
 	return v, err, timedOut, left
 }
 
 // call runs one attempt, bounded by timeout if it is positive, and reports
 // whether the attempt failed because that bound expired while ctx was alive.
-func call[T any](ctx context.Context, timeout time.Duration, op func(context.Context) (T, error)) (T, error, bool) {
+// It ends m, the attempt's mark if it has one, when the attempt ends.
+func call[T any](ctx context.Context, timeout time.Duration, op func(context.Context) (T, error), m *callerMark) (T, error, bool) {
+	if m != nil {
+		defer m.stop() // when op returns, or panics
+	}
 	if timeout <= 0 {
 		v, err := op(ctx)
 		return v, err, false

@@ -102,9 +102,11 @@
 // application's loop around a retrying http.Client therefore sends a service
 // that always fails as many requests as the loop makes attempts, not their
 // product. Each attempt has a mark of its own, which ends with it: work the
-// attempt leaves running does not see it. The server side of httpretry
-// (Handler), the forrst Server and
-// grpcretry's server interceptors mark a request that says it is a retry, so
+// attempt leaves running no longer sees it once the attempt has ended. A
+// failure left to an attempt is what the loop reports too: its hooks, its
+// Trace and its *Error get the operation's error classified as that failure.
+// The server side of httpretry (Handler), the forrst Server and grpcretry's
+// server interceptors mark a request that says it is a retry, so
 // that a service's own calls leave to its caller what the caller retries.
 // Unmarked, and the integrations' Independent settings, opt out.
 //

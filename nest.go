@@ -25,15 +25,18 @@ import (
 // nothing about retrying (Classify gives the zero Info, as for an
 // errors.New("status 503")), the loop judges it as the failure it was left,
 // with that failure's classification and hints. An error that classifies
-// itself (Permanent, a cancelled context) keeps its own. So an operation that
+// itself (Permanent, a cancelled context) keeps its own. The hooks, the Trace
+// and the *Error of the loop then get the operation's error classified as
+// the failure it was left (its text; errors.Is and errors.As reach it), so
+// that they agree with what the loop did. So an operation that
 // falls back to a second call after a first one was left to it, and fails
 // there with an error it did not classify, is retried as the first call's
 // failure would be: mark such errors Permanent.
 //
-// Each attempt has a mark of its own, which ends with the attempt: work the
-// attempt leaves running (a background task on a derived context) does not
-// see it, nor the marks of the loops around it, and what that work leaves
-// reaches no loop. The loop's own hooks, which run between attempts, see the
+// Each attempt has a mark of its own, which ends with the attempt (returned or
+// panicked): from then on, work the attempt leaves running (a background task
+// on a derived context) sees neither it nor the marks of the loops around it,
+// and what that work leaves reaches no loop. The loop's own hooks, which run between attempts, see the
 // marks of the loops around it.
 //
 // The server side of package httpretry and package forrst mark a request that
@@ -91,14 +94,9 @@ func (m *callerMark) Value(key any) any {
 	return m.Context.Value(key)
 }
 
+// stop ends the mark. What an inner loop left to it stays there: a mark is
+// never reused.
 func (m *callerMark) stop() { m.ended.Store(true) }
-
-// end ends the mark of an attempt and returns the failure an inner loop left
-// to it, if any. (A mark is never reused, so what is left stays there.)
-func (m *callerMark) end() *Info {
-	m.stop()
-	return m.left.Load()
-}
 
 // marks reports whether a loop with strategy s and opts marks its attempts:
 // not if told Unmarked, nor if it cannot retry (no strategy, No, one
@@ -139,8 +137,9 @@ func attempt[T any](ctx context.Context, marked bool, op func(context.Context) (
 		return v, err, nil
 	}
 	m := &callerMark{Context: ctx}
+	defer m.stop() // when op returns, or panics
 	v, err := op(m)
-	return v, err, m.end()
+	return v, err, m.left.Load()
 }
 
 // leave tells the attempt whose mark is nearest on ctx, if it has not ended,
@@ -151,9 +150,11 @@ func leave(ctx context.Context, info Info) {
 	}
 }
 
-// judged returns the error a loop's strategy judges for an attempt that failed
-// with err: err itself, unless an inner loop left the attempt a failure and
-// err says nothing about retrying.
+// judged returns the failure of an attempt that failed with err as its loop
+// judges it, reports it to its hooks and returns it in its *Error: err
+// itself, unless an inner loop left the attempt a failure and err says
+// nothing about retrying, when it is err classified as that failure (err's
+// text, and errors.Is and errors.As reach err).
 func judged(err error, left *Info) error {
 	if left == nil || Classify(err) != (Info{}) {
 		return err

@@ -308,23 +308,116 @@ func TestLateFailureDoesNotReachTheOuterLoop(t *testing.T) {
 	}
 }
 
-// The failure left to a loop changes only how its strategy judges the
-// attempt: the *Error and the hooks get the operation's own error.
-func TestLeftFailureKeepsTheOperationsError(t *testing.T) {
+// A failure left to a loop is what the loop reports: the hooks, the Trace
+// and the *Error get the operation's error (its text; errors.Is reaches it)
+// classified as the failure that was left, so what they say agrees with the
+// decision the loop took.
+func TestLeftFailureIsWhatTheLoopReports(t *testing.T) {
 	plain := errors.New("the service answered 503")
-	var hooked []error
+	var hooked, traced []Info
 	calls := 0
 	err := Do(context.Background(), &Simple{Backoff: Constant(0)}, func(ctx context.Context) error {
 		_ = client(ctx, &calls)
 		return plain
-	}, OnAttemptFailed(func(_ context.Context, _ int, err error) { hooked = append(hooked, err) }))
+	}, OnAttemptFailed(func(_ context.Context, _ int, err error) {
+		if !errors.Is(err, plain) || err.Error() != plain.Error() {
+			t.Errorf("a hook got %v, want the operation's error", err)
+		}
+		hooked = append(hooked, Classify(err))
+	}), WithTrace(&Trace{Retry: func(_ context.Context, _ string, _ int, _ time.Duration, err error) {
+		traced = append(traced, Classify(err))
+	}}))
 	var e *Error
-	if !errors.As(err, &e) || e.Attempts != 3 || e.Err != plain || calls != 3 {
-		t.Fatalf("err %v (Err %T), %d inner calls", err, e.Err, calls)
+	if !errors.As(err, &e) || e.Attempts != 3 || !errors.Is(err, plain) || calls != 3 {
+		t.Fatalf("err %v, %d inner calls", err, calls)
 	}
-	for _, h := range hooked {
-		if h != plain {
-			t.Fatalf("a hook got %T, want the operation's own error", h)
+	if len(hooked) != 3 || len(traced) != 2 {
+		t.Fatalf("hooks told %d times, the Trace %d, want 3 and 2", len(hooked), len(traced))
+	}
+	for _, info := range append(hooked, traced...) {
+		if !info.Retryable() {
+			t.Fatalf("a hook saw %+v, want the retryable failure that was left", info)
 		}
 	}
+}
+
+// Three loops deep, where the middle one follows the rule too: the failure
+// left to the middle loop goes on to the outer one when the middle loop
+// leaves it in turn, so the outer loop retries it (3 requests at the bottom,
+// 3 attempts at the top), though both operations return errors of their own.
+func TestLeftFailureGoesUpThroughAMiddleLoop(t *testing.T) {
+	leaveToCaller := BeforeRetry(func(ctx context.Context, _ int, _ error) error {
+		if CallerRetries(ctx) {
+			return ErrOuterLoop
+		}
+		return nil
+	})
+	outer, bottom := 0, 0
+	err := Do(context.Background(), &Simple{Backoff: Constant(0)}, func(ctx context.Context) error {
+		outer++
+		return Do(ctx, &Simple{Backoff: Constant(0)}, func(ctx context.Context) error {
+			if client(ctx, &bottom) != nil {
+				return errors.New("status 503")
+			}
+			return nil
+		}, leaveToCaller)
+	})
+	if outer != 3 || bottom != 3 || err == nil {
+		t.Fatalf("outer attempts %d, bottom requests %d, err %v; want 3 and 3", outer, bottom, err)
+	}
+}
+
+// An attempt that panics ends its mark all the same: a context it kept is
+// not marked once the panic has left the loop.
+func TestPanickingAttemptEndsItsMark(t *testing.T) {
+	runs := map[string]func(func(context.Context) error){
+		"Do, Simple":   func(op func(context.Context) error) { _ = Do(context.Background(), &Simple{}, op) },
+		"Do, Standard": func(op func(context.Context) error) { _ = Do(context.Background(), NewStandard(StandardOptions{}), op) },
+		"DoValue": func(op func(context.Context) error) {
+			_, _ = DoValue(context.Background(), &Simple{}, func(ctx context.Context) (int, error) { return 0, op(ctx) })
+		},
+		"the loop": func(op func(context.Context) error) {
+			_ = Do(context.Background(), &Simple{}, op, Scope("svc"))
+		},
+	}
+	for name, run := range runs {
+		var kept context.Context
+		func() {
+			defer func() { _ = recover() }()
+			run(func(ctx context.Context) error {
+				kept = ctx
+				panic("boom")
+			})
+		}()
+		if kept == nil || CallerRetries(kept) {
+			t.Errorf("%s: a context kept by a panicking attempt is still marked", name)
+		}
+	}
+}
+
+// An attempt that AttemptTimeout cut short, after an inner loop left it a
+// failure with a hint, is retried after the hint.
+func TestAttemptTimeoutKeepsTheLeftFailuresHint(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		calls := 0
+		var waits []time.Duration
+		_ = Do(context.Background(), &Simple{MaxAttempts: 2, Backoff: Constant(time.Millisecond)}, func(ctx context.Context) error {
+			_ = Do(ctx, &Simple{Backoff: Constant(0)}, func(context.Context) error {
+				calls++
+				return RetryAfter(Transient(errors.New("503")), 300*time.Millisecond)
+			}, Unmarked(), BeforeRetry(func(ctx context.Context, _ int, _ error) error {
+				if CallerRetries(ctx) {
+					return ErrOuterLoop
+				}
+				return nil
+			}))
+			<-ctx.Done() // the attempt runs out of time
+			return errors.New("gave up waiting")
+		}, AttemptTimeout(time.Second), OnRetry(func(_ context.Context, _ int, d time.Duration, _ error) {
+			waits = append(waits, d)
+		}))
+		if calls != 2 || len(waits) != 1 || waits[0] != 300*time.Millisecond {
+			t.Fatalf("%d inner calls, waits %v; want 2 and the hint's 300ms", calls, waits)
+		}
+	})
 }

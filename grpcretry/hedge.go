@@ -146,8 +146,11 @@ func (h *hedger) call(ctx context.Context, method string, req, reply any, cc *gr
 	ropts = append(ropts, retry.Scope(g.scope), retry.Unmarked())
 	ropts = append(ropts, h.cfg.retryOpts...)
 	ropts = append(ropts, retry.BeforeRetry(func(ctx context.Context, _ int, _ error) error {
-		if expired(ctx) {
+		switch {
+		case expired(ctx):
 			return context.DeadlineExceeded
+		case g.leftToCaller:
+			return retry.ErrOuterLoop // the caller retries the answered failure
 		}
 		return errHedged
 	}))
@@ -166,9 +169,10 @@ type hedgeGroup struct {
 	delay      time.Duration
 	scope      string
 	sent, done int
-	// callerRetries is read from the call's context: the copies' context
-	// carries the mark of the call's own loop.
-	callerRetries bool
+	// callerRetries is read from the call's context, once: the caller
+	// retries, so an answered failure is left to it (leftToCaller) rather
+	// than hedged again.
+	callerRetries, leftToCaller bool
 }
 
 // hedgeResult is one copy's outcome.
@@ -236,6 +240,7 @@ func (g *hedgeGroup) run(ctx context.Context) error {
 			}
 			if err := h.cfg.vetHints(ctx, e, g.callerRetries); err != nil {
 				stopped = true
+				g.leftToCaller = g.leftToCaller || err == retry.ErrOuterLoop
 			} else if e.info.RetryAfter > 0 {
 				timer.Reset(e.info.RetryAfter) // the server's pushback paces the next hedge
 			} else if !stopped && g.sent < h.max {

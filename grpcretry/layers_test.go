@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -151,6 +152,23 @@ func TestApplicationLoopAroundTheInterceptorDoesNotMultiply(t *testing.T) {
 			return fmt.Errorf("lookup failed: %v", status.Code(err))
 		}
 		return nil
+	})
+	if err == nil || attempts != 3 || srv.calls.Load() != 3 {
+		t.Fatalf("%v after %d attempts and %d calls, want 3 and 3", err, attempts, srv.calls.Load())
+	}
+}
+
+// A hedged call inside an application's loop leaves an answered failure to
+// the loop, which retries it: 3 calls for 3 attempts, where the hedged call
+// used to give up Unsafe after one and nothing retried it.
+func TestHedgedCallLeavesAnsweredFailuresToTheCaller(t *testing.T) {
+	srv := &server{unary: failing(codes.Unavailable, 1000)}
+	c := client(t, srv, WithStrategy(simple(3)), WithIdempotentMethods(method), WithHedging(Hedging{Delay: time.Hour, MaxAttempts: 3}))
+	attempts := 0
+	err := retry.Do(context.Background(), simple(3), func(ctx context.Context) error {
+		attempts++
+		_, err := c.UnaryCall(ctx, &testpb.SimpleRequest{})
+		return err
 	})
 	if err == nil || attempts != 3 || srv.calls.Load() != 3 {
 		t.Fatalf("%v after %d attempts and %d calls, want 3 and 3", err, attempts, srv.calls.Load())
