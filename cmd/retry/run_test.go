@@ -4,6 +4,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -324,5 +325,20 @@ func TestRunMaxTimeStopsARunningAttempt(t *testing.T) {
 	}
 	if want := "retry: --max-time 500ms reached after 1 attempt: "; !strings.Contains(errOut, want) {
 		t.Errorf("stderr %q does not say %q", errOut, want)
+	}
+}
+
+// An attempt whose time ran out (--max-time, --timeout) just as it began is
+// not a command that cannot run: it ends with the time's error, uncounted,
+// where it ended the run with "cannot run" and status 126.
+func TestAttemptBegunOutOfTimeIsNotAStartError(t *testing.T) {
+	var out, errOut strings.Builder
+	r := &runner{c: runConfig{argv: []string{"true"}, attempts: 3}, std: stdio{in: strings.NewReader(""), out: &out, err: &errOut}}
+	actx, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer cancel()
+	err := r.attempt(context.Background(), actx)
+	var se *startError
+	if !errors.Is(err, context.DeadlineExceeded) || errors.As(err, &se) || r.attempts != 0 {
+		t.Fatalf("err %v (a start error: %v), %d attempts counted; want the deadline and none", err, errors.As(err, &se), r.attempts)
 	}
 }

@@ -80,8 +80,14 @@ func (r *runner) attempt(ctx, actx context.Context) error {
 	}
 	cmd.WaitDelay = r.c.killAfter
 	if err := r.start(cmd); err != nil {
-		if ctx.Err() != nil {
+		switch {
+		case ctx.Err() != nil:
 			return ctx.Err() // stopped before this attempt could begin
+		case actx.Err() != nil:
+			// The time ran out (--max-time, or --timeout) as the attempt
+			// began: not a command that cannot run.
+			r.attempts--
+			return actx.Err()
 		}
 		return retry.Permanent(newStartError(r.c.argv[0], cmd.Path, err))
 	}
