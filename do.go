@@ -99,7 +99,7 @@ func once(ctx context.Context, marked bool, op func(context.Context) error) (err
 }
 
 // again continues Do's loop after a first attempt, made in state st, failed
-// with err, and was left the failure left (see judged).
+// with err, an inner loop having left it left (see judged).
 func again(ctx context.Context, marked bool, s Strategy, op func(context.Context) (struct{}, error), st state, err error, left *Info) error {
 	c := config{marks: marked}
 	_, err = resume(ctx, s, op, &c, &first[struct{}]{st: st, err: err, left: left})
