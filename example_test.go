@@ -182,3 +182,29 @@ func ExampleCallerRetries() {
 	// 3 requests
 	// retry: gave up after 3 attempts (attempts exhausted): loading the order failed: retry: gave up after 1 attempt (left to the caller's retries): 503 Service Unavailable
 }
+
+// A job queue keeps a job's retry state in its own store between attempts,
+// where no token can live, and asks Next when to run the job again.
+func ExampleSimple_Next() {
+	type job struct {
+		retries int           // retries made so far
+		wait    time.Duration // the wait before the last attempt
+	}
+	policy := &retry.Simple{MaxAttempts: 4, Backoff: retry.Exponential{Base: time.Second, Max: time.Minute, Jitter: retry.NoJitter}}
+	j := job{}
+	for {
+		failure := retry.Transient(errors.New("upstream unavailable")) // what the job's attempt returned
+		wait, err := policy.Next(j.retries, j.wait, failure)
+		if err != nil {
+			fmt.Println("giving up:", errors.Is(err, retry.ErrMaxAttempts))
+			break
+		}
+		j = job{retries: j.retries + 1, wait: wait} // stored with the job, run again after wait
+		fmt.Println("retry", j.retries, "in", wait)
+	}
+	// Output:
+	// retry 1 in 1s
+	// retry 2 in 2s
+	// retry 3 in 4s
+	// giving up: true
+}

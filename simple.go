@@ -1,6 +1,9 @@
 package retry
 
-import "time"
+import (
+	"math"
+	"time"
+)
 
 // Simple retries a bounded number of times with a backoff and no quota. It
 // suits a single client, a batch job, or a caller that enforces its own retry
@@ -31,6 +34,28 @@ func (s *Simple) RefreshToken(t Token, err error) (Token, error) {
 
 // RecordSuccess spends the token of a successful attempt.
 func (s *Simple) RecordSuccess(t Token) error { return s.tokens.record(s, t) }
+
+// Next is the decision RefreshToken makes, taken without a token: for state
+// that cannot live in one, such as a job kept in a database between its
+// attempts, or millions of requests in a simulation. Given the retries made
+// before the attempt that failed with err and the wait before that attempt
+// (0 for a first attempt, which goes at once), it returns the wait before the
+// next attempt, or why there is none, exactly as RefreshToken would for a
+// token with that RetryCount and Delay. The caller keeps count: the next
+// attempt has made retries+1 retries.
+//
+// Next keeps no state, so nothing stops a caller asking twice about the same
+// attempt; the single use that tokens enforce is the caller's to keep.
+// Negative arguments count as 0.
+func (s *Simple) Next(retries int, prev time.Duration, err error) (time.Duration, error) {
+	// Bounded so that counting the failed attempt cannot overflow.
+	st := state{retries: min(max(retries, 0), math.MaxInt-1), delay: max(prev, 0)}
+	next, refused := s.next(st, err)
+	if refused != nil {
+		return 0, refused
+	}
+	return next.delay, nil
+}
 
 func (s *Simple) begin(scope string) state { return state{scope: scope} }
 
