@@ -169,6 +169,8 @@ func TestSimUsageErrors(t *testing.T) {
 		{"sim", "--rate", "1e-9"},
 		{"sim", "--clients", "20000000"},
 		{"sim", "--duration", "500ms"},
+		{"sim", "--rate", "1", "--duration", "25h"}, // past what a pending event's time holds
+		{"sim", "--timeout", "2h"},
 		{"sim", "--scenario", "occ", "--clients", "100000"},
 		// Given nonsense is rejected, not replaced by the default.
 		{"sim", "--capacity", "0"},

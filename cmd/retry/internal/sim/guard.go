@@ -10,7 +10,8 @@ import (
 
 // BytesPerRequest is about what a request in flight costs a run at most: its
 // slot and token, its pending event, the strategy's state for it, and the
-// garbage collector's headroom. A run holds only the requests in flight, but
+// garbage collector's headroom. (A request of a policy that decides without
+// tokens takes about 40 bytes.) A run holds only the requests in flight, but
 // a policy that retries past the run's end can keep most of them in flight
 // at once, so the guard counts every request at this price.
 const BytesPerRequest = 320

@@ -8,10 +8,12 @@
 // can keep a server down after the incident that overloaded it is over. A
 // 429 in the Throttle scenario comes from a rate limiter in front of the
 // queue and costs the server RejectCost of an attempt's work: by default
-// nothing. Clients send
-// requests at a steady rate; each request runs through a real
-// retry.Strategy (AcquireInitialToken, RefreshToken, RecordSuccess), whose
-// delays the simulator waits in virtual time.
+// nothing. Clients send requests at a steady rate; each request runs
+// through a real retry.Strategy (AcquireInitialToken, RefreshToken,
+// RecordSuccess), whose delays the simulator waits in virtual time. Where
+// every client shares one retry.Simple, requests go through its Next
+// instead, the same decision without a token, so that millions of them fit
+// in little memory.
 //
 // The layered scenario has a model of its own (LayersScenario, RunLayers):
 // a chain of tiers that each retry their calls to the next, in front of a
@@ -21,6 +23,7 @@ package sim
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"time"
@@ -163,9 +166,13 @@ func (s Scenario) Check() error {
 		return errors.New("each client would send more than a million requests a second: lower the rate or raise the clients")
 	case s.Rate*s.Duration.Seconds() > maxRequests:
 		// What a run can hold; MaxRequests says what this machine can.
-		return errors.New("too many requests to simulate (rate × duration above 2 billion)")
+		return fmt.Errorf("too many requests to simulate (rate × duration above %d)", maxRequests)
 	case s.Duration < 2*time.Second:
 		return errors.New("duration must be at least 2s")
+	case s.Duration > maxDuration:
+		return errors.New("duration must be at most 24h") // maxDuration
+	case s.Timeout > maxTimeout:
+		return errors.New("timeout must be at most 1h") // maxTimeout
 	case s.Start < 0 || s.End <= s.Start || s.End >= s.Duration:
 		return errors.New("the incident must start at 0 or later, end after it starts, and end before the run does")
 	}
@@ -260,11 +267,26 @@ func RunWithProgress(ctx context.Context, s Scenario, p Policy, report func(done
 	return r.run()
 }
 
-// maxRequests bounds the requests of any run: a request's slot is an int32.
-const maxRequests = 2_000_000_000
+// maxRequests bounds the requests of any run: a request's slot is an
+// item's 28-bit id.
+const maxRequests = maxID
+
+// maxDuration and maxTimeout keep a run's end, and so every event's time,
+// within what an item holds.
+const (
+	maxDuration = 24 * time.Hour
+	maxTimeout  = time.Hour
+)
 
 // checkEvery is how many events pass between looks at the context.
 const checkEvery = 1 << 14
+
+// stepper is a strategy that can decide a retry without a token
+// (retry.Simple): its requests' state fits in a few bytes, which lets a run
+// hold millions of them. Its first attempts go at once.
+type stepper interface {
+	Next(retries int, prev time.Duration, err error) (time.Duration, error)
+}
 
 // The memory of a run grows with the requests in flight at once, not with
 // the requests it simulates: the statistics are streamed (counters, series
@@ -272,6 +294,9 @@ const checkEvery = 1 << 14
 // a slot that is reused once it is answered for good or cut off by the end
 // of the run. Pending events are small values without pointers, so that
 // millions of them cost little to hold and nothing to the garbage collector.
+// When every client shares one stepper, requests hold no token at all: that
+// is what keeps the rows of policies that retry for minutes, with millions
+// of requests in flight, small.
 type runner struct {
 	s      Scenario
 	p      Policy
@@ -280,8 +305,7 @@ type runner struct {
 
 	q    pending
 	seq  uint64
-	reqs slots   // of the requests in flight
-	free []int32 // slots of reqs free for reuse
+	reqs slots // of the requests in flight
 	end  time.Duration
 
 	arrivals *rand.Rand // issue times: the same for every policy
@@ -289,38 +313,18 @@ type runner struct {
 	jitter   *rand.Rand // the strategies' randomness
 
 	strategy   func(int) retry.Strategy
+	step       stepper       // every client's strategy, if they share one stepper
+	tokens     bool          // decide through tokens even so (tests compare the two)
 	throttled  error         // the 429 as this policy sees it
 	clock      time.Duration // virtual time: when the event being handled happens
 	serverFree time.Duration // when the server finishes the work queued so far
-	tokens     float64       // Throttle: the server's rate-limit bucket
+	limiter    float64       // Throttle: the tokens in the server's rate-limit bucket
 	lastRefill time.Duration
 
 	res       Result
 	latencies histogram
 	attempts  []int // per 1 s bucket: attempts that completed (answered)
 	successes []int // per bucket: attempts that succeeded
-}
-
-// slots holds requests in chunks of a fixed size, so that growing it never
-// copies, nor holds two copies of, millions of requests at once.
-type slots struct {
-	chunks [][]request
-	n      int
-}
-
-const chunkBits = 12
-
-func (s *slots) at(id int32) *request { return &s.chunks[id>>chunkBits][id&(1<<chunkBits-1)] }
-
-// add puts req in a new slot and returns its id.
-func (s *slots) add(req request) int32 {
-	if s.n>>chunkBits == len(s.chunks) {
-		s.chunks = append(s.chunks, make([]request, 1<<chunkBits))
-	}
-	id := int32(s.n)
-	s.n++
-	*s.at(id) = req
-	return id
 }
 
 // Answers, as pending events carry them.
@@ -331,59 +335,6 @@ const (
 	ansThrottled
 )
 
-// item is a pending event of Run: id is the client of an evIssue, the
-// request's slot in runner.reqs otherwise.
-type item struct {
-	at   time.Duration
-	seq  uint64 // ties break in the order events were scheduled: determinism
-	id   int32
-	kind uint8
-	ans  uint8 // evAnswer's answer
-}
-
-func (a item) before(b item) bool { return a.at < b.at || a.at == b.at && a.seq < b.seq }
-
-// pending is a binary min-heap of items, written out rather than through
-// container/heap, whose interface would box every item.
-type pending []item
-
-func (h *pending) push(e item) {
-	q := append(*h, e)
-	for i := len(q) - 1; i > 0; {
-		parent := (i - 1) / 2
-		if !q[i].before(q[parent]) {
-			break
-		}
-		q[i], q[parent] = q[parent], q[i]
-		i = parent
-	}
-	*h = q
-}
-
-func (h *pending) pop() item {
-	q := *h
-	top := q[0]
-	last := len(q) - 1
-	q[0] = q[last]
-	q = q[:last]
-	for i := 0; ; {
-		small, l, r := i, 2*i+1, 2*i+2
-		if l < len(q) && q[l].before(q[small]) {
-			small = l
-		}
-		if r < len(q) && q[r].before(q[small]) {
-			small = r
-		}
-		if small == i {
-			break
-		}
-		q[i], q[small] = q[small], q[i]
-		i = small
-	}
-	*h = q
-	return top
-}
-
 const bucket = time.Second
 
 func (r *runner) run() (Result, error) {
@@ -392,7 +343,11 @@ func (r *runner) run() (Result, error) {
 	r.server = rand.New(rand.NewPCG(s.Seed, 2))
 	r.jitter = rand.New(rand.NewPCG(s.Seed, 3))
 	r.strategy = r.p.New(Env{Rand: r.jitter.Float64, Now: func() time.Time { return Epoch.Add(r.clock) }})
-	r.tokens = s.ThrottleRate
+	if !r.tokens {
+		r.step = sharedStepper(r.strategy, s.Clients)
+	}
+	r.reqs = newSlots(r.step == nil)
+	r.limiter = s.ThrottleRate
 	r.throttled = errThrottled
 	if r.p.RetryAfter == ObeyRetryAfter {
 		r.throttled = retry.WithInfo(errors.New("429 Too Many Requests"),
@@ -410,9 +365,9 @@ func (r *runner) run() (Result, error) {
 	// Each client sends at a steady interval, starting at a random phase.
 	interval := time.Duration(float64(s.Clients) / s.Rate * float64(time.Second))
 	for c := range s.Clients {
-		r.push(item{at: time.Duration(r.arrivals.Float64() * float64(interval)), kind: evIssue, id: int32(c)})
+		r.push(time.Duration(r.arrivals.Float64()*float64(interval)), evIssue, 0, int32(c))
 	}
-	for n := 0; len(r.q) > 0; n++ {
+	for n := 0; r.q.len() > 0; n++ {
 		if n%checkEvery == 0 {
 			if r.ctx.Err() != nil {
 				return Result{}, r.ctx.Err()
@@ -422,18 +377,19 @@ func (r *runner) run() (Result, error) {
 			}
 		}
 		e := r.q.pop()
-		r.clock = e.at
-		switch e.kind {
+		at, id := e.at(), e.id()
+		r.clock = at
+		switch e.kind() {
 		case evIssue:
-			if e.at >= s.Duration {
+			if at >= s.Duration {
 				continue
 			}
-			r.issue(int(e.id), e.at)
-			r.push(item{at: e.at + interval, kind: evIssue, id: e.id})
+			r.issue(int(id), at)
+			r.push(at+interval, evIssue, 0, id)
 		case evAttempt:
-			r.attempt(e.id, e.at)
+			r.attempt(id, at)
 		case evAnswer:
-			r.answer(e.id, e.at, e.ans)
+			r.answer(id, at, e.ans())
 		}
 	}
 	r.finish()
@@ -444,27 +400,42 @@ func (r *runner) run() (Result, error) {
 // requests answered promptly are not cut off: twice the attempt timeout.
 func Grace(s Scenario) time.Duration { return 2 * s.Timeout }
 
-// push schedules e. An event after the end of the run would never be
-// handled: its request is counted unfinished at once, with the latency it
-// has when the run ends, and its slot is free again.
-func (r *runner) push(e item) {
-	r.seq++
-	e.seq = r.seq
-	if e.at <= r.end {
-		r.q.push(e)
+// sharedStepper returns the strategy of every client if they all share one
+// that can decide without tokens, and nil otherwise.
+func sharedStepper(strategy func(int) retry.Strategy, clients int) stepper {
+	first := strategy(0)
+	step, ok := first.(stepper)
+	if !ok {
+		return nil
+	}
+	for c := 1; c < clients; c++ {
+		if strategy(c) != first {
+			return nil
+		}
+	}
+	return step
+}
+
+// push schedules an event of request (or, for evIssue, client) id. An event
+// after the end of the run would never be handled: its request is counted
+// unfinished at once, with the latency it has when the run ends, and its
+// slot is free again.
+func (r *runner) push(at time.Duration, kind, ans uint8, id int32) {
+	r.seq++ // below maxSeq: 2^48 events would take a core years
+	if at <= r.end {
+		r.q.push(pack(at, r.seq, kind, ans, id))
 		return
 	}
-	if e.kind != evIssue {
+	if kind != evIssue {
 		r.res.Unfinished++
-		r.latencies.add(r.end-r.reqs.at(e.id).issued, true)
-		r.release(e.id)
+		r.latencies.add(r.end-r.issued(id), true)
+		r.reqs.release(id)
 	}
 }
 
-// release frees the slot of a request that is over.
-func (r *runner) release(id int32) {
-	*r.reqs.at(id) = request{}
-	r.free = append(r.free, id)
+func (r *runner) issued(id int32) time.Duration {
+	c, i := split(id)
+	return r.reqs.issued[c][i]
 }
 
 func (r *runner) issue(client int, at time.Duration) {
@@ -472,19 +443,20 @@ func (r *runner) issue(client int, at time.Duration) {
 	if r.inIncident(at) {
 		r.res.IncidentRequests++
 	}
+	id := r.reqs.take()
+	c, i := split(id)
+	r.reqs.issued[c][i] = at
+	if r.step != nil {
+		r.reqs.n[c][i], r.reqs.delay[c][i] = 0, 0
+		r.push(at, evAttempt, 0, id)
+		return
+	}
 	tok, err := r.strategy(client).AcquireInitialToken("")
 	if err != nil {
 		tok = retry.Token{} // no token: one attempt, as the Smithy retry guide says
 	}
-	req := request{client: int32(client), issued: at, tok: tok}
-	var id int32
-	if k := len(r.free); k > 0 {
-		id, r.free = r.free[k-1], r.free[:k-1]
-		*r.reqs.at(id) = req
-	} else {
-		id = r.reqs.add(req)
-	}
-	r.push(item{at: at + tok.Delay(), kind: evAttempt, id: id})
+	r.reqs.n[c][i], r.reqs.toks[c][i] = int32(client), tok
+	r.push(at+tok.Delay(), evAttempt, 0, id)
 }
 
 // attempt sends one attempt of request id at time at and schedules its
@@ -498,7 +470,7 @@ func (r *runner) attempt(id int32, at time.Duration) {
 	if i := int(at / bucket); i < len(r.res.Offered) {
 		r.res.Offered[i]++
 	}
-	answer := func(when time.Duration, ans uint8) { r.push(item{at: when, kind: evAnswer, id: id, ans: ans}) }
+	answer := func(when time.Duration, ans uint8) { r.push(when, evAnswer, ans, id) }
 
 	// The rate limiter decides as the attempt arrives. By default it
 	// answers at once, before the queue; with a RejectCost the 429 takes
@@ -555,31 +527,33 @@ func (r *runner) enqueue(at time.Duration, work float64) (done time.Duration, ti
 
 // admit takes a token from the throttling server's rate limiter.
 func (r *runner) admit(at time.Duration) bool {
-	r.tokens = min(r.s.ThrottleRate, r.tokens+(at-r.lastRefill).Seconds()*r.s.ThrottleRate)
+	r.limiter = min(r.s.ThrottleRate, r.limiter+(at-r.lastRefill).Seconds()*r.s.ThrottleRate)
 	r.lastRefill = at
-	if r.tokens >= 1 {
-		r.tokens--
+	if r.limiter >= 1 {
+		r.limiter--
 		return true
 	}
 	return false
 }
 
 func (r *runner) answer(id int32, at time.Duration, ans uint8) {
-	req := r.reqs.at(id)
-	i := int(at / bucket)
-	if i < len(r.attempts) {
-		r.attempts[i]++
+	c, i := split(id)
+	issued := r.reqs.issued[c][i]
+	b := int(at / bucket)
+	if b < len(r.attempts) {
+		r.attempts[b]++
 	}
-	s := r.strategy(int(req.client))
 	if ans == ansOK {
-		_ = s.RecordSuccess(req.tok)
-		r.res.Succeeded++
-		if i < len(r.successes) {
-			r.successes[i]++
-			r.res.Goodput[i]++
+		if r.step == nil {
+			_ = r.strategy(int(r.reqs.n[c][i])).RecordSuccess(r.reqs.toks[c][i])
 		}
-		r.latencies.add(at-req.issued, false)
-		r.release(id)
+		r.res.Succeeded++
+		if b < len(r.successes) {
+			r.successes[b]++
+			r.res.Goodput[b]++
+		}
+		r.latencies.add(at-issued, false)
+		r.reqs.release(id)
 		return
 	}
 	var err error
@@ -592,24 +566,46 @@ func (r *runner) answer(id int32, at time.Duration, ans uint8) {
 	case ansThrottled:
 		err, hint = r.throttled, r.s.RetryAfter
 	}
-	next, refused := s.RefreshToken(req.tok, err)
-	if refused == nil && r.p.MaxElapsed > 0 && at+next.Delay()-req.issued > r.p.MaxElapsed {
-		if rel, isRel := s.(retry.Releaser); isRel {
+	delay, granted := r.decide(c, i, at-issued, err)
+	if !granted {
+		r.latencies.add(at-issued, false)
+		r.reqs.release(id)
+		return
+	}
+	if r.p.RetryAfter == ReplaceWithRetryAfter && hint > 0 {
+		delay = hint // the library waits what the server asked instead of its backoff
+	}
+	r.push(at+delay, evAttempt, 0, id)
+}
+
+// decide asks the strategy of the request in slot (c, i), which has been
+// in flight for elapsed, whether to retry after err, and how long to wait
+// first; a policy with MaxElapsed refuses a retry that would start after it.
+// A granted retry is recorded in the slot.
+func (r *runner) decide(c, i int, elapsed time.Duration, err error) (time.Duration, bool) {
+	tooLate := func(delay time.Duration) bool { return r.p.MaxElapsed > 0 && elapsed+delay > r.p.MaxElapsed }
+	if r.step != nil {
+		retries := r.reqs.n[c][i]
+		delay, refused := r.step.Next(int(retries), r.reqs.delay[c][i], err)
+		if refused != nil || tooLate(delay) || retries == math.MaxInt32 {
+			return 0, false
+		}
+		r.reqs.n[c][i], r.reqs.delay[c][i] = retries+1, delay
+		return delay, true
+	}
+	s := r.strategy(int(r.reqs.n[c][i]))
+	next, refused := s.RefreshToken(r.reqs.toks[c][i], err)
+	if refused == nil && tooLate(next.Delay()) {
+		if rel, ok := s.(retry.Releaser); ok {
 			_ = rel.ReleaseToken(next)
 		}
 		refused = retry.ErrMaxAttempts
 	}
 	if refused != nil {
-		r.latencies.add(at-req.issued, false)
-		r.release(id)
-		return
+		return 0, false
 	}
-	req.tok = next
-	delay := next.Delay()
-	if r.p.RetryAfter == ReplaceWithRetryAfter && hint > 0 {
-		delay = hint // the library waits what the server asked instead of its backoff
-	}
-	r.push(item{at: at + delay, kind: evAttempt, id: id})
+	r.reqs.toks[c][i] = next
+	return next.Delay(), true
 }
 
 func (r *runner) inIncident(at time.Duration) bool { return at >= r.s.Start && at < r.s.End }

@@ -339,7 +339,7 @@ func TestRunMemoryDoesNotGrowWithRequests(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return r.reqs.n, res.Requests
+		return int(r.reqs.used), res.Requests
 	}
 	for _, name := range []string{"no retries", "Standard, quota per client", "10 att., 100ms·2^n + ≤100ms jitter"} {
 		short, n1 := slots(20*time.Second, name)
