@@ -190,7 +190,19 @@ func render(c Chart, newCanvas func(w, h vg.Length) vg.CanvasWriterTo) vg.Canvas
 	keyH := keySty.Height("Mg") + 14
 
 	cols, rows := grid(len(c.Series))
-	height := margin + headH + keyH + vg.Length(rows)*panelHeight + vg.Length(rows-1)*panelGapY + xAxisHeight + margin
+	nameSty := style(bold, panelSize, color.Black)
+	nameSty.XAlign, nameSty.YAlign = draw.XCenter, draw.YBottom
+	// A name too long for its panel takes two lines, and then every
+	// panel leaves room for two, so that the rows stay aligned.
+	nameLines, nameW := 1, nameWidth(cols)
+	for _, s := range c.Series {
+		if len(wrap(nameSty, s.Name, nameW)) > 1 {
+			nameLines = 2
+		}
+	}
+	lineH := nameSty.Height("Mg")
+	rowH := panelHeight + vg.Length(nameLines-1)*lineH
+	height := margin + headH + keyH + vg.Length(rows)*rowH + vg.Length(rows-1)*panelGapY + xAxisHeight + margin
 	canvas := newCanvas(canvasWidth, height)
 	dc := draw.New(canvas)
 	dc.SetColor(color.White)
@@ -236,13 +248,11 @@ func render(c Chart, newCanvas func(w, h vg.Length) vg.CanvasWriterTo) vg.Canvas
 		// Numbers on the left column's y axis and on the lowest panel of
 		// each column's x axis only: the scales are shared.
 		bottom := i+cols >= len(c.Series)
-		plots[r][col] = newPanel(c, i, s, xmax, ymax, capacity, inc, hasInc, col == 0, bottom)
+		plots[r][col] = newPanel(c, i, s, xmax, ymax, capacity, inc, hasInc, col == 0, bottom, nameLines)
 	}
 	area := draw.Crop(dc, margin, -margin, margin, -(margin + headH + keyH))
 	tiles := draw.Tiles{Rows: rows, Cols: cols, PadX: panelGapX, PadY: panelGapY}
 	canvases := plot.Align(plots, tiles, area)
-	nameSty := style(bold, panelSize, color.Black)
-	nameSty.XAlign, nameSty.YAlign = draw.XCenter, draw.YBottom
 	for i, s := range c.Series {
 		r, col := i/cols, i%cols
 		p, tile := plots[r][col], canvases[r][col]
@@ -254,19 +264,32 @@ func render(c Chart, newCanvas func(w, h vg.Length) vg.CanvasWriterTo) vg.Canvas
 		if name == "" {
 			name = "series " + strconv.Itoa(i+1)
 		}
-		name = fit(nameSty, name, tile.Max.X-tile.Min.X)
-		dc.FillText(nameSty, vg.Point{X: (data.Min.X + data.Max.X) / 2, Y: data.Max.Y + 4}, name)
+		lines := wrapLines(nameSty, name, data.Max.X-data.Min.X, nameLines)
+		for j := range lines {
+			y := data.Max.Y + 4 + vg.Length(len(lines)-1-j)*lineH
+			dc.FillText(nameSty, vg.Point{X: (data.Min.X + data.Max.X) / 2, Y: y}, lines[j])
+		}
 	}
 	return canvas
 }
 
-// newPanel makes the plot of series i.
-func newPanel(c Chart, i int, s Series, xmax, ymax, capacity float64, inc incident, hasInc, yNumbers, xNumbers bool) *plot.Plot {
+// nameWidth is about the width of the data of a panel in a row of cols:
+// the room a panel's name has. (The left column's is narrower by its
+// y axis's numbers, which this leaves out of every panel.)
+func nameWidth(cols int) vg.Length {
+	tile := (canvasWidth - 2*margin - vg.Length(cols-1)*panelGapX) / vg.Length(cols)
+	numbers := style(sans, tickSize, color.Black).Width("00000/s") + 8
+	return tile - numbers
+}
+
+// newPanel makes the plot of series i, with room over it for a name of
+// nameLines lines.
+func newPanel(c Chart, i int, s Series, xmax, ymax, capacity float64, inc incident, hasInc, yNumbers, xNumbers bool, nameLines int) *plot.Plot {
 	p := plot.New()
 	// Room for the panel's name, which render draws over the data.
 	p.Title.TextStyle = style(bold, panelSize, color.Transparent)
 	p.Title.Padding = vg.Length(4)
-	p.Title.Text = "Mg"
+	p.Title.Text = strings.Repeat("Mg\n", nameLines-1) + "Mg"
 
 	for _, ax := range []*plot.Axis{&p.X, &p.Y} {
 		ax.Label.TextStyle.Font = font.From(sans, labelSize)
@@ -522,6 +545,22 @@ func wrap(sty text.Style, s string, w vg.Length) []string {
 		lines = append(lines, line)
 	}
 	return lines
+}
+
+// wrapLines is wrap in at most n lines: what does not fit in them is
+// shortened with an ellipsis on the last. A name in two parts, "what: how",
+// breaks after the colon if both parts fit on a line of their own.
+func wrapLines(sty text.Style, s string, w vg.Length, n int) []string {
+	lines := wrap(sty, s, w)
+	if len(lines) == 2 && n >= 2 {
+		if what, how, ok := strings.Cut(s, ": "); ok && sty.Width(what+":") <= w && sty.Width(how) <= w {
+			return []string{what + ":", how}
+		}
+	}
+	if len(lines) <= n {
+		return lines
+	}
+	return append(lines[:n-1], fit(sty, strings.Join(lines[n-1:], " "), w))
 }
 
 // fit shortens s with an ellipsis until it is at most w wide.

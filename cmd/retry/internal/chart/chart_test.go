@@ -300,3 +300,37 @@ func TestSample(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A name too long for its panel takes two lines, broken after its colon,
+// rather than running into the next panel; a name too long even for two is
+// shortened with an ellipsis.
+func TestLongPanelNames(t *testing.T) {
+	short := sampleChart()
+	long := sampleChart()
+	long.Series[1].Name = "avast/retry-go v4/v5 defaults: 10 att., 100ms·2^n"
+	long.Series[2].Name = "a name far too long for even two lines of a panel of this chart, whose words go on and on"
+	_, shortH, _ := svgDoc(t, renderSVG(t, short))
+	_, longH, texts := svgDoc(t, renderSVG(t, long))
+	have := make(map[string]bool)
+	for _, tx := range texts {
+		have[tx] = true
+	}
+	if !have["avast/retry-go v4/v5 defaults:"] || !have["10 att., 100ms·2^n"] {
+		t.Errorf("the long name is not on two lines broken after its colon; texts: %q", texts)
+	}
+	ellipses := 0
+	for _, tx := range texts {
+		if strings.HasSuffix(tx, "…") {
+			ellipses++
+			if !strings.HasPrefix(tx, "two lines") && !strings.Contains(tx, "panel") {
+				t.Errorf("shortened text %q is not the end of the longest name", tx)
+			}
+		}
+	}
+	if ellipses != 1 {
+		t.Errorf("%d texts shortened, want 1 (the name too long for two lines); texts: %q", ellipses, texts)
+	}
+	if pixels(t, longH) <= pixels(t, shortH) {
+		t.Errorf("height with two-line names %s, without %s: want room for the second line", longH, shortH)
+	}
+}
