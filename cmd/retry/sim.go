@@ -68,6 +68,15 @@ Scenarios, and what a failed attempt costs the server in each:
             the outage (the back's to the database), the database's
             busiest second, success, recovery
 
+Rows (outage to throttle): naive retries; retrykit's Standard, with a
+quota per client or one shared, with a retry budget, and Adaptive, the
+default; AWS's adaptive retry mode as the AWS SDKs ship it; and the
+documented defaults of three Go libraries, written with retrykit's parts:
+avast/retry-go v4.7 and v5.1, hashicorp/go-retryablehttp v0.7.8 (which
+waits a 429's or 503's Retry-After instead of its backoff) and
+cenkalti/backoff v5.0.3 (which, like retry-go, does not read Retry-After
+by default). --policies picks rows by words of their names.
+
 Columns:
   amplification  attempts sent per request issued, over the run and during
                  the incident

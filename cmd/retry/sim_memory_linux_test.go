@@ -38,7 +38,7 @@ func TestSimBigRunMemory(t *testing.T) {
 	}
 	const limit = 200e6
 	peak, out := peakMemory(t, "sim", "--quiet", "--rate", "100000",
-		"--policies", "10 att., 100ms·2^n + ≤100ms jitter,500ms·1.5^n ±50% for 15 min")
+		"--policies", "retry-go,cenkalti")
 	if n := len(regexp.MustCompile(`(?m) 5000000 `).FindAllString(out, -1)); n != 2 {
 		t.Fatalf("want both rows to end with 5 million requests in flight:\n%s", out)
 	}

@@ -274,6 +274,17 @@ func TestSimPolicies(t *testing.T) {
 	if i, j := strings.Index(some, "no retries"), strings.Index(some, "AWS adaptive"); i < 0 || j < i {
 		t.Errorf("rows out of their usual order:\n%s", some)
 	}
+	// The rows for other libraries name the library and its versions, and
+	// words of those names pick them.
+	libraries, _, code := runRetry(t, "", simArgs("--quiet", "--policies", "retry-go,retryablehttp,cenkalti")...)
+	for _, want := range []string{"avast/retry-go v4/v5 defaults: 10 att.", "go-retryablehttp v0.7 defaults: 4 retries, 1s-30s", "cenkalti/backoff v5 defaults:"} {
+		if code != 0 || !strings.Contains(libraries, "\n"+want) || !strings.Contains(full, "\n"+want) {
+			t.Errorf("no row named %q:\n%s", want, libraries)
+		}
+	}
+	if n := strings.Count(libraries, " defaults: "); n != 3 {
+		t.Errorf("--policies retry-go,retryablehttp,cenkalti picked %d library rows, want 3:\n%s", n, libraries)
+	}
 	_, errOut, code = runRetry(t, "", "sim", "--policies", "nosuch")
 	if code != 2 || !strings.Contains(errOut, `no row's name contains "nosuch"`) {
 		t.Errorf("--policies nosuch: exit %d, stderr %q; want 2 and why", code, errOut)

@@ -9,7 +9,7 @@ import (
 // Policies returns the policies the simulator compares, in table order. Each
 // drives the library's real strategies; the last three are the documented
 // defaults of popular Go retry libraries, written with retrykit's parts and
-// labelled by their parameters.
+// named after the library, its versions and the defaults' main numbers.
 func Policies() []Policy {
 	exp := func(base, limit time.Duration, j retry.Jitter, rnd func() float64) retry.Backoff {
 		return retry.Exponential{Base: base, Max: limit, Jitter: j, Rand: rnd}
@@ -102,22 +102,25 @@ func Policies() []Policy {
 		{Name: "AWS adaptive mode, per client", New: perClient(awsAdaptive)},
 		{Name: Default + ", per client", New: perClient(adaptive)},
 		{Name: Default + ", one shared", New: shared(adaptive)},
-		{Name: "10 att., 100ms·2^n + ≤100ms jitter", RetryAfter: IgnoreRetryAfter, New: shared(func(env Env) retry.Strategy {
+		{Name: "avast/retry-go v4/v5 defaults: 10 att., 100ms·2^n", RetryAfter: IgnoreRetryAfter, New: shared(func(env Env) retry.Strategy {
 			rnd := env.Rand
-			// avast/retry-go's defaults: 10 attempts, BackOffDelay from
-			// 100 ms combined with a random delay of up to 100 ms.
+			// avast/retry-go's defaults (v4.7.0, v5.1.1): 10 attempts,
+			// BackOffDelay from 100 ms combined with a random delay of up
+			// to 100 ms; Retry-After is not read.
 			return &retry.Simple{MaxAttempts: 10, Backoff: plusJitter{exp(100*time.Millisecond, 0, retry.NoJitter, rnd), 100 * time.Millisecond, rnd}}
 		})},
-		{Name: "5 att., exp 1s-30s no jitter", RetryAfter: ReplaceWithRetryAfter, New: shared(func(env Env) retry.Strategy {
+		{Name: "go-retryablehttp v0.7 defaults: 4 retries, 1s-30s", RetryAfter: ReplaceWithRetryAfter, New: shared(func(env Env) retry.Strategy {
 			rnd := env.Rand
-			// hashicorp/go-retryablehttp's defaults: 4 retries, 1 s to 30 s;
-			// on 429 and 503 it waits the Retry-After instead.
+			// hashicorp/go-retryablehttp's defaults (v0.7.8): 4 retries,
+			// 1 s to 30 s; on 429 and 503 it waits the Retry-After instead.
 			return &retry.Simple{MaxAttempts: 5, Backoff: exp(time.Second, 30*time.Second, retry.NoJitter, rnd)}
 		})},
-		{Name: "500ms·1.5^n ±50% for 15 min", MaxElapsed: 15 * time.Minute, RetryAfter: IgnoreRetryAfter, New: shared(func(env Env) retry.Strategy {
+		{Name: "cenkalti/backoff v5 defaults: 500ms·1.5^n, 15 min", MaxElapsed: 15 * time.Minute, RetryAfter: IgnoreRetryAfter, New: shared(func(env Env) retry.Strategy {
 			rnd := env.Rand
-			// cenkalti/backoff's defaults: 500 ms growing 1.5× up to 60 s,
-			// randomised ±50 %, for up to 15 minutes.
+			// cenkalti/backoff's defaults (v5.0.3, as v4): 500 ms growing
+			// 1.5× up to 60 s, randomised ±50 %, for up to 15 minutes.
+			// Retry-After counts only if the operation parses it and
+			// returns backoff.RetryAfter: by default it is not read.
 			return &retry.Simple{MaxAttempts: 1 << 20, Backoff: geometric{500 * time.Millisecond, 1.5, 60 * time.Second, 0.5, rnd}}
 		})},
 	}

@@ -341,7 +341,7 @@ func TestRunMemoryDoesNotGrowWithRequests(t *testing.T) {
 		}
 		return int(r.reqs.used), res.Requests
 	}
-	for _, name := range []string{"no retries", "Standard, quota per client", "10 att., 100ms·2^n + ≤100ms jitter"} {
+	for _, name := range []string{"no retries", "Standard, quota per client", "avast/retry-go v4/v5 defaults: 10 att., 100ms·2^n"} {
 		short, n1 := slots(20*time.Second, name)
 		long, n2 := slots(200*time.Second, name)
 		if n2 < 9*n1 || long > 2*short || long > 200 {
