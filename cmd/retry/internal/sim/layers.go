@@ -404,7 +404,7 @@ func (r *layers) attempt(c *layerCall, at time.Duration) {
 			answer(at+s.Timeout, ansTimeout)
 			return
 		}
-		done := begin + time.Duration(float64(time.Second)/s.Capacity)
+		done := later(begin, 1/s.Capacity)
 		r.dbFree = done
 		switch {
 		case done-at > s.Timeout:

@@ -164,7 +164,7 @@ func (s Scenario) Check() error {
 		return errors.New("each client would send no request in the run: raise the rate or lower the clients")
 	case float64(s.Clients)/s.Rate < 1e-6:
 		return errors.New("each client would send more than a million requests a second: lower the rate or raise the clients")
-	case s.Rate*s.Duration.Seconds() > maxRequests:
+	case s.Rate*s.Duration.Seconds()+float64(s.Clients) > maxRequests: // each client's first request may be one more
 		// What a run can hold; MaxRequests says what this machine can.
 		return fmt.Errorf("too many requests to simulate (rate × duration above %d)", maxRequests)
 	case s.Duration < 2*time.Second:
@@ -520,9 +520,19 @@ func (r *runner) enqueue(at time.Duration, work float64) (done time.Duration, ti
 	if s.Kind == Overload && r.inIncident(start) {
 		capacity = s.DegradedCapacity // the capacity when the work is done
 	}
-	done = start + time.Duration(work*float64(time.Second)/capacity)
+	done = later(start, work/capacity)
 	r.serverFree = done // the work is done whether or not anyone still waits for it
 	return done, done-at > s.Timeout
+}
+
+// later returns the time seconds after t, saturating at maxAt, past any
+// run's end: a server slow enough to overflow the clock answers no one in
+// the run (where a wrapped time would pass for an early answer).
+func later(t time.Duration, seconds float64) time.Duration {
+	if d := seconds * float64(time.Second); d < float64(maxAt-t) {
+		return t + time.Duration(d)
+	}
+	return maxAt
 }
 
 // admit takes a token from the throttling server's rate limiter.

@@ -165,3 +165,43 @@ func summary(r Result) Result {
 	r.Offered, r.Goodput = nil, nil
 	return r
 }
+
+// A server too slow to serve one attempt within the run answers no one:
+// its clock saturates rather than wrapping round to an early answer.
+func TestServerTooSlowForTheRunAnswersNoOne(t *testing.T) {
+	for _, capacity := range []float64{1e-3, 1e-8, 1e-10, 1e-300} {
+		for _, p := range []Policy{Policies()[0], Policies()[1]} {
+			s, err := Defaults(Outage, 100, 1000, 12*time.Second, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.Capacity = capacity
+			if err := s.Check(); err != nil {
+				t.Fatal(err)
+			}
+			res, err := Run(context.Background(), s, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			end := s.Duration + Grace(s)
+			if res.Succeeded > 0 || res.P50 > end || res.P99 > end {
+				t.Errorf("capacity %g/s, %s: %d of %d requests succeeded, p50 %v, p99 %v; the run ends at %v",
+					capacity, p.Name, res.Succeeded, res.Requests, res.P50, res.P99, end)
+			}
+		}
+	}
+}
+
+// The layered model's database too: too slow to answer within the run, it
+// answers no one, for every row.
+func TestLayersDatabaseTooSlowForTheRunAnswersNoOne(t *testing.T) {
+	s := DefaultLayers(10, 100, 10*time.Second, 1)
+	s.Capacity = 1e-8
+	for _, p := range LayerPolicies() {
+		res := runLayers(t, s, p)
+		if res.Succeeded > 0 || res.Requests == 0 {
+			t.Errorf("%s: %d of %d requests succeeded through a database that serves one attempt in three years",
+				p.Name, res.Succeeded, res.Requests)
+		}
+	}
+}
