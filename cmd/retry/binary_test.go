@@ -128,15 +128,35 @@ func TestHelpGoesToStdout(t *testing.T) {
 	}
 }
 
-// A bad flag gets one line and a pointer to -h, for every subcommand.
+// A bad flag gets one line, the usage line and a pointer to -h, for every
+// subcommand; a flag without its argument too. A bad value of a flag gets
+// its line and the pointer.
 func TestBadFlagPointsToHelp(t *testing.T) {
 	t.Parallel()
+	usage := map[string]string{
+		"run":  "usage: retry run [flags] -- COMMAND [ARGS...]",
+		"http": "usage: retry http [flags] URL",
+		"sim":  "usage: retry sim [flags]",
+	}
 	for _, cmd := range []string{"run", "http", "sim"} {
+		pointer := "Run \"retry " + cmd + " -h\" for usage.\n"
 		_, errOut, code := runRetry(t, "", cmd, "--no-such-flag")
-		want := "retry " + cmd + ": flag provided but not defined: -no-such-flag\nRun \"retry " + cmd + " -h\" for usage.\n"
+		want := "retry " + cmd + ": flag provided but not defined: -no-such-flag\n" + usage[cmd] + "\n" + pointer
 		if code != 2 || errOut != want {
 			t.Errorf("%s --no-such-flag: exit %d, stderr %q; want 2 and %q", cmd, code, errOut, want)
 		}
+		_, errOut, code = runRetry(t, "", cmd, "--attempts")
+		want = "retry " + cmd + ": flag needs an argument: -attempts\n" + usage[cmd] + "\n" + pointer
+		if cmd == "sim" {
+			want = "retry sim: flag provided but not defined: -attempts\n" + usage[cmd] + "\n" + pointer
+		}
+		if code != 2 || errOut != want {
+			t.Errorf("%s --attempts: exit %d, stderr %q; want 2 and %q", cmd, code, errOut, want)
+		}
+	}
+	_, errOut, code := runRetry(t, "", "sim", "--rate", "lots")
+	if code != 2 || !strings.HasPrefix(errOut, `retry sim: invalid value "lots" for flag -rate`) || strings.Count(errOut, "\n") != 2 || strings.Contains(errOut, "usage:") {
+		t.Errorf("sim --rate lots: exit %d, stderr %q; want 2, the bad value's line and the pointer", code, errOut)
 	}
 }
 

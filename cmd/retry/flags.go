@@ -22,6 +22,37 @@ func usageError(w io.Writer, cmd, msg string) int {
 	return 2
 }
 
+// flagError is usageError for what the flag package could not parse. A flag
+// used wrongly (unknown, or without its argument) also gets the command's
+// usage line, as the go command does; a flag given a bad value gets the
+// message alone, which says what is wrong with the value.
+func flagError(w io.Writer, cmd string, err error) int {
+	// The flag package's errors have no types; its value errors all start
+	// so ("invalid value", "invalid boolean value").
+	if strings.HasPrefix(err.Error(), "invalid ") {
+		return usageError(w, cmd, err.Error())
+	}
+	fmt.Fprintf(w, "retry %s: %v\n", cmd, err)
+	fmt.Fprintln(w, synopsis(cmd))
+	fmt.Fprintf(w, "Run \"retry %s -h\" for usage.\n", cmd)
+	return 2
+}
+
+// synopsis returns the first line of cmd's help: how it is called.
+func synopsis(cmd string) string {
+	var help string
+	switch cmd {
+	case "run":
+		help = runUsage
+	case "http":
+		help = httpUsage
+	case "sim":
+		help = simUsage
+	}
+	line, _, _ := strings.Cut(help, "\n")
+	return line
+}
+
 // boolFlag defines a boolean flag under each of names, a short and a long
 // one such as -v and --verbose, all setting *p, whose value is the default.
 func boolFlag(fs *flag.FlagSet, p *bool, names ...string) {

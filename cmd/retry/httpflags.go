@@ -23,7 +23,7 @@ func parseHTTPFlags(args []string, std stdio) (httpConfig, int, bool) {
 			fmt.Fprint(std.out, httpUsage)
 			return c, 0, false
 		}
-		return c, usageError(std.err, "http", err.Error()), false
+		return c, flagError(std.err, "http", err), false
 	}
 	if len(urls) == 1 {
 		c.url = urls[0]

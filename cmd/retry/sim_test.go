@@ -190,8 +190,9 @@ func TestSimUsageErrors(t *testing.T) {
 		{"sim", "--scenario", "throttle", "--reject-cost", "NaN"},
 	} {
 		_, errOut, code := runRetry(t, "", args...)
-		// One line, and at most a pointer to -h: never the whole help.
-		if code != 2 || errOut == "" || strings.Count(errOut, "\n") > 2 || strings.Contains(errOut, "Flags:") {
+		// One line, the usage line for a flag used wrongly, and a pointer to
+		// -h: never the whole help.
+		if code != 2 || errOut == "" || strings.Count(errOut, "\n") > 3 || strings.Contains(errOut, "Flags:") {
 			t.Errorf("%v: exit %d, stderr %q; want 2 and a one-line message", args, code, errOut)
 		}
 	}
