@@ -60,11 +60,17 @@ the reason for a failure to standard error. Redirects are followed; a 3xx
 that is not (a 304 Not Modified, a redirect without a Location) is final.
 
 Exit status: 0 for a final 2xx or 3xx response; 1 for any other status;
-2 for a usage error; as curl: 6 if the host name did not resolve, 7 if no
-connection could be made, 28 for a timeout (--timeout, --attempt-timeout,
---connect-timeout), 22 for a final 4xx or 5xx with --fail, 23 if -o cannot
-be written; 3 if no whole response came for another reason (a TLS failure,
-a connection cut); 128+N if signal N stopped it.
+2 for a usage error; 128+N if signal N stopped it; and as curl:
+   6  the host name did not resolve
+   7  no connection could be made
+  18  the body was cut short
+  22  a final 4xx or 5xx with --fail
+  23  -o FILE could not be written
+  28  a timeout (--timeout, --attempt-timeout, --connect-timeout)
+  35  the TLS handshake failed
+  52  the connection closed before a whole response came
+  56  the connection failed otherwise (reset)
+  60  the server's certificate could not be verified (see -k, --cacert)
 
 Examples:
   retry http https://example.com/health
@@ -82,10 +88,14 @@ const (
 	httpExitWrite      = 23 // -o FILE could not be written (curl's)
 	httpExitOK         = 0  // a final 2xx or 3xx response
 	httpExitStatus     = 1  // a final response with another status
-	httpExitNoResponse = 3  // no response or an incomplete body, for a reason none below names
 	httpExitResolve    = 6  // the host name did not resolve (curl's)
 	httpExitConnect    = 7  // no connection could be made (curl's)
+	httpExitPartial    = 18 // the body was cut short (curl's)
 	httpExitTimeout    = 28 // a timeout: --timeout, --attempt-timeout, --connect-timeout (curl's)
+	httpExitTLS        = 35 // the TLS handshake failed (curl's)
+	httpExitNothing    = 52 // the connection closed before a whole response (curl's)
+	httpExitRecv       = 56 // the connection failed otherwise, a reset say (curl's)
+	httpExitPeerVerify = 60 // the server's certificate could not be verified (curl's)
 )
 
 // httpConfig is what "retry http" was asked to do.

@@ -103,8 +103,8 @@ func TestHTTPTLS(t *testing.T) {
 	if err := os.WriteFile(notPEM, []byte("hello"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, errOut, code := runRetry(t, "", "http", "--attempts", "1", srv.URL); code != 3 || !strings.Contains(errOut, "certificate") {
-		t.Errorf("untrusted: exit status %d, stderr %q; want 3 and a certificate error", code, errOut)
+	if _, errOut, code := runRetry(t, "", "http", "--attempts", "1", srv.URL); code != 60 || !strings.Contains(errOut, "certificate") {
+		t.Errorf("untrusted: exit status %d, stderr %q; want 60 (curl's) and a certificate error", code, errOut)
 	}
 	for _, args := range [][]string{{"-k"}, {"--insecure"}, {"--cacert", ca}} {
 		out, errOut, code := runRetry(t, "", append(append([]string{"http"}, args...), srv.URL)...)

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -114,7 +116,7 @@ func (c *httpConfig) failed(ctx context.Context, w io.Writer, what string, err e
 		err = ue.Err // the method and URL are known to the caller
 	}
 	attempts := plural(report.Attempts, "attempt")
-	status := transportExit(err)
+	status := transportExit(err, what != "no response")
 	switch {
 	case c.timeout > 0 && (errors.Is(err, context.DeadlineExceeded) || ue != nil && ue.Timeout()):
 		fmt.Fprintf(w, "retry: %s: --timeout %s expired (%s made)\n", what, c.timeout, attempts)
@@ -127,13 +129,19 @@ func (c *httpConfig) failed(ctx context.Context, w io.Writer, what string, err e
 }
 
 // transportExit is the exit status for a call that got no (whole) response
-// because of err: curl's where it has one, so that scripts written for curl
-// read it the same.
-func transportExit(err error) int {
+// because of err, after its body began if partial: curl's where it has one,
+// so that scripts written for curl read it the same.
+func transportExit(err error, partial bool) int {
 	var (
-		dns *net.DNSError
-		op  *net.OpError
-		te  interface{ Timeout() bool }
+		dns     *net.DNSError
+		op      *net.OpError
+		te      interface{ Timeout() bool }
+		verify  *tls.CertificateVerificationError
+		unknown x509.UnknownAuthorityError
+		host    x509.HostnameError
+		invalid x509.CertificateInvalidError
+		record  tls.RecordHeaderError
+		alert   tls.AlertError
 	)
 	switch {
 	case errors.Is(err, context.DeadlineExceeded) || errors.As(err, &te) && te.Timeout():
@@ -142,8 +150,16 @@ func transportExit(err error) int {
 		return httpExitResolve
 	case errors.As(err, &op) && op.Op == "dial":
 		return httpExitConnect
+	case errors.As(err, &verify) || errors.As(err, &unknown) || errors.As(err, &host) || errors.As(err, &invalid):
+		return httpExitPeerVerify
+	case errors.As(err, &record) || errors.As(err, &alert) || errors.As(err, &op) && op.Op == "remote error":
+		return httpExitTLS // "remote error" is crypto/tls's, for an alert from the server
+	case partial:
+		return httpExitPartial
+	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
+		return httpExitNothing // closed before a whole response
 	}
-	return httpExitNoResponse
+	return httpExitRecv
 }
 
 // whyStopped explains why a final error response was not retried, or not
