@@ -154,9 +154,17 @@ func TestBadFlagPointsToHelp(t *testing.T) {
 			t.Errorf("%s --attempts: exit %d, stderr %q; want 2 and %q", cmd, code, errOut, want)
 		}
 	}
-	_, errOut, code := runRetry(t, "", "sim", "--rate", "lots")
-	if code != 2 || !strings.HasPrefix(errOut, `retry sim: invalid value "lots" for flag -rate`) || strings.Count(errOut, "\n") != 2 || strings.Contains(errOut, "usage:") {
-		t.Errorf("sim --rate lots: exit %d, stderr %q; want 2, the bad value's line and the pointer", code, errOut)
+	// Not the flag package's "parse error": what the flag wants.
+	for _, tc := range []struct{ args, want string }{
+		{"sim --rate lots", `retry sim: invalid value "lots" for flag -rate: want a number`},
+		{"sim --seed -1", `retry sim: invalid value "-1" for flag -seed: want a whole number, 0 or more`},
+		{"run --attempts 2.5", `retry run: invalid value "2.5" for flag -attempts: want a whole number`},
+		{"http --attempts x", `retry http: invalid value "x" for flag -attempts: want a whole number`},
+	} {
+		_, errOut, code := runRetry(t, "", strings.Fields(tc.args)...)
+		if code != 2 || !strings.HasPrefix(errOut, tc.want+"\n") || strings.Count(errOut, "\n") != 2 || strings.Contains(errOut, "usage:") {
+			t.Errorf("%s: exit %d, stderr %q; want 2, %q and the pointer to -h", tc.args, code, errOut, tc.want)
+		}
 	}
 }
 

@@ -26,16 +26,40 @@ func usageError(w io.Writer, cmd, msg string) int {
 // used wrongly (unknown, or without its argument) also gets the command's
 // usage line, as the go command does; a flag given a bad value gets the
 // message alone, which says what is wrong with the value.
-func flagError(w io.Writer, cmd string, err error) int {
+func flagError(w io.Writer, cmd string, fs *flag.FlagSet, err error) int {
 	// The flag package's errors have no types; its value errors all start
 	// so ("invalid value", "invalid boolean value").
 	if strings.HasPrefix(err.Error(), "invalid ") {
-		return usageError(w, cmd, err.Error())
+		return usageError(w, cmd, clearParseError(fs, err.Error()))
 	}
 	fmt.Fprintf(w, "retry %s: %v\n", cmd, err)
 	fmt.Fprintln(w, synopsis(cmd))
 	fmt.Fprintf(w, "Run \"retry %s -h\" for usage.\n", cmd)
 	return 2
+}
+
+// clearParseError replaces the "parse error" with which the flag package
+// rejects a number that is not one with what the flag wants.
+func clearParseError(fs *flag.FlagSet, msg string) string {
+	head, ok := strings.CutSuffix(msg, ": parse error")
+	_, name, _ := strings.Cut(head, " for flag -")
+	f := fs.Lookup(name)
+	if !ok || f == nil {
+		return msg
+	}
+	getter, _ := f.Value.(flag.Getter)
+	if getter == nil {
+		return msg
+	}
+	switch getter.Get().(type) {
+	case int, int64:
+		return head + ": want a whole number"
+	case uint, uint64:
+		return head + ": want a whole number, 0 or more"
+	case float64:
+		return head + ": want a number"
+	}
+	return msg
 }
 
 // synopsis returns the first line of cmd's help: how it is called.

@@ -17,13 +17,14 @@ import (
 // after a usage error.
 func parseHTTPFlags(args []string, std stdio) (httpConfig, int, bool) {
 	c := httpConfig{attempts: 3, delay: 100 * time.Millisecond, maxDelay: 10 * time.Second}
-	urls, err := parseInterspersed(c.flagSet(), args)
+	fs := c.flagSet()
+	urls, err := parseInterspersed(fs, args)
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprint(std.out, httpUsage)
 			return c, 0, false
 		}
-		return c, flagError(std.err, "http", err), false
+		return c, flagError(std.err, "http", fs, err), false
 	}
 	if len(urls) == 1 {
 		c.url = urls[0]

@@ -151,7 +151,7 @@ func parseRunFlags(args []string, std stdio) (runConfig, int, bool) {
 			fmt.Fprint(std.out, runUsage)
 			return c, 0, false
 		}
-		return c, flagError(std.err, "run", err), false
+		return c, flagError(std.err, "run", fs, err), false
 	}
 	c.argv = fs.Args()
 	if msg := c.check(); msg != "" {

@@ -171,7 +171,7 @@ func parseSimFlags(args []string, io stdio) (f simFlags, code int, ok bool) {
 			fs.PrintDefaults()
 			return f, 0, false
 		}
-		return f, flagError(io.err, "sim", err), false
+		return f, flagError(io.err, "sim", fs, err), false
 	}
 	if fs.NArg() > 0 {
 		return f, usageError(io.err, "sim", fmt.Sprintf("unexpected argument %q", fs.Arg(0))), false
