@@ -172,73 +172,123 @@ func grid(n int) (cols, rows int) {
 
 // render lays out and draws the whole image.
 func render(c Chart, newCanvas func(w, h vg.Length) vg.CanvasWriterTo) vg.CanvasWriterTo {
-	titleSty := style(bold, titleSize, color.Black)
-	titleSty.XAlign, titleSty.YAlign = draw.XCenter, draw.YTop
-	subSty := style(sans, subtitleSize, noteColor)
-	subSty.XAlign, subSty.YAlign = draw.XCenter, draw.YTop
-	title := wrap(titleSty, c.Title, canvasWidth-2*margin)
-	subtitle := wrap(subSty, c.Subtitle, canvasWidth-2*margin)
-	var headH vg.Length
-	for _, l := range title {
-		headH += titleSty.Height(l) + 3
-	}
-	for _, l := range subtitle {
-		headH += subSty.Height(l) + 3
-	}
+	head := newHeading(c)
 	keySty := style(sans, keySize, color.Black)
 	keySty.YAlign = draw.YCenter
 	keyH := keySty.Height("Mg") + 14
 
 	cols, rows := grid(len(c.Series))
-	nameSty := style(bold, panelSize, color.Black)
-	nameSty.XAlign, nameSty.YAlign = draw.XCenter, draw.YBottom
-	// A name too long for its panel takes two lines, and then every
-	// panel leaves room for two, so that the rows stay aligned.
-	nameLines, nameW := 1, nameWidth(cols)
-	for _, s := range c.Series {
-		if len(wrap(nameSty, s.Name, nameW)) > 1 {
-			nameLines = 2
-		}
-	}
+	nameSty, nameLines := panelNames(c.Series, cols)
 	lineH := nameSty.Height("Mg")
 	rowH := panelHeight + vg.Length(nameLines-1)*lineH
-	height := margin + headH + keyH + vg.Length(rows)*rowH + vg.Length(rows-1)*panelGapY + xAxisHeight + margin
+	height := margin + head.height + keyH + vg.Length(rows)*rowH + vg.Length(rows-1)*panelGapY + xAxisHeight + margin
 	canvas := newCanvas(canvasWidth, height)
 	dc := draw.New(canvas)
 	dc.SetColor(color.White)
 	dc.Fill(dc.Rectangle.Path())
 
-	y := height - margin
-	for _, l := range title {
-		dc.FillText(titleSty, vg.Point{X: canvasWidth / 2, Y: y}, l)
-		y -= titleSty.Height(l) + 3
-	}
-	for _, l := range subtitle {
-		dc.FillText(subSty, vg.Point{X: canvasWidth / 2, Y: y}, l)
-		y -= subSty.Height(l) + 3
-	}
-	capacity := c.Capacity
-	if !(capacity > 0) || math.IsInf(capacity, 0) {
-		capacity = 0
-	}
-	inc, hasInc := incidentOf(c.Incident)
-	drawKey(dc, keySty, y-keyH/2+3, capacity > 0, hasInc)
+	y := head.draw(dc, height-margin)
+	sc := scalesOf(c)
+	drawKey(dc, keySty, y-keyH/2+3, sc.capacity > 0, sc.hasInc)
 
-	// The same scales in every panel: the longest series, and the highest
-	// value of any (or the capacity).
-	xmax, ymax := 0.0, capacity
+	plots := panels(c, sc, cols, rows, nameLines)
+	area := draw.Crop(dc, margin, -margin, margin, -(margin + head.height + keyH))
+	tiles := draw.Tiles{Rows: rows, Cols: cols, PadX: panelGapX, PadY: panelGapY}
+	drawPanels(dc, c.Series, plots, plot.Align(plots, tiles, area), nameSty, nameLines)
+	return canvas
+}
+
+// heading is the chart's title and subtitle, wrapped to the image's width.
+type heading struct {
+	titleSty, subSty text.Style
+	title, subtitle  []string
+	height           vg.Length // of all the lines, with 3 pt under each
+}
+
+// newHeading wraps and measures c's title and subtitle.
+func newHeading(c Chart) heading {
+	h := heading{
+		titleSty: style(bold, titleSize, color.Black),
+		subSty:   style(sans, subtitleSize, noteColor),
+	}
+	h.titleSty.XAlign, h.titleSty.YAlign = draw.XCenter, draw.YTop
+	h.subSty.XAlign, h.subSty.YAlign = draw.XCenter, draw.YTop
+	h.title = wrap(h.titleSty, c.Title, canvasWidth-2*margin)
+	h.subtitle = wrap(h.subSty, c.Subtitle, canvasWidth-2*margin)
+	for _, l := range h.title {
+		h.height += h.titleSty.Height(l) + 3
+	}
+	for _, l := range h.subtitle {
+		h.height += h.subSty.Height(l) + 3
+	}
+	return h
+}
+
+// draw draws the heading centered, from y down, and returns the y under
+// it.
+func (h heading) draw(dc draw.Canvas, y vg.Length) vg.Length {
+	for _, l := range h.title {
+		dc.FillText(h.titleSty, vg.Point{X: canvasWidth / 2, Y: y}, l)
+		y -= h.titleSty.Height(l) + 3
+	}
+	for _, l := range h.subtitle {
+		dc.FillText(h.subSty, vg.Point{X: canvasWidth / 2, Y: y}, l)
+		y -= h.subSty.Height(l) + 3
+	}
+	return y
+}
+
+// panelNames returns the style of the panels' names and the lines each
+// panel leaves for its name. A name too long for its panel takes two
+// lines, and then every panel leaves room for two, so that the rows stay
+// aligned.
+func panelNames(series []Series, cols int) (text.Style, int) {
+	sty := style(bold, panelSize, color.Black)
+	sty.XAlign, sty.YAlign = draw.XCenter, draw.YBottom
+	n, w := 1, nameWidth(cols)
+	for _, s := range series {
+		if len(wrap(sty, s.Name, w)) > 1 {
+			n = 2
+		}
+	}
+	return sty, n
+}
+
+// scales is what every panel shares, so that the panels compare at a
+// glance: the ends of the axes, the capacity line and the incident.
+type scales struct {
+	xmax, ymax float64
+	capacity   float64 // 0: no capacity line
+	inc        incident
+	hasInc     bool
+}
+
+// scalesOf returns the scales of c's panels: the longest series, and the
+// highest value of any (or the capacity).
+func scalesOf(c Chart) scales {
+	var sc scales
+	sc.capacity = c.Capacity
+	if !(sc.capacity > 0) || math.IsInf(sc.capacity, 0) {
+		sc.capacity = 0
+	}
+	sc.inc, sc.hasInc = incidentOf(c.Incident)
+	xmax, ymax := 0.0, sc.capacity
 	for _, s := range c.Series {
 		xmax = math.Max(xmax, float64(max(len(s.Offered), len(s.Goodput)))*c.Step)
 		ymax = math.Max(ymax, math.Max(highest(s.Offered), highest(s.Goodput)))
 	}
-	if hasInc {
-		xmax = math.Max(xmax, inc.end)
+	if sc.hasInc {
+		xmax = math.Max(xmax, sc.inc.end)
 	}
 	if xmax <= 0 {
 		xmax = c.Step
 	}
-	ymax = niceMax(ymax * headroom)
+	sc.xmax, sc.ymax = xmax, niceMax(ymax*headroom)
+	return sc
+}
 
+// panels makes the plots of c's series on the scales sc, in rows of cols.
+func panels(c Chart, sc scales, cols, rows, nameLines int) [][]*plot.Plot {
 	plots := make([][]*plot.Plot, rows)
 	for r := range plots {
 		plots[r] = make([]*plot.Plot, cols)
@@ -248,14 +298,19 @@ func render(c Chart, newCanvas func(w, h vg.Length) vg.CanvasWriterTo) vg.Canvas
 		// Numbers on the left column's y axis and on the lowest panel of
 		// each column's x axis only: the scales are shared.
 		bottom := i+cols >= len(c.Series)
-		plots[r][col] = newPanel(c, i, s, xmax, ymax, capacity, inc, hasInc, col == 0, bottom, nameLines)
+		plots[r][col] = newPanel(c, i, s, sc.xmax, sc.ymax, sc.capacity, sc.inc, sc.hasInc, col == 0, bottom, nameLines)
 	}
-	area := draw.Crop(dc, margin, -margin, margin, -(margin + headH + keyH))
-	tiles := draw.Tiles{Rows: rows, Cols: cols, PadX: panelGapX, PadY: panelGapY}
-	canvases := plot.Align(plots, tiles, area)
-	for i, s := range c.Series {
+	return plots
+}
+
+// drawPanels draws each series' plot in its tile, and its name, in nameSty
+// on up to nameLines lines, over it.
+func drawPanels(dc draw.Canvas, series []Series, plots [][]*plot.Plot, tiles [][]draw.Canvas, nameSty text.Style, nameLines int) {
+	cols := len(plots[0])
+	lineH := nameSty.Height("Mg")
+	for i, s := range series {
 		r, col := i/cols, i%cols
-		p, tile := plots[r][col], canvases[r][col]
+		p, tile := plots[r][col], tiles[r][col]
 		p.Draw(tile)
 		// The panel's name, centered over its data: plot's own title would
 		// be centered over the tile, whose y axis numbers shift it.
@@ -270,7 +325,6 @@ func render(c Chart, newCanvas func(w, h vg.Length) vg.CanvasWriterTo) vg.Canvas
 			dc.FillText(nameSty, vg.Point{X: (data.Min.X + data.Max.X) / 2, Y: y}, lines[j])
 		}
 	}
-	return canvas
 }
 
 // nameWidth is about the width of the data of a panel in a row of cols:

@@ -113,3 +113,43 @@ func (s OCCScenario) Check() error {
 	}
 	return nil
 }
+
+type event struct {
+	at   time.Duration
+	seq  uint64 // ties break in the order events were scheduled: determinism
+	kind int
+	c    int // client, for evIssue
+	r    *request
+	ok   bool          // for evAnswer
+	err  error         // for a failed evAnswer
+	hint time.Duration // the Retry-After of a 429 answer
+	read time.Duration // OCC: when the attempt read the resource
+}
+
+type request struct {
+	tok    retry.Token
+	issued time.Duration
+	client int32
+}
+
+type queue []*event
+
+func (q queue) Len() int { return len(q) }
+
+func (q queue) Less(i, j int) bool {
+	if q[i].at != q[j].at {
+		return q[i].at < q[j].at
+	}
+	return q[i].seq < q[j].seq
+}
+
+func (q queue) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
+
+func (q *queue) Push(x any) { *q = append(*q, x.(*event)) }
+
+func (q *queue) Pop() any {
+	old := *q
+	e := old[len(old)-1]
+	*q = old[:len(old)-1]
+	return e
+}

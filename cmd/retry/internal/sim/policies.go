@@ -6,82 +6,45 @@ import (
 	"github.com/retrykit/retry"
 )
 
+// Policy is how clients retry: a strategy per client, which may share state
+// with the other clients' (one quota for the whole process).
+type Policy struct {
+	Name string
+	// New returns the strategies of a run: strategy(i) is client i's.
+	New func(env Env) (strategy func(client int) retry.Strategy)
+	// MaxElapsed, if set, abandons a request this long after it was issued
+	// (some libraries bound the time spent retrying rather than attempts).
+	MaxElapsed time.Duration
+	// RetryAfter is how the policy treats a 429's Retry-After.
+	RetryAfter RetryAfterMode
+}
+
+// Env is what a run gives the strategies it makes: its seeded randomness,
+// for backoff jitter, and its virtual clock, for strategies that read the
+// time (rates, windows).
+type Env struct {
+	Rand func() float64
+	Now  func() time.Time
+}
+
+// Epoch is the virtual clock's reading when a run starts.
+var Epoch = time.Date(2026, time.January, 1, 0, 0, 0, 0, time.UTC)
+
+// RetryAfterMode is how a policy treats the server's Retry-After.
+type RetryAfterMode uint8
+
+// Ways of treating Retry-After.
+const (
+	ObeyRetryAfter        RetryAfterMode = iota // wait at least what the server asks (retrykit)
+	IgnoreRetryAfter                            // wait the backoff, whatever the server asks
+	ReplaceWithRetryAfter                       // wait what the server asks instead of the backoff
+)
+
 // Policies returns the policies the simulator compares, in table order. Each
 // drives the library's real strategies; the last three are the documented
 // defaults of popular Go retry libraries, written with retrykit's parts and
 // named after the library, its versions and the defaults' main numbers.
 func Policies() []Policy {
-	exp := func(base, limit time.Duration, j retry.Jitter, rnd func() float64) retry.Backoff {
-		return retry.Exponential{Base: base, Max: limit, Jitter: j, Rand: rnd}
-	}
-	perClient := func(mk func(env Env) retry.Strategy) func(Env) func(int) retry.Strategy {
-		return func(env Env) func(int) retry.Strategy {
-			byClient := map[int]retry.Strategy{}
-			return func(c int) retry.Strategy {
-				s, ok := byClient[c]
-				if !ok {
-					s = mk(env)
-					byClient[c] = s
-				}
-				return s
-			}
-		}
-	}
-	shared := func(mk func(env Env) retry.Strategy) func(Env) func(int) retry.Strategy {
-		return func(env Env) func(int) retry.Strategy {
-			s := mk(env)
-			return func(int) retry.Strategy { return s }
-		}
-	}
-	// standard is retry.NewStandard with its default numbers, its jitter
-	// drawn from the run's seeded randomness.
-	standard := func(env Env) retry.Strategy {
-		return retry.NewStandard(retry.StandardOptions{
-			Backoff:         exp(50*time.Millisecond, 20*time.Second, retry.FullJitter, env.Rand),
-			ThrottleBackoff: exp(time.Second, 20*time.Second, retry.FullJitter, env.Rand),
-		})
-	}
-	// standardBudget adds a retry budget with its default ratio to Standard.
-	standardBudget := func(env Env) retry.Strategy {
-		return retry.NewStandard(retry.StandardOptions{
-			Backoff:         exp(50*time.Millisecond, 20*time.Second, retry.FullJitter, env.Rand),
-			ThrottleBackoff: exp(time.Second, 20*time.Second, retry.FullJitter, env.Rand),
-			Budget:          retry.NewBudget(retry.BudgetOptions{Now: env.Now}),
-		})
-	}
-	// adaptive is retry.NewAdaptive with its defaults: what a user who
-	// configures nothing gets.
-	adaptive := func(env Env) retry.Strategy {
-		return retry.NewAdaptive(retry.AdaptiveOptions{
-			StandardOptions: retry.StandardOptions{
-				Backoff:         exp(50*time.Millisecond, 20*time.Second, retry.FullJitter, env.Rand),
-				ThrottleBackoff: exp(time.Second, 20*time.Second, retry.FullJitter, env.Rand),
-			},
-			Rand: env.Rand,
-			Now:  env.Now,
-		})
-	}
-	// awsAdaptive is AWS's adaptive retry mode as the AWS SDKs ship it, as
-	// near as Adaptive's dials reach: the standard mode's quota of 500 per
-	// client, timeouts retried, no failure streaks or client-side
-	// throttling, and a send-rate limiter that only throttling errors slow
-	// down and whose waits are not bounded (an hour). (Adaptive's limiter
-	// still stops limiting after the throttling ends; AWS's does not.)
-	awsAdaptive := func(env Env) retry.Strategy {
-		return retry.NewAdaptive(retry.AdaptiveOptions{
-			StandardOptions: retry.StandardOptions{
-				Backoff:         exp(50*time.Millisecond, 20*time.Second, retry.FullJitter, env.Rand),
-				ThrottleBackoff: exp(time.Second, 20*time.Second, retry.FullJitter, env.Rand),
-				Capacity:        retry.DefaultBucketCapacity,
-			},
-			Streak:        -1,
-			Multiplier:    -1,
-			RetryTimeouts: true,
-			MaxWait:       time.Hour,
-			Rand:          env.Rand,
-			Now:           env.Now,
-		})
-	}
 	return []Policy{
 		{Name: "no retries", New: shared(func(Env) retry.Strategy { return &retry.No{} })},
 		{Name: "immediate, 3 attempts", New: shared(func(Env) retry.Strategy {
@@ -124,6 +87,89 @@ func Policies() []Policy {
 			return &retry.Simple{MaxAttempts: 1 << 20, Backoff: geometric{500 * time.Millisecond, 1.5, 60 * time.Second, 0.5, rnd}}
 		})},
 	}
+}
+
+// exp is an exponential backoff from base up to limit.
+func exp(base, limit time.Duration, j retry.Jitter, rnd func() float64) retry.Backoff {
+	return retry.Exponential{Base: base, Max: limit, Jitter: j, Rand: rnd}
+}
+
+// perClient gives each client a strategy of its own, made by mk on the
+// client's first request: per-client state such as a retry quota.
+func perClient(mk func(env Env) retry.Strategy) func(Env) func(int) retry.Strategy {
+	return func(env Env) func(int) retry.Strategy {
+		byClient := map[int]retry.Strategy{}
+		return func(c int) retry.Strategy {
+			s, ok := byClient[c]
+			if !ok {
+				s = mk(env)
+				byClient[c] = s
+			}
+			return s
+		}
+	}
+}
+
+// shared gives every client one strategy made by mk, so that its state
+// (one quota for the whole process) is shared.
+func shared(mk func(env Env) retry.Strategy) func(Env) func(int) retry.Strategy {
+	return func(env Env) func(int) retry.Strategy {
+		s := mk(env)
+		return func(int) retry.Strategy { return s }
+	}
+}
+
+// standard is retry.NewStandard with its default numbers, its jitter
+// drawn from the run's seeded randomness.
+func standard(env Env) retry.Strategy {
+	return retry.NewStandard(retry.StandardOptions{
+		Backoff:         exp(50*time.Millisecond, 20*time.Second, retry.FullJitter, env.Rand),
+		ThrottleBackoff: exp(time.Second, 20*time.Second, retry.FullJitter, env.Rand),
+	})
+}
+
+// standardBudget adds a retry budget with its default ratio to Standard.
+func standardBudget(env Env) retry.Strategy {
+	return retry.NewStandard(retry.StandardOptions{
+		Backoff:         exp(50*time.Millisecond, 20*time.Second, retry.FullJitter, env.Rand),
+		ThrottleBackoff: exp(time.Second, 20*time.Second, retry.FullJitter, env.Rand),
+		Budget:          retry.NewBudget(retry.BudgetOptions{Now: env.Now}),
+	})
+}
+
+// adaptive is retry.NewAdaptive with its defaults: what a user who
+// configures nothing gets.
+func adaptive(env Env) retry.Strategy {
+	return retry.NewAdaptive(retry.AdaptiveOptions{
+		StandardOptions: retry.StandardOptions{
+			Backoff:         exp(50*time.Millisecond, 20*time.Second, retry.FullJitter, env.Rand),
+			ThrottleBackoff: exp(time.Second, 20*time.Second, retry.FullJitter, env.Rand),
+		},
+		Rand: env.Rand,
+		Now:  env.Now,
+	})
+}
+
+// awsAdaptive is AWS's adaptive retry mode as the AWS SDKs ship it, as
+// near as Adaptive's dials reach: the standard mode's quota of 500 per
+// client, timeouts retried, no failure streaks or client-side
+// throttling, and a send-rate limiter that only throttling errors slow
+// down and whose waits are not bounded (an hour). (Adaptive's limiter
+// still stops limiting after the throttling ends; AWS's does not.)
+func awsAdaptive(env Env) retry.Strategy {
+	return retry.NewAdaptive(retry.AdaptiveOptions{
+		StandardOptions: retry.StandardOptions{
+			Backoff:         exp(50*time.Millisecond, 20*time.Second, retry.FullJitter, env.Rand),
+			ThrottleBackoff: exp(time.Second, 20*time.Second, retry.FullJitter, env.Rand),
+			Capacity:        retry.DefaultBucketCapacity,
+		},
+		Streak:        -1,
+		Multiplier:    -1,
+		RetryTimeouts: true,
+		MaxWait:       time.Hour,
+		Rand:          env.Rand,
+		Now:           env.Now,
+	})
 }
 
 // Default names the rows of the strategy users get when they configure

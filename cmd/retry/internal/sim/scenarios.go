@@ -1,8 +1,118 @@
 package sim
 
 import (
+	"errors"
 	"fmt"
+	"math"
 	"time"
+)
+
+// Kind is the kind of incident a scenario has.
+type Kind string
+
+// Incidents.
+const (
+	Outage   Kind = "outage"   // every attempt fails during the incident
+	Brownout Kind = "brownout" // a share of attempts fail at random during the incident
+	Overload Kind = "overload" // the server's capacity drops below the offered load
+	Throttle Kind = "throttle" // attempts beyond a rate limit get 429 with Retry-After
+)
+
+// Scenario is a server, a fleet of clients, and an incident.
+type Scenario struct {
+	Kind     Kind          `json:"kind"`
+	Clients  int           `json:"clients"`     // clients sending requests
+	Rate     float64       `json:"rate"`        // requests per second, all clients together
+	Duration time.Duration `json:"duration_ns"` // how long clients send new requests
+	Capacity float64       `json:"capacity"`    // attempts per second the server serves normally
+	Timeout  time.Duration `json:"timeout_ns"`  // how long a client waits for an attempt's answer
+	Start    time.Duration `json:"start_ns"`    // when the incident starts
+	End      time.Duration `json:"end_ns"`      // when it ends
+	Seed     uint64        `json:"seed"`        // the same seed gives the same run
+	// Shed makes the server drop, unserved, work whose client has already
+	// given up. By default it does the work anyway, as most servers do.
+	Shed bool `json:"shed"`
+
+	FailRate         float64       `json:"fail_rate,omitempty"`         // Brownout: share of attempts that fail
+	DegradedCapacity float64       `json:"degraded_capacity,omitempty"` // Overload: capacity during the incident
+	ThrottleRate     float64       `json:"throttle_rate,omitempty"`     // Throttle: attempts per second accepted during the incident
+	RetryAfter       time.Duration `json:"retry_after_ns,omitempty"`    // Throttle: the wait 429 answers ask for
+	// RejectCost is, in Throttle, the share of an attempt's work that a
+	// 429 costs the server. 0, the default, is a front-door rate limiter
+	// that answers at once, before the queue; 1 charges a 429 like any
+	// other attempt: it waits its turn in the queue (and may time out
+	// there), and takes a whole attempt's work.
+	RejectCost float64 `json:"reject_cost,omitempty"`
+}
+
+// Check reports what is wrong with s, if anything.
+func (s Scenario) Check() error {
+	switch {
+	case s.Clients < 1:
+		return errors.New("clients must be at least 1")
+	case !(s.Rate > 0) || math.IsInf(s.Rate, 0):
+		return errors.New("rate must be positive")
+	case s.Duration <= 0:
+		return errors.New("duration must be positive")
+	case !(s.Capacity > 0) || math.IsInf(s.Capacity, 0):
+		return errors.New("capacity must be positive")
+	case s.Timeout <= 0:
+		return errors.New("timeout must be positive")
+	case s.Clients > 1_000_000:
+		return errors.New("at most a million clients")
+	case float64(s.Clients)/s.Rate > s.Duration.Seconds():
+		return errors.New("each client would send no request in the run: raise the rate or lower the clients")
+	case float64(s.Clients)/s.Rate < 1e-6:
+		return errors.New("each client would send more than a million requests a second: lower the rate or raise the clients")
+	case s.Rate*s.Duration.Seconds()+float64(s.Clients) > maxRequests: // each client's first request may be one more
+		// What a run can hold; MaxRequests says what this machine can.
+		return fmt.Errorf("too many requests to simulate (rate × duration above %d)", maxRequests)
+	case s.Duration < 2*time.Second:
+		return errors.New("duration must be at least 2s")
+	case s.Duration > maxDuration:
+		return errors.New("duration must be at most 24h") // maxDuration
+	case s.Timeout > maxTimeout:
+		return errors.New("timeout must be at most 1h") // maxTimeout
+	case s.Start < 0 || s.End <= s.Start || s.End >= s.Duration:
+		return errors.New("the incident must start at 0 or later, end after it starts, and end before the run does")
+	}
+	return s.checkIncident()
+}
+
+// checkIncident reports what is wrong with the fields of s's kind of
+// incident, if anything.
+func (s Scenario) checkIncident() error {
+	switch s.Kind {
+	case Outage:
+	case Brownout:
+		if s.FailRate < 0 || s.FailRate > 1 {
+			return errors.New("fail rate must be between 0 and 1")
+		}
+	case Overload:
+		if !(s.DegradedCapacity > 0) {
+			return errors.New("degraded capacity must be positive")
+		}
+	case Throttle:
+		if !(s.ThrottleRate > 0) || s.RetryAfter < 0 {
+			return errors.New("throttle rate must be positive and Retry-After not negative")
+		}
+	default:
+		return errors.New("unknown scenario kind " + string(s.Kind))
+	}
+	switch {
+	case !(s.RejectCost >= 0 && s.RejectCost <= 1):
+		return errors.New("reject cost must be between 0 (a 429 costs the server nothing) and 1 (as much as any attempt)")
+	case s.RejectCost != 0 && s.Kind != Throttle:
+		return errors.New("reject cost applies to the throttle scenario only, whose 429s it prices; in the others every attempt costs the server a whole attempt's work")
+	}
+	return nil
+}
+
+// maxDuration and maxTimeout keep a run's end, and so every event's time,
+// within what an item holds.
+const (
+	maxDuration = 24 * time.Hour
+	maxTimeout  = time.Hour
 )
 
 // Defaults returns the scenario of the given kind for a fleet sending rate

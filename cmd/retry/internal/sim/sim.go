@@ -23,184 +23,12 @@ package sim
 import (
 	"context"
 	"errors"
-	"fmt"
 	"math"
 	"math/rand/v2"
 	"time"
 
 	"github.com/retrykit/retry"
 )
-
-// Kind is the kind of incident a scenario has.
-type Kind string
-
-// Incidents.
-const (
-	Outage   Kind = "outage"   // every attempt fails during the incident
-	Brownout Kind = "brownout" // a share of attempts fail at random during the incident
-	Overload Kind = "overload" // the server's capacity drops below the offered load
-	Throttle Kind = "throttle" // attempts beyond a rate limit get 429 with Retry-After
-)
-
-// Scenario is a server, a fleet of clients, and an incident.
-type Scenario struct {
-	Kind     Kind          `json:"kind"`
-	Clients  int           `json:"clients"`     // clients sending requests
-	Rate     float64       `json:"rate"`        // requests per second, all clients together
-	Duration time.Duration `json:"duration_ns"` // how long clients send new requests
-	Capacity float64       `json:"capacity"`    // attempts per second the server serves normally
-	Timeout  time.Duration `json:"timeout_ns"`  // how long a client waits for an attempt's answer
-	Start    time.Duration `json:"start_ns"`    // when the incident starts
-	End      time.Duration `json:"end_ns"`      // when it ends
-	Seed     uint64        `json:"seed"`        // the same seed gives the same run
-	// Shed makes the server drop, unserved, work whose client has already
-	// given up. By default it does the work anyway, as most servers do.
-	Shed bool `json:"shed"`
-
-	FailRate         float64       `json:"fail_rate,omitempty"`         // Brownout: share of attempts that fail
-	DegradedCapacity float64       `json:"degraded_capacity,omitempty"` // Overload: capacity during the incident
-	ThrottleRate     float64       `json:"throttle_rate,omitempty"`     // Throttle: attempts per second accepted during the incident
-	RetryAfter       time.Duration `json:"retry_after_ns,omitempty"`    // Throttle: the wait 429 answers ask for
-	// RejectCost is, in Throttle, the share of an attempt's work that a
-	// 429 costs the server. 0, the default, is a front-door rate limiter
-	// that answers at once, before the queue; 1 charges a 429 like any
-	// other attempt: it waits its turn in the queue (and may time out
-	// there), and takes a whole attempt's work.
-	RejectCost float64 `json:"reject_cost,omitempty"`
-}
-
-// Policy is how clients retry: a strategy per client, which may share state
-// with the other clients' (one quota for the whole process).
-type Policy struct {
-	Name string
-	// New returns the strategies of a run: strategy(i) is client i's.
-	New func(env Env) (strategy func(client int) retry.Strategy)
-	// MaxElapsed, if set, abandons a request this long after it was issued
-	// (some libraries bound the time spent retrying rather than attempts).
-	MaxElapsed time.Duration
-	// RetryAfter is how the policy treats a 429's Retry-After.
-	RetryAfter RetryAfterMode
-}
-
-// Env is what a run gives the strategies it makes: its seeded randomness,
-// for backoff jitter, and its virtual clock, for strategies that read the
-// time (rates, windows).
-type Env struct {
-	Rand func() float64
-	Now  func() time.Time
-}
-
-// Epoch is the virtual clock's reading when a run starts.
-var Epoch = time.Date(2026, time.January, 1, 0, 0, 0, 0, time.UTC)
-
-// RetryAfterMode is how a policy treats the server's Retry-After.
-type RetryAfterMode uint8
-
-// Ways of treating Retry-After.
-const (
-	ObeyRetryAfter        RetryAfterMode = iota // wait at least what the server asks (retrykit)
-	IgnoreRetryAfter                            // wait the backoff, whatever the server asks
-	ReplaceWithRetryAfter                       // wait what the server asks instead of the backoff
-)
-
-// Result is what one policy did in one scenario.
-type Result struct {
-	Policy   string `json:"policy"`
-	Requests int    `json:"requests"` // requests issued
-	Attempts int    `json:"attempts"` // attempts sent
-	// During the incident: requests issued, and attempts sent, within it.
-	IncidentRequests int `json:"incident_requests"`
-	IncidentAttempts int `json:"incident_attempts"`
-	Succeeded        int `json:"succeeded"` // requests that succeeded before the run ended
-
-	// Unfinished requests were still retrying when the run ended: they
-	// count as failed, and their latency is cut off there.
-	Unfinished int `json:"unfinished"`
-
-	P50       time.Duration `json:"p50_ns"` // latency of requests, issue to final answer
-	P99       time.Duration `json:"p99_ns"`
-	P50Cut    bool          `json:"p50_cut"` // the percentile falls among cut-off latencies: at least P50
-	P99Cut    bool          `json:"p99_cut"`
-	Recovered bool          `json:"recovered"`   // the server was healthy again after the incident
-	Recovery  time.Duration `json:"recovery_ns"` // how long after the incident's end
-
-	Step    float64   `json:"step_s"`  // seconds per point of the series
-	Offered []float64 `json:"offered"` // attempts sent per second
-	Goodput []float64 `json:"goodput"` // requests that succeeded per second
-}
-
-// Amplification is attempts per request, overall.
-func (r Result) Amplification() float64 { return ratio(r.Attempts, r.Requests) }
-
-// IncidentAmplification is attempts per request during the incident.
-func (r Result) IncidentAmplification() float64 { return ratio(r.IncidentAttempts, r.IncidentRequests) }
-
-// SuccessRate is the share of requests that succeeded.
-func (r Result) SuccessRate() float64 { return ratio(r.Succeeded, r.Requests) }
-
-func ratio(a, b int) float64 {
-	if b == 0 {
-		return 0
-	}
-	return float64(a) / float64(b)
-}
-
-// Check reports what is wrong with s, if anything.
-func (s Scenario) Check() error {
-	switch {
-	case s.Clients < 1:
-		return errors.New("clients must be at least 1")
-	case !(s.Rate > 0) || math.IsInf(s.Rate, 0):
-		return errors.New("rate must be positive")
-	case s.Duration <= 0:
-		return errors.New("duration must be positive")
-	case !(s.Capacity > 0) || math.IsInf(s.Capacity, 0):
-		return errors.New("capacity must be positive")
-	case s.Timeout <= 0:
-		return errors.New("timeout must be positive")
-	case s.Clients > 1_000_000:
-		return errors.New("at most a million clients")
-	case float64(s.Clients)/s.Rate > s.Duration.Seconds():
-		return errors.New("each client would send no request in the run: raise the rate or lower the clients")
-	case float64(s.Clients)/s.Rate < 1e-6:
-		return errors.New("each client would send more than a million requests a second: lower the rate or raise the clients")
-	case s.Rate*s.Duration.Seconds()+float64(s.Clients) > maxRequests: // each client's first request may be one more
-		// What a run can hold; MaxRequests says what this machine can.
-		return fmt.Errorf("too many requests to simulate (rate × duration above %d)", maxRequests)
-	case s.Duration < 2*time.Second:
-		return errors.New("duration must be at least 2s")
-	case s.Duration > maxDuration:
-		return errors.New("duration must be at most 24h") // maxDuration
-	case s.Timeout > maxTimeout:
-		return errors.New("timeout must be at most 1h") // maxTimeout
-	case s.Start < 0 || s.End <= s.Start || s.End >= s.Duration:
-		return errors.New("the incident must start at 0 or later, end after it starts, and end before the run does")
-	}
-	switch s.Kind {
-	case Outage:
-	case Brownout:
-		if s.FailRate < 0 || s.FailRate > 1 {
-			return errors.New("fail rate must be between 0 and 1")
-		}
-	case Overload:
-		if !(s.DegradedCapacity > 0) {
-			return errors.New("degraded capacity must be positive")
-		}
-	case Throttle:
-		if !(s.ThrottleRate > 0) || s.RetryAfter < 0 {
-			return errors.New("throttle rate must be positive and Retry-After not negative")
-		}
-	default:
-		return errors.New("unknown scenario kind " + string(s.Kind))
-	}
-	switch {
-	case !(s.RejectCost >= 0 && s.RejectCost <= 1):
-		return errors.New("reject cost must be between 0 (a 429 costs the server nothing) and 1 (as much as any attempt)")
-	case s.RejectCost != 0 && s.Kind != Throttle:
-		return errors.New("reject cost applies to the throttle scenario only, whose 429s it prices; in the others every attempt costs the server a whole attempt's work")
-	}
-	return nil
-}
 
 // Failures as the strategies see them: the answers of an idempotent call.
 var (
@@ -216,42 +44,6 @@ const (
 	evAttempt        // a request sends an attempt
 	evAnswer         // an attempt's answer reaches its client
 )
-
-type event struct {
-	at   time.Duration
-	seq  uint64 // ties break in the order events were scheduled: determinism
-	kind int
-	c    int // client, for evIssue
-	r    *request
-	ok   bool          // for evAnswer
-	err  error         // for a failed evAnswer
-	hint time.Duration // the Retry-After of a 429 answer
-	read time.Duration // OCC: when the attempt read the resource
-}
-
-type request struct {
-	tok    retry.Token
-	issued time.Duration
-	client int32
-}
-
-type queue []*event
-
-func (q queue) Len() int { return len(q) }
-func (q queue) Less(i, j int) bool {
-	if q[i].at != q[j].at {
-		return q[i].at < q[j].at
-	}
-	return q[i].seq < q[j].seq
-}
-func (q queue) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
-func (q *queue) Push(x any)   { *q = append(*q, x.(*event)) }
-func (q *queue) Pop() any {
-	old := *q
-	e := old[len(old)-1]
-	*q = old[:len(old)-1]
-	return e
-}
 
 // Run simulates policy p in scenario s, which must pass Check. It stops
 // early, with ctx's error, if ctx is done.
@@ -270,13 +62,6 @@ func RunWithProgress(ctx context.Context, s Scenario, p Policy, report func(done
 // maxRequests bounds the requests of any run: a request's slot is an
 // item's 28-bit id.
 const maxRequests = maxID
-
-// maxDuration and maxTimeout keep a run's end, and so every event's time,
-// within what an item holds.
-const (
-	maxDuration = 24 * time.Hour
-	maxTimeout  = time.Hour
-)
 
 // checkEvery is how many events pass between looks at the context.
 const checkEvery = 1 << 14
@@ -339,26 +124,7 @@ const bucket = time.Second
 
 func (r *runner) run() (Result, error) {
 	s := r.s
-	r.arrivals = rand.New(rand.NewPCG(s.Seed, 1))
-	r.server = rand.New(rand.NewPCG(s.Seed, 2))
-	r.jitter = rand.New(rand.NewPCG(s.Seed, 3))
-	r.strategy = r.p.New(Env{Rand: r.jitter.Float64, Now: func() time.Time { return Epoch.Add(r.clock) }})
-	if !r.tokens {
-		r.step = sharedStepper(r.strategy, s.Clients)
-	}
-	r.reqs = newSlots(r.step == nil)
-	r.limiter = s.ThrottleRate
-	r.throttled = errThrottled
-	if r.p.RetryAfter == ObeyRetryAfter {
-		r.throttled = retry.WithInfo(errors.New("429 Too Many Requests"),
-			retry.Info{Safety: retry.Safe, Throttle: true, RetryAfter: s.RetryAfter, Fault: retry.FaultClient})
-	}
-
-	n := int(s.Duration / bucket)
-	r.res = Result{Policy: r.p.Name, Step: bucket.Seconds(), Offered: make([]float64, n), Goodput: make([]float64, n)}
-	r.attempts = make([]int, n)
-	r.successes = make([]int, n)
-
+	r.setup()
 	// The world ends a little after the last request is issued: requests
 	// still waiting then count as failed, with the latency they had so far.
 	r.end = s.Duration + Grace(s)
@@ -394,6 +160,31 @@ func (r *runner) run() (Result, error) {
 	}
 	r.finish()
 	return r.res, nil
+}
+
+// setup makes what a run starts with: its randomness, its strategies and
+// the store for their requests, the 429 as the policy sees it, and the
+// series of its result.
+func (r *runner) setup() {
+	s := r.s
+	r.arrivals = rand.New(rand.NewPCG(s.Seed, 1))
+	r.server = rand.New(rand.NewPCG(s.Seed, 2))
+	r.jitter = rand.New(rand.NewPCG(s.Seed, 3))
+	r.strategy = r.p.New(Env{Rand: r.jitter.Float64, Now: func() time.Time { return Epoch.Add(r.clock) }})
+	if !r.tokens {
+		r.step = sharedStepper(r.strategy, s.Clients)
+	}
+	r.reqs = newSlots(r.step == nil)
+	r.limiter = s.ThrottleRate
+	r.throttled = errThrottled
+	if r.p.RetryAfter == ObeyRetryAfter {
+		r.throttled = retry.WithInfo(errors.New("429 Too Many Requests"),
+			retry.Info{Safety: retry.Safe, Throttle: true, RetryAfter: s.RetryAfter, Fault: retry.FaultClient})
+	}
+	n := int(s.Duration / bucket)
+	r.res = Result{Policy: r.p.Name, Step: bucket.Seconds(), Offered: make([]float64, n), Goodput: make([]float64, n)}
+	r.attempts = make([]int, n)
+	r.successes = make([]int, n)
 }
 
 // Grace is how long a run goes on after its last request is issued, so that

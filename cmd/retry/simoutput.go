@@ -1,0 +1,62 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/retrykit/retry/cmd/retry/internal/chart"
+)
+
+// writeChart draws c, one panel per series, into the file at path (an SVG,
+// or a PNG if path ends in .png) and says so.
+func writeChart(io stdio, path string, c chart.Chart) error {
+	var buf bytes.Buffer
+	write := chart.WriteSVG
+	if strings.HasSuffix(strings.ToLower(path), ".png") {
+		write = chart.WritePNG // for a quick look where no SVG viewer is at hand
+	}
+	if err := write(&buf, c); err != nil {
+		return fmt.Errorf("drawing the chart: %w", err)
+	}
+	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+		return err
+	}
+	fmt.Fprintln(io.err, "retry sim: chart written to", path)
+	return nil
+}
+
+// writeJSON writes v as indented JSON to the file at path, or to stdout
+// when path is "-".
+func writeJSON(stdout io.Writer, path string, v any) error {
+	data, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	data = append(data, '\n')
+	if path == "-" {
+		_, err = stdout.Write(data)
+		return err
+	}
+	return os.WriteFile(path, data, 0o644)
+}
+
+// checkOutputPath returns why a file cannot be written at path, checked
+// before a run that may take minutes rather than after it: its directory
+// must exist, and path must not be a directory. "" and "-" need no file.
+func checkOutputPath(path string) error {
+	if path == "" || path == "-" {
+		return nil
+	}
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		return fmt.Errorf("%s is a directory, not a file to write", path)
+	}
+	if fi, err := os.Stat(filepath.Dir(path)); err != nil || !fi.IsDir() {
+		return fmt.Errorf("cannot write %s: no directory %s", path, filepath.Dir(path))
+	}
+	return nil
+}
