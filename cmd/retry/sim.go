@@ -233,6 +233,22 @@ func fitsMachine(s sim.Scenario) error {
 		requests, float64(memory)/1e9, limit, sim.BytesPerRequest)
 }
 
+// layersFitMachine is fitsMachine for a layered run, whose memory follows
+// the user requests it holds in flight at once, each with the calls it makes
+// at every tier.
+func layersFitMachine(s sim.LayersScenario) error {
+	limit, memory := sim.MaxLayerRequests()
+	inFlight := s.InFlight()
+	switch {
+	case inFlight <= float64(limit):
+		return nil
+	case memory == 0:
+		return fmt.Errorf("%.3g user requests in flight at once is more than the %d simulated where the memory available cannot be read", inFlight, limit)
+	}
+	return fmt.Errorf("%.3g user requests in flight at once (rate × %v) are more than this machine's %.1f GB of available memory holds: at most %d, at %d bytes each; lower the rate",
+		inFlight, time.Duration(inFlight/s.Rate*float64(time.Second)).Round(time.Second), float64(memory)/1e9, limit, sim.LayerBytesPerRequest)
+}
+
 // interrupted reports a run stopped by a signal, with the shell's status for
 // it: 130 for SIGINT, 143 for SIGTERM.
 func interrupted(ctx context.Context, io stdio) int {

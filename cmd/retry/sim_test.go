@@ -395,6 +395,25 @@ func TestSimRequestGuardFollowsTheMachine(t *testing.T) {
 	}
 }
 
+// A layered run's memory follows its user requests in flight, each with the
+// calls it makes at every tier: a short run at a high rate, which the guard
+// on rate × duration lets through, is refused if those do not fit.
+func TestSimLayersGuardCountsRequestsInFlight(t *testing.T) {
+	limit, memory := sim.MaxLayerRequests()
+	if memory == 0 {
+		t.Skip("this system does not say how much memory is available")
+	}
+	s := sim.DefaultLayers(100, 1, 2*time.Second, 1)
+	rate := 1.5 * float64(limit) / (s.InFlight() / s.Rate) // 1.5 times the limit in flight
+	if total, _ := sim.MaxRequests(); rate*2 > float64(total) {
+		t.Fatalf("rate %.0f for 2s is beyond the guard on all requests too; the test means to show the one on requests in flight", rate)
+	}
+	_, errOut, code := runRetry(t, "", "sim", "--quiet", "--scenario", "layers", "--rate", fmt.Sprint(int(rate)), "--duration", "2s")
+	if code != 2 || !strings.Contains(errOut, "in flight at once") || !strings.Contains(errOut, "available memory") {
+		t.Errorf("--scenario layers --rate %.0f --duration 2s: exit %d, stderr %q; want 2 and the requests in flight the machine holds", rate, code, errOut)
+	}
+}
+
 // On a terminal, progress is one line redrawn in place, at most every
 // progressRedraw, with the share done and the time left; done clears it.
 func TestSimProgressOnATerminal(t *testing.T) {

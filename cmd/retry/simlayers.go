@@ -14,7 +14,7 @@ import (
 func simLayers(ctx context.Context, io stdio, progress *progress, s sim.LayersScenario, jsonPath, svgPath, pick string) int {
 	err := s.Check()
 	if err == nil {
-		err = fitsMachine(sim.Scenario{Rate: s.Rate, Duration: s.Duration})
+		err = layersFitMachine(s)
 	}
 	if err != nil {
 		fmt.Fprintln(io.err, "retry sim:", err)

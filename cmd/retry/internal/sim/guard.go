@@ -20,17 +20,30 @@ const BytesPerRequest = 320
 // read.
 const fallbackMaxRequests = 50_000_000
 
+// LayerBytesPerRequest is about what a user's request in flight costs a
+// layered run at most: the calls it makes at every tier (one per attempt of
+// the tier above, up to 39 with three tiers of three attempts), each with
+// its strategy's token and pending events, and the garbage collector's
+// headroom. (Measured: about 1.7 KB.)
+const LayerBytesPerRequest = 2048
+
 // MaxRequests returns how many requests (rate × duration) a run may
 // simulate on this machine: as many as fit, all in flight at once, in half
 // the memory available to the process (the lower of the system's available
 // memory and what its cgroup may still use), and the memory that was, in
 // bytes. Where that cannot be read it returns 50 million and 0.
-func MaxRequests() (n int, memory uint64) {
+func MaxRequests() (n int, memory uint64) { return maxInFlight(BytesPerRequest) }
+
+// MaxLayerRequests is MaxRequests for the user requests of a layered run
+// in flight at once (LayersScenario.InFlight), at LayerBytesPerRequest.
+func MaxLayerRequests() (n int, memory uint64) { return maxInFlight(LayerBytesPerRequest) }
+
+func maxInFlight(bytesEach uint64) (n int, memory uint64) {
 	memory = availableMemory()
 	if memory == 0 {
 		return fallbackMaxRequests, 0
 	}
-	return int(min(memory/2/BytesPerRequest, maxRequests)), memory
+	return int(min(memory/2/bytesEach, maxRequests)), memory
 }
 
 // availableMemory returns the bytes of memory this process may still use,

@@ -176,6 +176,14 @@ func (r LayersResult) IncidentAmplification(tier int) float64 {
 // SuccessRate is the share of requests that succeeded.
 func (r LayersResult) SuccessRate() float64 { return ratio(r.Succeeded, r.Requests) }
 
+// InFlight bounds the user requests s holds in flight at once: those sent
+// in the last 30 attempt timeouts at most, since a request is answered or
+// cut off by then (measured: within 20). Memory follows it, not the
+// requests of the whole run.
+func (s LayersScenario) InFlight() float64 {
+	return s.Rate * min(s.Duration+LayersGrace(s), 3*LayersGrace(s)).Seconds()
+}
+
 // LayersGrace is how long a layered run goes on after its last request is
 // sent: the work a request leaves below the front (each tier's attempts and
 // their retries, done whether or not anyone still waits for them) can take
