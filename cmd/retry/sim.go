@@ -235,18 +235,15 @@ func fitsMachine(s sim.Scenario) error {
 
 // layersFitMachine is fitsMachine for a layered run, whose memory follows
 // the user requests it holds in flight at once, each with the calls it makes
-// at every tier.
+// at every tier, and its tiers' instances.
 func layersFitMachine(s sim.LayersScenario) error {
-	limit, memory := sim.MaxLayerRequests()
-	inFlight := s.InFlight()
-	switch {
-	case inFlight <= float64(limit):
-		return nil
-	case memory == 0:
-		return fmt.Errorf("%.3g user requests in flight at once is more than the %d simulated where the memory available cannot be read", inFlight, limit)
+	limit, memory := sim.MaxMemory()
+	need := s.Footprint()
+	if memory == 0 || need <= float64(limit) {
+		return nil // where memory cannot be read, the request guard alone
 	}
-	return fmt.Errorf("%.3g user requests in flight at once (rate × %v) are more than this machine's %.1f GB of available memory holds: at most %d, at %d bytes each; lower the rate",
-		inFlight, time.Duration(inFlight/s.Rate*float64(time.Second)).Round(time.Second), float64(memory)/1e9, limit, sim.LayerBytesPerRequest)
+	return fmt.Errorf("a layered run of %.0f req/s with %d clients may hold %.1f GB (%.3g user requests in flight, with their calls at every tier), more than half this machine's %.1f GB of available memory; lower the rate or the clients",
+		s.Rate, s.Clients, need/1e9, s.InFlight(), float64(memory)/1e9)
 }
 
 // interrupted reports a run stopped by a signal, with the shell's status for

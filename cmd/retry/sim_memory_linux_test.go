@@ -3,11 +3,14 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os/exec"
 	"regexp"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/retrykit/retry/cmd/retry/internal/sim"
 )
 
 // peakMemory runs the built command with args and returns the most memory
@@ -46,4 +49,28 @@ func TestSimBigRunMemory(t *testing.T) {
 		t.Errorf("a run of 6 million requests, 5 million in flight, took %.0f MB; want under %.0f", float64(peak)/1e6, limit/1e6)
 	}
 	t.Logf("peak memory: %.0f MB", float64(peak)/1e6)
+}
+
+// What the layered run's guard counts covers what the run holds, with many
+// clients (each a strategy at every tier), short timeouts (retries whose
+// backoffs do not shrink with them) and the README's case.
+func TestSimLayersMemoryWithinFootprint(t *testing.T) {
+	base, _ := peakMemory(t, "sim", "--quiet", "--policies", "no retries")
+	for _, tc := range []struct {
+		rate, clients int
+		duration      time.Duration
+		timeout       time.Duration
+	}{
+		{10000, 20000, 2 * time.Second, time.Millisecond},
+		{1000, 4000, 4 * time.Second, time.Second},
+		{20000, 100, 4 * time.Second, time.Second},
+	} {
+		s := sim.DefaultLayers(tc.clients, float64(tc.rate), tc.duration, 1)
+		s.Timeout = tc.timeout
+		peak, _ := peakMemory(t, "sim", "--quiet", "--scenario", "layers", "--rate", fmt.Sprint(tc.rate),
+			"--clients", fmt.Sprint(tc.clients), "--duration", tc.duration.String(), "--timeout", tc.timeout.String())
+		if grown := float64(peak - base); grown > s.Footprint() {
+			t.Errorf("%+v: the run took %.0f MB more than a small one; the guard counts %.0f MB", tc, grown/1e6, s.Footprint()/1e6)
+		}
+	}
 }

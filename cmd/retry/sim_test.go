@@ -396,21 +396,28 @@ func TestSimRequestGuardFollowsTheMachine(t *testing.T) {
 }
 
 // A layered run's memory follows its user requests in flight, each with the
-// calls it makes at every tier: a short run at a high rate, which the guard
-// on rate × duration lets through, is refused if those do not fit.
+// calls it makes at every tier, and its clients: a short run at a high rate,
+// which the guard on rate × duration lets through, is refused if those do
+// not fit; a small run with a long timeout is not.
 func TestSimLayersGuardCountsRequestsInFlight(t *testing.T) {
-	limit, memory := sim.MaxLayerRequests()
+	limit, memory := sim.MaxMemory()
 	if memory == 0 {
 		t.Skip("this system does not say how much memory is available")
 	}
 	s := sim.DefaultLayers(100, 1, 2*time.Second, 1)
-	rate := 1.5 * float64(limit) / (s.InFlight() / s.Rate) // 1.5 times the limit in flight
+	perRate := s.InFlight() / s.Rate * sim.LayerBytesPerRequest // bytes per req/s
+	rate := (1.5*float64(limit) - float64(s.Clients)*sim.LayerBytesPerClient) / perRate
 	if total, _ := sim.MaxRequests(); rate*2 > float64(total) {
 		t.Fatalf("rate %.0f for 2s is beyond the guard on all requests too; the test means to show the one on requests in flight", rate)
 	}
 	_, errOut, code := runRetry(t, "", "sim", "--quiet", "--scenario", "layers", "--rate", fmt.Sprint(int(rate)), "--duration", "2s")
-	if code != 2 || !strings.Contains(errOut, "in flight at once") || !strings.Contains(errOut, "available memory") {
-		t.Errorf("--scenario layers --rate %.0f --duration 2s: exit %d, stderr %q; want 2 and the requests in flight the machine holds", rate, code, errOut)
+	if code != 2 || !strings.Contains(errOut, "in flight") || !strings.Contains(errOut, "available memory") {
+		t.Errorf("--scenario layers --rate %.0f --duration 2s: exit %d, stderr %q; want 2 and the memory the machine holds", rate, code, errOut)
+	}
+	// Users send requests for --duration only: a long timeout does not
+	// make 12,000 requests more.
+	if _, errOut, code := runRetry(t, "", "sim", "--quiet", "--scenario", "layers", "--duration", "12s", "--timeout", "1h"); code != 0 {
+		t.Errorf("--scenario layers --duration 12s --timeout 1h: exit %d, stderr %q; want a run", code, errOut)
 	}
 }
 

@@ -177,11 +177,18 @@ func (r LayersResult) IncidentAmplification(tier int) float64 {
 func (r LayersResult) SuccessRate() float64 { return ratio(r.Succeeded, r.Requests) }
 
 // InFlight bounds the user requests s holds in flight at once: those sent
-// in the last 30 attempt timeouts at most, since a request is answered or
-// cut off by then (measured: within 20). Memory follows it, not the
-// requests of the whole run.
+// within a request's longest life, 30 attempt timeouts and the minute the
+// rows' backoffs can add (three attempts at each tier, waits of up to 20 s).
+// Memory follows it, not the requests of the whole run.
 func (s LayersScenario) InFlight() float64 {
-	return s.Rate * min(s.Duration+LayersGrace(s), 3*LayersGrace(s)).Seconds()
+	return s.Rate * min(s.Duration, 30*s.Timeout+time.Minute).Seconds()
+}
+
+// Footprint is about the most memory a run of s holds, in bytes: its user
+// requests in flight, each with the calls it makes at every tier, and the
+// tiers' instances, each with its own strategy.
+func (s LayersScenario) Footprint() float64 {
+	return s.InFlight()*LayerBytesPerRequest + float64(s.Clients)*LayerBytesPerClient
 }
 
 // LayersGrace is how long a layered run goes on after its last request is
