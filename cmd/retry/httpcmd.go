@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -61,16 +62,19 @@ that is not (a 304 Not Modified, a redirect without a Location) is final.
 
 Exit status: 0 for a final 2xx or 3xx response; 1 for any other status;
 2 for a usage error; 128+N if signal N stopped it; and as curl:
+   5  the proxy's host name did not resolve
    6  the host name did not resolve
-   7  no connection could be made
+   7  no connection could be made, to the server or its proxy
   18  the body was cut short
   22  a final 4xx or 5xx with --fail
   23  -o FILE could not be written
   28  a timeout (--timeout, --attempt-timeout, --connect-timeout)
   35  the TLS handshake failed
+  47  too many redirects (10)
   52  the connection closed before a whole response came
-  56  the connection failed otherwise (reset)
+  56  the connection failed otherwise (a reset, a malformed response)
   60  the server's certificate could not be verified (see -k, --cacert)
+  61  the body's Content-Encoding could not be decoded
 
 Examples:
   retry http https://example.com/health
@@ -88,14 +92,17 @@ const (
 	httpExitWrite      = 23 // -o FILE could not be written (curl's)
 	httpExitOK         = 0  // a final 2xx or 3xx response
 	httpExitStatus     = 1  // a final response with another status
+	httpExitProxy      = 5  // the proxy's host name did not resolve (curl's)
 	httpExitResolve    = 6  // the host name did not resolve (curl's)
-	httpExitConnect    = 7  // no connection could be made (curl's)
+	httpExitConnect    = 7  // no connection could be made, to the server or its proxy (curl's)
 	httpExitPartial    = 18 // the body was cut short (curl's)
 	httpExitTimeout    = 28 // a timeout: --timeout, --attempt-timeout, --connect-timeout (curl's)
 	httpExitTLS        = 35 // the TLS handshake failed (curl's)
+	httpExitRedirects  = 47 // too many redirects (curl's)
 	httpExitNothing    = 52 // the connection closed before a whole response (curl's)
 	httpExitRecv       = 56 // the connection failed otherwise, a reset say (curl's)
 	httpExitPeerVerify = 60 // the server's certificate could not be verified (curl's)
+	httpExitEncoding   = 61 // the body's Content-Encoding could not be decoded (curl's)
 )
 
 // httpConfig is what "retry http" was asked to do.
@@ -146,7 +153,7 @@ func httpCommand(ctx context.Context, args []string, std stdio) int {
 	if err != nil {
 		return usageError(std.err, "http", err.Error())
 	}
-	client := &http.Client{Transport: c.transport(base, std.err, req.URL.String()), Timeout: c.timeout}
+	client := &http.Client{Transport: c.transport(base, std.err, req.URL.String()), Timeout: c.timeout, CheckRedirect: stopRedirects}
 	defer client.CloseIdleConnections()
 	resp, err := client.Do(req)
 	if err != nil {
@@ -155,6 +162,22 @@ func httpCommand(ctx context.Context, args []string, std stdio) int {
 	defer resp.Body.Close()
 	wo.code = resp.StatusCode
 	return c.answer(ctx, std, resp, report)
+}
+
+// errTooManyRedirects ends a chain of redirects that goes on too long: a
+// loop, most likely.
+var errTooManyRedirects = errors.New("too many redirects")
+
+// maxRedirects is how many redirects a request follows, net/http's default.
+const maxRedirects = 10
+
+// stopRedirects is the client's CheckRedirect: net/http's default policy,
+// with an error the exit status can tell apart.
+func stopRedirects(_ *http.Request, via []*http.Request) error {
+	if len(via) >= maxRedirects {
+		return fmt.Errorf("stopped after %d redirects: %w", len(via), errTooManyRedirects)
+	}
+	return nil
 }
 
 // transport returns the retrying transport, which reports every attempt on

@@ -8,8 +8,10 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
+	"time"
 )
 
 // rawServer answers every connection on loopback with serve, after reading
@@ -51,6 +53,11 @@ func TestHTTPExitStatusesAsCurl(t *testing.T) {
 	clientCert.StartTLS()
 	defer clientCert.Close()
 
+	loop := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "/again", http.StatusFound)
+	}))
+	defer loop.Close()
+
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -63,10 +70,36 @@ func TestHTTPExitStatusesAsCurl(t *testing.T) {
 		{"a body cut short", []string{rawServer(t, func(c *net.TCPConn) {
 			c.Write([]byte("HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nhello"))
 		})}, 18},
+		{"a reset during the body", []string{rawServer(t, func(c *net.TCPConn) {
+			c.Write([]byte("HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\nhello"))
+			time.Sleep(100 * time.Millisecond) // the head is read before the reset
+			c.SetLinger(0)
+		})}, 56},
+		{"malformed chunked encoding", []string{rawServer(t, func(c *net.TCPConn) {
+			c.Write([]byte("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\nZZZ\r\n"))
+			time.Sleep(100 * time.Millisecond)
+		})}, 56},
+		{"a body that is not the gzip it says", []string{rawServer(t, func(c *net.TCPConn) {
+			c.Write([]byte("HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: 22\r\n\r\nplain text, not gzip\r\n"))
+		})}, 61},
+		{"a redirect loop", []string{loop.URL}, 47},
 	} {
-		_, errOut, code := runRetry(t, "", append([]string{"http", "--attempts", "1"}, tc.args...)...)
+		_, errOut, code := runRetry(t, "", append([]string{"http", "--attempts", "1", "-o", os.DevNull}, tc.args...)...)
 		if code != tc.want {
 			t.Errorf("%s: exit status %d, want %d (curl's); stderr %q", tc.name, code, tc.want, errOut)
+		}
+	}
+}
+
+// A proxy that cannot be reached is no connection (7), and one whose name
+// does not resolve curl's 5.
+func TestHTTPProxyExitStatuses(t *testing.T) {
+	for proxy, want := range map[string]int{"http://127.0.0.1:1": 7, "http://no-such-proxy.invalid:8080": 5} {
+		t.Setenv("HTTP_PROXY", proxy)
+		t.Setenv("http_proxy", proxy)
+		_, errOut, code := runRetry(t, "", "http", "--attempts", "1", "http://example.invalid/")
+		if code != want {
+			t.Errorf("proxy %s: exit status %d, want %d (curl's); stderr %q", proxy, code, want, errOut)
 		}
 	}
 }

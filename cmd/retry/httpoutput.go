@@ -1,6 +1,8 @@
 package main
 
 import (
+	"compress/flate"
+	"compress/gzip"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -134,7 +136,6 @@ func (c *httpConfig) failed(ctx context.Context, w io.Writer, what string, err e
 func transportExit(err error, partial bool) int {
 	var (
 		dns     *net.DNSError
-		op      *net.OpError
 		te      interface{ Timeout() bool }
 		verify  *tls.CertificateVerificationError
 		unknown x509.UnknownAuthorityError
@@ -142,24 +143,45 @@ func transportExit(err error, partial bool) int {
 		invalid x509.CertificateInvalidError
 		record  tls.RecordHeaderError
 		alert   tls.AlertError
+		corrupt flate.CorruptInputError
 	)
+	cut := errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
 	switch {
 	case errors.Is(err, context.DeadlineExceeded) || errors.As(err, &te) && te.Timeout():
 		return httpExitTimeout
+	case errors.Is(err, errTooManyRedirects):
+		return httpExitRedirects
+	case errors.As(err, &dns) && hasOp(err, "proxyconnect"):
+		return httpExitProxy
 	case errors.As(err, &dns):
 		return httpExitResolve
-	case errors.As(err, &op) && op.Op == "dial":
+	case hasOp(err, "dial"):
 		return httpExitConnect
 	case errors.As(err, &verify) || errors.As(err, &unknown) || errors.As(err, &host) || errors.As(err, &invalid):
 		return httpExitPeerVerify
-	case errors.As(err, &record) || errors.As(err, &alert) || errors.As(err, &op) && op.Op == "remote error":
-		return httpExitTLS // "remote error" is crypto/tls's, for an alert from the server
-	case partial:
+	case errors.As(err, &record) || errors.As(err, &alert) || hasOp(err, "remote error"): // crypto/tls's, for the server's alert
+		return httpExitTLS
+	case errors.Is(err, gzip.ErrHeader) || errors.Is(err, gzip.ErrChecksum) || errors.As(err, &corrupt):
+		return httpExitEncoding // net/http decodes a gzip body it asked for
+	case cut && partial:
 		return httpExitPartial
-	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
-		return httpExitNothing // closed before a whole response
+	case cut:
+		return httpExitNothing
 	}
 	return httpExitRecv
+}
+
+// hasOp reports whether err's chain holds a *net.OpError for op, under
+// others: a proxy's "proxyconnect" wraps the "dial" that failed.
+func hasOp(err error, op string) bool {
+	var oe *net.OpError
+	for errors.As(err, &oe) {
+		if oe.Op == op {
+			return true
+		}
+		err = oe.Err
+	}
+	return false
 }
 
 // whyStopped explains why a final error response was not retried, or not
