@@ -160,6 +160,11 @@ func TestBadFlagPointsToHelp(t *testing.T) {
 		{"sim --seed -1", `retry sim: invalid value "-1" for flag -seed: want a whole number, 0 or more`},
 		{"run --attempts 2.5", `retry run: invalid value "2.5" for flag -attempts: want a whole number`},
 		{"http --attempts x", `retry http: invalid value "x" for flag -attempts: want a whole number`},
+		{"sim --shed=maybe", `retry sim: invalid boolean value "maybe" for -shed: want true or false`},
+		{"run --quiet=2 -- true", `retry run: invalid boolean value "2" for -quiet: want true or false`},
+		{"sim --duration 1x", `retry sim: invalid value "1x" for flag -duration: want a duration such as 250ms, 1.5s or 2m, or a number of seconds`},
+		// The largest number of seconds rounds to 2^63 ns, which wrapped to a negative duration.
+		{"run --timeout 9223372036.854775807 -- true", `retry run: invalid value "9223372036.854775807" for flag -timeout: too long: a duration is at most about 292 years`},
 	} {
 		_, errOut, code := runRetry(t, "", strings.Fields(tc.args)...)
 		if code != 2 || !strings.HasPrefix(errOut, tc.want+"\n") || strings.Count(errOut, "\n") != 2 || strings.Contains(errOut, "usage:") {

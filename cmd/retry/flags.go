@@ -39,10 +39,13 @@ func flagError(w io.Writer, cmd string, fs *flag.FlagSet, err error) int {
 }
 
 // clearParseError replaces the "parse error" with which the flag package
-// rejects a number that is not one with what the flag wants.
+// rejects a number or a boolean that is not one with what the flag wants.
 func clearParseError(fs *flag.FlagSet, msg string) string {
 	head, ok := strings.CutSuffix(msg, ": parse error")
-	_, name, _ := strings.Cut(head, " for flag -")
+	_, name, found := strings.Cut(head, " for flag -")
+	if !found {
+		_, name, _ = strings.Cut(head, " for -") // "invalid boolean value"
+	}
 	f := fs.Lookup(name)
 	if !ok || f == nil {
 		return msg
@@ -58,6 +61,8 @@ func clearParseError(fs *flag.FlagSet, msg string) string {
 		return head + ": want a whole number, 0 or more"
 	case float64:
 		return head + ": want a number"
+	case bool:
+		return head + ": want true or false"
 	}
 	return msg
 }
@@ -132,7 +137,7 @@ type durationValue struct{ d *time.Duration }
 
 func (v durationValue) String() string {
 	if v.d == nil {
-		return ""
+		return "0s" // the zero value's, so that -h shows no default of 0
 	}
 	return v.d.String()
 }
@@ -143,8 +148,13 @@ func (v durationValue) Set(s string) error {
 		return nil
 	}
 	secs, err := strconv.ParseFloat(s, 64)
-	if err != nil || math.IsNaN(secs) || math.Abs(secs) > math.MaxInt64/float64(time.Second) {
+	switch {
+	case err != nil && !errors.Is(err, strconv.ErrRange) || math.IsNaN(secs):
 		return errors.New("want a duration such as 250ms, 1.5s or 2m, or a number of seconds")
+	// At the edge, MaxInt64 ns rounds up to 2^63 as a float, which would
+	// wrap to a negative Duration: hence >=.
+	case err != nil || math.Abs(secs) >= math.MaxInt64/float64(time.Second):
+		return errors.New("too long: a duration is at most about 292 years")
 	}
 	*v.d = time.Duration(secs * float64(time.Second))
 	return nil

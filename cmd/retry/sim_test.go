@@ -205,6 +205,15 @@ func TestSimUsageErrors(t *testing.T) {
 	}
 }
 
+// sim's durations are read as run's and http's are: a plain number is
+// seconds.
+func TestSimDurationsInSeconds(t *testing.T) {
+	out, errOut, code := runRetry(t, "", "sim", "--quiet", "--policies", "no retries", "--timeout", "2", "--duration", "20", "--json", "-")
+	if code != 0 || !strings.Contains(out, `"timeout_ns": 2000000000`) || !strings.Contains(out, `"duration_ns": 20000000000`) {
+		t.Errorf("--timeout 2 --duration 20: exit %d, stderr %q; want a run of 20 s with a 2 s timeout:\n%.400s", code, errOut, out)
+	}
+}
+
 // --json - puts the JSON alone on stdout, for every scenario, and occ's
 // names its scenario.
 func TestSimJSONToStdout(t *testing.T) {
