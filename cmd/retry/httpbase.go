@@ -27,10 +27,11 @@ func (o baseOptions) base() (http.RoundTripper, error) {
 	}
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	if o.connectTimeout > 0 {
-		// The dial alone, as curl's --connect-timeout; the TLS handshake
-		// has a bound of its own in the default transport.
+		// curl's --connect-timeout bounds the connection up to its TLS
+		// handshake; here the dial and the handshake have D each.
 		d := &net.Dialer{Timeout: o.connectTimeout, KeepAlive: 30 * time.Second}
 		t.DialContext = d.DialContext
+		t.TLSHandshakeTimeout = o.connectTimeout
 	}
 	if o.insecure || o.caFile != "" {
 		cfg := &tls.Config{InsecureSkipVerify: o.insecure} //nolint:gosec // asked for with -k

@@ -47,7 +47,8 @@ Flags:
   -k, --insecure      accept any server certificate
   --cacert FILE       trust the CA certificates in FILE (PEM) instead of the
                       system's
-  --connect-timeout D limit on each connection's dial (default: the system's)
+  --connect-timeout D limit on each connection's dial, and then on its TLS
+                      handshake (default: the system's; 10s)
   -w, --write-out F   print F on stdout at the end, with %{http_code},
                       %{num_retries} and %{time_total} (seconds) filled in
   -i, --include       print the status line and headers before the body

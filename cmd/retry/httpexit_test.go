@@ -103,3 +103,35 @@ func TestHTTPProxyExitStatuses(t *testing.T) {
 		}
 	}
 }
+
+// --connect-timeout bounds the TLS handshake too, as curl's does: a server
+// that takes the connection and never answers the handshake times out in
+// about D, not in the default transport's 10 s.
+func TestHTTPConnectTimeoutCoversTheTLSHandshake(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		var held []net.Conn // accepted, never answered
+		defer func() {
+			for _, c := range held {
+				c.Close()
+			}
+		}()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			held = append(held, c)
+		}
+	}()
+	start := time.Now()
+	_, errOut, code := runRetry(t, "", "http", "--attempts", "1", "--connect-timeout", "300ms", "https://"+ln.Addr().String()+"/")
+	if elapsed := time.Since(start); code != 28 || elapsed > 5*time.Second {
+		t.Errorf("exit status %d after %v, want 28 (curl's timeout) well before the default 10s; stderr %q", code, elapsed.Round(time.Millisecond), errOut)
+	}
+}
