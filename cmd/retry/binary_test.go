@@ -165,6 +165,10 @@ func TestBadFlagPointsToHelp(t *testing.T) {
 		{"sim --duration 1x", `retry sim: invalid value "1x" for flag -duration: want a duration such as 250ms, 1.5s or 2m, or a number of seconds`},
 		// The largest number of seconds rounds to 2^63 ns, which wrapped to a negative duration.
 		{"run --timeout 9223372036.854775807 -- true", `retry run: invalid value "9223372036.854775807" for flag -timeout: too long: a duration is at most about 292 years`},
+		// 1e-10 s rounds to 0, which --timeout reads as no limit at all.
+		{"http --timeout 1e-10 http://127.0.0.1:1/", `retry http: invalid value "1e-10" for flag -timeout: too short: a duration is at least 1ns`},
+		{"sim --rate Inf", `retry sim: rate must be a positive number`},
+		{"sim --scenario overload --capacity 500", `retry sim: the overload's capacity, 600/s (0.6 × rate), must be below the server's normal capacity, 500/s`},
 	} {
 		_, errOut, code := runRetry(t, "", strings.Fields(tc.args)...)
 		if code != 2 || !strings.HasPrefix(errOut, tc.want+"\n") || strings.Count(errOut, "\n") != 2 || strings.Contains(errOut, "usage:") {
@@ -175,6 +179,18 @@ func TestBadFlagPointsToHelp(t *testing.T) {
 
 // --version prints the module version from the build info; a binary built
 // in a work tree has none and says "(devel)".
+// "retry help COMMAND" is "retry COMMAND -h".
+func TestHelpCommand(t *testing.T) {
+	t.Parallel()
+	for _, cmd := range []string{"run", "http", "sim"} {
+		got, _, code := runRetry(t, "", "help", cmd)
+		want, _, _ := runRetry(t, "", cmd, "-h")
+		if code != 0 || got != want || !strings.HasPrefix(got, "usage: retry "+cmd) {
+			t.Errorf("retry help %s: exit %d, %.60q; want retry %s -h's %.60q", cmd, code, got, cmd, want)
+		}
+	}
+}
+
 func TestVersion(t *testing.T) {
 	t.Parallel()
 	out, errOut, code := runRetry(t, "", "--version")

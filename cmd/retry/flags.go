@@ -156,7 +156,12 @@ func (v durationValue) Set(s string) error {
 	case err != nil || math.Abs(secs) >= math.MaxInt64/float64(time.Second):
 		return errors.New("too long: a duration is at most about 292 years")
 	}
-	*v.d = time.Duration(secs * float64(time.Second))
+	d := time.Duration(secs * float64(time.Second))
+	if d == 0 && secs != 0 {
+		// It would read as 0, which some flags take for "no limit".
+		return errors.New("too short: a duration is at least 1ns")
+	}
+	*v.d = d
 	return nil
 }
 

@@ -48,6 +48,11 @@ func dispatch(args []string, io stdio) int {
 		usage(io.err, cmds)
 		return 2
 	}
+	if args[0] == "help" && len(args) == 2 {
+		if _, ok := cmds[args[1]]; ok { // "retry help sim" is "retry sim -h"
+			args = []string{args[1], "-h"}
+		}
+	}
 	switch args[0] {
 	case "-h", "-help", "--help", "help":
 		usage(io.out, cmds) // asked for: the usage is the output

@@ -121,8 +121,7 @@ func simCommand(ctx context.Context, args []string, io stdio) int {
 		err = fitsMachine(s)
 	}
 	if err != nil {
-		fmt.Fprintln(io.err, "retry sim:", err)
-		return 2
+		return usageError(io.err, "sim", err.Error())
 	}
 	return simScenario(ctx, io, progress, s, f.jsonPath, f.svgPath, f.pick)
 }
@@ -223,6 +222,9 @@ func (f *simFlags) override(capacity *float64, timeout, start, end *time.Duratio
 // cannot: the guard is what its memory holds, not a fixed number.
 func fitsMachine(s sim.Scenario) error {
 	limit, memory := sim.MaxRequests()
+	if memory > 0 { // the clients' strategies take their share first
+		limit = max(0, limit-s.Clients*sim.BytesPerClient/sim.BytesPerRequest)
+	}
 	requests := s.Rate * s.Duration.Seconds()
 	if requests <= float64(limit) {
 		return nil
@@ -230,8 +232,8 @@ func fitsMachine(s sim.Scenario) error {
 	if memory == 0 {
 		return fmt.Errorf("%.3g requests (rate × duration) is more than the %d simulated where the memory available cannot be read", requests, limit)
 	}
-	return fmt.Errorf("%.3g requests (rate × duration) is more than this machine's %.1f GB of available memory holds: at most %d, at %d bytes each if all are in flight at once",
-		requests, float64(memory)/1e9, limit, sim.BytesPerRequest)
+	return fmt.Errorf("%.3g requests (rate × duration) is more than this machine's %.1f GB of available memory holds: at most %d, at %d bytes each if all are in flight at once, with %d clients at %d bytes each",
+		requests, float64(memory)/1e9, limit, sim.BytesPerRequest, s.Clients, sim.BytesPerClient)
 }
 
 // layersFitMachine is fitsMachine for a layered run, whose memory follows

@@ -74,3 +74,17 @@ func TestSimLayersMemoryWithinFootprint(t *testing.T) {
 		}
 	}
 }
+
+// A fleet of many clients, each with a strategy of its own, costs memory of
+// its own, which the guard counts beside the requests.
+func TestSimClientsMemoryWithinGuard(t *testing.T) {
+	base, _ := peakMemory(t, "sim", "--quiet", "--policies", "no retries")
+	const clients, rate, seconds = 100000, 50000, 2
+	peak, _ := peakMemory(t, "sim", "--quiet", "--clients", fmt.Sprint(clients), "--rate", fmt.Sprint(rate),
+		"--duration", fmt.Sprint(seconds), "--policies", "Adaptive (default), per,Standard, quota per")
+	guard := float64(rate*seconds*sim.BytesPerRequest + clients*sim.BytesPerClient)
+	if grown := float64(peak - base); grown > guard {
+		t.Errorf("%d clients, %d requests: the run took %.0f MB more than a small one; the guard counts %.0f MB",
+			clients, rate*seconds, grown/1e6, guard/1e6)
+	}
+}

@@ -17,8 +17,7 @@ func simLayers(ctx context.Context, io stdio, progress *progress, s sim.LayersSc
 		err = layersFitMachine(s)
 	}
 	if err != nil {
-		fmt.Fprintln(io.err, "retry sim:", err)
-		return 2
+		return usageError(io.err, "sim", err.Error())
 	}
 	all := sim.LayerPolicies()
 	rows := make([]sim.Policy, len(all))

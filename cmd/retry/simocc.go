@@ -11,8 +11,7 @@ import (
 func simOCC(ctx context.Context, io stdio, progress *progress, clients int, seed uint64, jsonPath, pick string) int {
 	s := sim.DefaultOCC(clients, seed)
 	if err := s.Check(); err != nil {
-		fmt.Fprintln(io.err, "retry sim:", err)
-		return 2
+		return usageError(io.err, "sim", err.Error())
 	}
 	policies, err := pickPolicies(sim.OCCPolicies(s.Base, s.Max), pick)
 	if err != nil {

@@ -16,6 +16,11 @@ import (
 // at once, so the guard counts every request at this price.
 const BytesPerRequest = 320
 
+// BytesPerClient is about what a client costs a run at most: a strategy of
+// its own, in the rows with one per client (Adaptive's, with its scopes, the
+// largest: measured, about 2.2 KB).
+const BytesPerClient = 4096
+
 // fallbackMaxRequests is the guard where the memory available cannot be
 // read.
 const fallbackMaxRequests = 50_000_000

@@ -51,11 +51,11 @@ func (s Scenario) Check() error {
 	case s.Clients < 1:
 		return errors.New("clients must be at least 1")
 	case !(s.Rate > 0) || math.IsInf(s.Rate, 0):
-		return errors.New("rate must be positive")
+		return errors.New("rate must be a positive number")
 	case s.Duration <= 0:
 		return errors.New("duration must be positive")
 	case !(s.Capacity > 0) || math.IsInf(s.Capacity, 0):
-		return errors.New("capacity must be positive")
+		return errors.New("capacity must be a positive number")
 	case s.Timeout <= 0:
 		return errors.New("timeout must be positive")
 	case s.Clients > 1_000_000:
@@ -66,7 +66,7 @@ func (s Scenario) Check() error {
 		return errors.New("each client would send more than a million requests a second: lower the rate or raise the clients")
 	case s.Rate*s.Duration.Seconds()+float64(s.Clients) > maxRequests: // each client's first request may be one more
 		// What a run can hold; MaxRequests says what this machine can.
-		return fmt.Errorf("too many requests to simulate (rate × duration above %d)", maxRequests)
+		return fmt.Errorf("too many requests to simulate (rate × duration, and one more per client, above %d)", maxRequests)
 	case s.Duration < 2*time.Second:
 		return errors.New("duration must be at least 2s")
 	case s.Duration > maxDuration:
@@ -89,8 +89,8 @@ func (s Scenario) checkIncident() error {
 			return errors.New("fail rate must be between 0 and 1")
 		}
 	case Overload:
-		if !(s.DegradedCapacity > 0) {
-			return errors.New("degraded capacity must be positive")
+		if !(s.DegradedCapacity > 0) || s.DegradedCapacity >= s.Capacity {
+			return fmt.Errorf("the overload's capacity, %.3g/s (0.6 × rate), must be below the server's normal capacity, %.3g/s", s.DegradedCapacity, s.Capacity)
 		}
 	case Throttle:
 		if !(s.ThrottleRate > 0) || s.RetryAfter < 0 {
@@ -150,8 +150,21 @@ func Defaults(kind Kind, clients int, rate float64, duration time.Duration, seed
 
 // Describe says in a line what s is.
 func (s Scenario) Describe() string {
-	return fmt.Sprintf("%s: %d clients send %.0f req/s for %v to a server of capacity %.0f/s; from %v to %v %s; clients time out after %v",
-		s.Kind, s.Clients, s.Rate, s.Duration, s.Capacity, s.Start, s.End, s.Incident(), s.Timeout)
+	fleet := fmt.Sprintf("%d clients send", s.Clients)
+	if s.Clients == 1 {
+		fleet = "1 client sends"
+	}
+	return fmt.Sprintf("%s: %s %s req/s for %v to a server of capacity %s/s; from %v to %v %s; clients time out after %v",
+		s.Kind, fleet, perSecond(s.Rate), s.Duration, perSecond(s.Capacity), s.Start, s.End, s.Incident(), s.Timeout)
+}
+
+// perSecond formats a rate: whole numbers, but the first significant digits
+// of a rate below 10 a second, which would otherwise show as 0.
+func perSecond(v float64) string {
+	if v < 10 {
+		return fmt.Sprintf("%.3g", v)
+	}
+	return fmt.Sprintf("%.0f", v)
 }
 
 // Incident says what happens during the incident of s, e.g. "every attempt
