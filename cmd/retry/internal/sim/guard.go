@@ -41,8 +41,8 @@ func MaxRequests() (n int, memory uint64) { return maxInFlight(BytesPerRequest) 
 
 // LayerBytesPerClient is about what one client of a layered run costs at
 // most: an instance at each of the three tiers, each with its own strategy.
-// (Measured: 3.5 to 5 KB.)
-const LayerBytesPerClient = 6144
+// (Measured: 3.5 to 6 KB.)
+const LayerBytesPerClient = 8192
 
 // MaxMemory returns how much memory a run may take on this machine: half of
 // what is available to the process (the lower of the system's available
