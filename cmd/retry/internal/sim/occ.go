@@ -68,14 +68,14 @@ func RunOCC(ctx context.Context, s OCCScenario, p Policy) (OCCResult, error) {
 	// commit's trip. The event is the commit; it remembers when it read.
 	send := func(c int, at time.Duration, req *request) {
 		read := at + hop()
-		push(&event{at: read + hop() + s.Work + hop(), read: read, kind: evAttempt, c: c, r: req})
+		push(&event{at: read + hop() + s.Work + hop(), read: read, c: c, r: req})
 	}
 	for c := range max(s.Clients, 0) {
 		tok, err := strategy(c).AcquireInitialToken("")
 		if err != nil {
 			tok = retry.Token{}
 		}
-		send(c, tok.Delay(), &request{client: int32(c), tok: tok})
+		send(c, tok.Delay(), &request{tok: tok})
 	}
 	for n := 0; q.Len() > 0; n++ {
 		if n%checkEvery == 0 && ctx.Err() != nil {
@@ -114,22 +114,18 @@ func (s OCCScenario) Check() error {
 	return nil
 }
 
+// event is an OCC attempt's commit reaching the resource.
 type event struct {
 	at   time.Duration
 	seq  uint64 // ties break in the order events were scheduled: determinism
-	kind int
-	c    int // client, for evIssue
+	c    int    // the client
 	r    *request
-	ok   bool          // for evAnswer
-	err  error         // for a failed evAnswer
-	hint time.Duration // the Retry-After of a 429 answer
-	read time.Duration // OCC: when the attempt read the resource
+	read time.Duration // when the attempt read the resource
 }
 
+// request is an OCC client's write, retried until it commits.
 type request struct {
-	tok    retry.Token
-	issued time.Duration
-	client int32
+	tok retry.Token
 }
 
 type queue []*event
