@@ -1,6 +1,8 @@
 package retry
 
 import (
+	"context"
+	"errors"
 	"math"
 	"math/rand/v2"
 	"sync"
@@ -138,6 +140,7 @@ type Adaptive struct {
 	// the unscoped scope's outcomes are every scope's, and the success path
 	// need not count them twice.
 	scoped atomic.Bool
+	clock  clock
 }
 
 // NewAdaptive returns an Adaptive strategy with the given options.
@@ -160,7 +163,9 @@ type adaptiveScope struct {
 	limiter  cubic
 	started  bool         // limiter has its clock
 	streak   atomic.Int64 // failed attempts since the last success
-	worked   atomic.Int64 // when a retry last succeeded, ns since the Unix epoch
+	worked   atomic.Int64 // when a retry last succeeded, a reading of the strategy's clock
+	timeouts rolling      // attempts that timed out, over the window
+	latency  latency      // of successful attempts, probed
 }
 
 func (sc *adaptiveScope) init(cfg scopeConfig) {
@@ -191,7 +196,11 @@ func (sc *adaptiveScope) inherit(old any) {
 	sc.limiting.Store(o.limiting.Load())
 	sc.streak.Store(o.streak.Load())
 	sc.worked.Store(o.worked.Load())
-	sc.outcomes.pending.Store(o.outcomes.pending.Load())
+	for i := range rollingSlots {
+		sc.timeouts.slots[i].Store(o.timeouts.slots[i].Load())
+	}
+	sc.outcomes.total.Store(o.outcomes.total.Load())
+	sc.outcomes.taken.Store(o.outcomes.taken.Load())
 	sc.outcomes.placed.Store(o.outcomes.placed.Load())
 	for i := range rollingSlots {
 		sc.outcomes.attempts.slots[i].Store(o.outcomes.attempts.slots[i].Load())
@@ -235,7 +244,7 @@ func (a *Adaptive) local() *adaptiveScope {
 	if a.opts.Bucket != nil || a.opts.Budget != nil || a.opts.Capacity > 0 {
 		return nil
 	}
-	if b := a.scopes.unscoped.Load(); b != nil && !b.val.limiting.Load() {
+	if b := a.scopes.unscoped.Load(); b != nil && !b.val.limiting.Load() && !b.val.latency.due.Load() {
 		return &b.val
 	}
 	return nil
@@ -247,22 +256,27 @@ func (a *Adaptive) firstSucceeded(sc *adaptiveScope) {
 	if sc.streak.Load() != 0 {
 		sc.streak.Store(0)
 	}
-	if sc.outcomes.success() {
+	total := sc.outcomes.success()
+	if full(total) {
 		sc.outcomes.count(a.now(), a.window())
 	}
-	if a.scoped.Load() && a.all.success() {
+	sc.latency.succeeded(uint32(total))
+	if a.scoped.Load() && full(a.all.success()) {
 		a.all.count(a.now(), a.window())
 	}
 }
 
 func (a *Adaptive) quick(scope string) (Quota, bool) {
 	sc := a.quota(scope).(*adaptiveScope)
-	return sc, !sc.limiting.Load()
+	return sc, !sc.limiting.Load() && !sc.latency.due.Load()
 }
 
 func (a *Adaptive) begin(scope string) state {
 	sc := a.quota(scope).(*adaptiveScope)
 	st := state{bucket: sc, scope: scope}
+	if sc.latency.claim(uint32(sc.outcomes.total.Load())) {
+		st.started = a.now()
+	}
 	if sc.limiting.Load() {
 		st.delay = a.reserve(sc)
 		st.limited = true
@@ -345,25 +359,23 @@ func (a *Adaptive) next(st state, err error) (state, error) {
 	if st.retries == 0 {
 		a.deposit()
 	}
+	st.started = 0 // a retry is not timed
 	now := a.now()
-	attempts, accepts := sc.outcomes.failure(now, a.window())
-	allAttempts, allAccepts := attempts, accepts // while "" is the only scope
-	if a.scoped.Load() {
-		allAttempts, allAccepts = a.all.failure(now, a.window())
-	}
-	streak := sc.streak.Add(1)
-	if info.Throttle || sc.limiting.Load() {
-		a.tell(sc, now, info.Throttle)
-	}
+	e := a.observe(sc, now, info, err)
 	switch {
 	case refused != nil:
 		return st, refused
-	case info.Timeout && !a.opts.RetryTimeouts:
+	case e.kind != failed:
+		// A Safe answer of a client fault, or a Safe context error: the
+		// service is not failing, so its signals have nothing to refuse.
+	case info.Timeout && !a.opts.RetryTimeouts && !info.Allowed && a.overloaded(sc, e, now):
 		return st, errTimeoutNotRetried
-	case a.streakTooLong(sc, streak, info, now):
+	case a.streakTooLong(sc, e.streak, info, now):
 		return st, errStreak
-	}
-	if reject := max(a.rejection(attempts, accepts), a.rejection(allAttempts, allAccepts)); reject > 0 && a.rand() < reject {
+	case a.throttledClient(&e):
+		if e.all {
+			return st, errThrottledAll
+		}
 		return st, errThrottledClient
 	}
 	cost := a.cost(info)
@@ -376,7 +388,14 @@ func (a *Adaptive) next(st state, err error) (state, error) {
 	}
 	st.limited = false
 	if sc.limiting.Load() {
-		delay = max(delay, a.reserve(sc))
+		wait := a.reserve(sc)
+		if wait >= orDuration(a.opts.MaxWait, DefaultAdaptiveMaxWait) {
+			// The client already sends more than the throttled rate
+			// allows: a retry would only add to the queue of attempts.
+			a.release(state{bucket: sc, cost: cost, retries: 1, limited: true})
+			return st, errLimited
+		}
+		delay = max(delay, wait)
 		st.limited = true
 	}
 	st.retries++
@@ -388,12 +407,109 @@ func (a *Adaptive) next(st state, err error) (state, error) {
 var (
 	errStreak            = &refusal{ErrBudgetExhausted, "too many attempts in a row failed in this scope; retries resume after a success"}
 	errThrottledClient   = &refusal{ErrBudgetExhausted, "the service accepts too few attempts in this scope to retry (client-side throttling)"}
-	errTimeoutNotRetried = &refusal{ErrNotRetryable, "the attempt timed out, a sign of overload (AdaptiveOptions.RetryTimeouts allows it)"}
+	errThrottledAll      = &refusal{ErrBudgetExhausted, "the service accepts too few attempts across all scopes, and this scope's own attempts show no health of its own, to retry (client-side throttling)"}
+	errLimited           = &refusal{ErrBudgetExhausted, "the send-rate limiter of this scope, slowed by the service's throttling, has no room for a retry"}
+	errTimeoutNotRetried = &refusal{ErrNotRetryable, "the attempt timed out while many attempts in this scope time out, a sign of overload (AdaptiveOptions.RetryTimeouts allows it)"}
 )
+
+// answer kinds, as Adaptive's signals count them.
+const (
+	failed   = iota // the service failed the attempt: a server fault, a throttle, a timeout
+	accepted        // the service answered, with a fault of the client's: it is working
+	ignored         // the caller gave up: nothing about the service
+)
+
+// evidence is what a scope's signals say after one failed attempt.
+type evidence struct {
+	kind              int
+	streak            int64   // failed attempts in a row, this one included
+	attempts, accepts float64 // the scope's window
+	timeouts          float64 // attempts in the scope's window that timed out
+	allAttempts       float64 // every scope's window, while other scopes exist
+	allAccepts        float64
+	all               bool // other scopes exist: the all-scope counts apply
+}
+
+// observe counts a failed attempt in sc's signals as what it says about
+// the service, and returns what they say now.
+//
+// An answer that blames the client (gRPC NOT_FOUND, HTTP 404, a Forrst
+// client error) shows a service at work: it counts as an accepted attempt
+// and ends the scope's failure streak, or a scope where most calls look
+// things up that are not there would have its retries refused. A throttle
+// is no such answer, nor is a timeout: both are the service's load. The
+// caller's own cancellation, or its own deadline, counts as nothing.
+func (a *Adaptive) observe(sc *adaptiveScope, now int64, info Info, err error) evidence {
+	var e evidence
+	w := a.window()
+	switch {
+	case info.Fault == FaultClient && !info.Throttle && !info.Timeout && !callerGaveUp(err):
+		e.kind = accepted
+		e.attempts, e.accepts = sc.outcomes.accept(now, w)
+		if e.all = a.scoped.Load(); e.all {
+			e.allAttempts, e.allAccepts = a.all.accept(now, w)
+		}
+		if sc.streak.Load() != 0 {
+			sc.streak.Store(0)
+		}
+	case info.Fault != FaultServer && callerGaveUp(err):
+		e.kind = ignored
+		return e
+	default:
+		e.attempts, e.accepts = sc.outcomes.failure(now, w)
+		if e.all = a.scoped.Load(); e.all {
+			e.allAttempts, e.allAccepts = a.all.failure(now, w)
+		}
+		e.streak = sc.streak.Add(1)
+		slot := slotOf(now, w)
+		if info.Timeout {
+			sc.timeouts.add(slot, milli)
+		}
+		e.timeouts = float64(sc.timeouts.sum(slot)) / milli
+	}
+	if info.Throttle || sc.limiting.Load() {
+		a.tell(sc, now, info.Throttle)
+	}
+	return e
+}
+
+// callerGaveUp reports whether err is a context's error that no one
+// classified otherwise: the caller cancelled, or its deadline passed.
+func callerGaveUp(err error) bool {
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// overloaded reports whether sc's evidence says that a timeout there is
+// the service's overload, which a retry would add to: at least half of a
+// window of attempts (minEvidence or more) timed out, or the latency of its
+// successful attempts is climbing. Otherwise a timeout is more likely one
+// bad replica or one slow attempt, and is retried. See Adaptive for why.
+func (a *Adaptive) overloaded(sc *adaptiveScope, e evidence, now int64) bool {
+	if e.attempts >= minEvidence && 2*e.timeouts >= e.attempts {
+		return true
+	}
+	return sc.latency.climbing(now, a.window())
+}
+
+// throttledClient reports whether client-side throttling refuses a retry,
+// and sets e.all when it is the every-scope counts that do. Those apply
+// only to a scope that shows no health of its own (too few attempts to
+// judge, or too few accepted): a failing service reached under many scope
+// names cannot collect a fresh allowance under each, and yet one failing
+// service does not starve another, healthy one that shares the strategy.
+func (a *Adaptive) throttledClient(e *evidence) bool {
+	reject := a.rejection(e.attempts, e.accepts)
+	if e.all && reject == 0 && !(e.attempts >= minEvidence && e.accepts*2 >= e.attempts) {
+		reject = a.rejection(e.allAttempts, e.allAccepts)
+	} else {
+		e.all = false
+	}
+	return reject > 0 && a.rand() < reject
+}
 
 // streakTooLong reports whether a scope's failures in a row, streak, stop
 // its retries.
-func (a *Adaptive) streakTooLong(sc *adaptiveScope, streak int64, info Info, now time.Time) bool {
+func (a *Adaptive) streakTooLong(sc *adaptiveScope, streak int64, info Info, now int64) bool {
 	limit := int64(a.opts.Streak)
 	switch {
 	case limit < 0:
@@ -401,7 +517,7 @@ func (a *Adaptive) streakTooLong(sc *adaptiveScope, streak int64, info Info, now
 	case limit == 0:
 		limit = DefaultAdaptiveStreak
 	}
-	if last := sc.worked.Load(); !info.Throttle && last != 0 && now.UnixNano()-last < int64(a.window()) {
+	if last := sc.worked.Load(); !info.Throttle && last != 0 && now-last < int64(a.window()) {
 		limit = 2*limit + 2 // retries are working: a brownout, not an outage
 	}
 	return streak >= limit
@@ -444,14 +560,17 @@ func (a *Adaptive) cost(info Info) int {
 	return retry
 }
 
-func (a *Adaptive) succeed(bucket Quota, retries, cost int) {
+func (a *Adaptive) succeed(bucket Quota, retries, cost int, started int64) {
 	sc := bucket.(*adaptiveScope)
+	if started != 0 {
+		sc.latency.record(started, a.now(), uint32(sc.outcomes.total.Load()), a.window())
+	}
 	if retries == 0 {
 		a.deposit()
 		sc.Refund(orDefault(a.opts.SuccessIncrement, 1))
 	} else {
 		sc.Refund(cost)
-		sc.worked.Store(a.now().UnixNano())
+		sc.worked.Store(a.now())
 	}
 	a.firstSucceeded(sc)
 	if sc.limiting.Load() {
@@ -488,7 +607,7 @@ func (a *Adaptive) deposit() {
 // tell updates sc's limiter with an answer at now, a throttle or not,
 // starts it limiting on a throttle, and stops it once the throttling has
 // been over for a while.
-func (a *Adaptive) tell(sc *adaptiveScope, now time.Time, throttled bool) {
+func (a *Adaptive) tell(sc *adaptiveScope, now int64, throttled bool) {
 	t := seconds(now)
 	sc.mu.Lock()
 	defer sc.mu.Unlock()
@@ -543,15 +662,12 @@ func (a *Adaptive) rand() float64 {
 	return rand.Float64()
 }
 
-func (a *Adaptive) now() time.Time {
-	if a.opts.Now != nil {
-		return a.opts.Now()
-	}
-	return time.Now()
-}
+// now reads the strategy's clock (see clock): monotonic, in nanoseconds.
+func (a *Adaptive) now() int64 { return a.clock.read(a.opts.Now) }
 
-// seconds is t in seconds since the Unix epoch, the limiter's clock.
-func seconds(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
+// seconds is a reading of the strategy's clock in seconds, the limiter's
+// unit.
+func seconds(t int64) float64 { return float64(t) / 1e9 }
 
 func (a *Adaptive) window() time.Duration { return orDuration(a.opts.Window, DefaultAdaptiveWindow) }
 

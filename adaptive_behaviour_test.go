@@ -126,18 +126,6 @@ func TestAdaptiveStreakRelaxesWhileRetriesWork(t *testing.T) {
 	}
 }
 
-// TestAdaptiveTimeouts: a timed-out attempt is not retried unless asked.
-func TestAdaptiveTimeouts(t *testing.T) {
-	a := NewAdaptive(AdaptiveOptions{Rand: noRefusal})
-	if err := failOnce(t, a, "", errAdaptiveTimeout); !errors.Is(err, ErrNotRetryable) {
-		t.Fatalf("timeout: %v, want ErrNotRetryable", err)
-	}
-	b := NewAdaptive(AdaptiveOptions{Rand: noRefusal, RetryTimeouts: true})
-	if err := failOnce(t, b, "", errAdaptiveTimeout); err != nil {
-		t.Fatalf("timeout with RetryTimeouts: %v, want a retry", err)
-	}
-}
-
 // TestAdaptiveThrottlingAcrossScopes: a service that fails under many scope
 // names is judged across them: fresh scopes stop retrying too.
 func TestAdaptiveThrottlingAcrossScopes(t *testing.T) {

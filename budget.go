@@ -61,9 +61,10 @@ type BudgetOptions struct {
 type Budget struct {
 	opts        BudgetOptions
 	pending     atomic.Int64 // deposits not yet placed in a slot
-	placed      atomic.Int64 // when deposits were last placed, in ns since the Unix epoch; 0 = never
-	deposits    rolling      // requests, placed
-	withdrawals rolling      // retries
+	placed      atomic.Int64 // when deposits were last placed, a reading of clock; 0 = never
+	clock       clock
+	deposits    rolling // requests, placed
+	withdrawals rolling // retries
 }
 
 // NewBudget returns a Budget with the given options.
@@ -95,16 +96,18 @@ func (b *Budget) Available() int {
 	return int(min(max(b.balance(slot), 0), 1<<53)) // a huge ratio must not overflow the conversion
 }
 
-// refund gives back a withdrawal whose retry was not made.
+// refund gives back a withdrawal whose retry was not made, from whichever
+// slot of the window it was taken in: a retry released after a wait that
+// crossed into a later slot would otherwise be lost for the whole window.
 func (b *Budget) refund() {
 	slot := slotOf(b.now(), b.window())
-	b.withdrawals.add(slot, -milli)
+	b.withdrawals.remove(slot, milli)
 }
 
 // place moves the pending deposits into the window. Deposits made since the
 // last placement are taken to be spread evenly over the time since then, so
 // only the share of them that falls inside the window counts.
-func (b *Budget) place(now time.Time, slot int64) {
+func (b *Budget) place(now int64, slot int64) {
 	n := b.pending.Swap(0)
 	share := placeShare(&b.placed, now, b.window())
 	if n == 0 {
@@ -141,9 +144,5 @@ func (b *Budget) window() time.Duration {
 	return b.opts.Window
 }
 
-func (b *Budget) now() time.Time {
-	if b.opts.Now != nil {
-		return b.opts.Now()
-	}
-	return time.Now()
-}
+// now reads the budget's clock, which a wall clock's steps do not move.
+func (b *Budget) now() int64 { return b.clock.read(b.opts.Now) }

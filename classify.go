@@ -79,6 +79,15 @@ type Info struct {
 	// (gRFC A6) obeys exactly. The caps still apply, and so do a quota's,
 	// a budget's and a limiter's refusals and waits.
 	Exact bool
+	// Allowed says that the service itself said this failure may be
+	// retried: a Retry-After on the answer (RFC 9110, section 10.2.3),
+	// Forrst retry guidance with "allowed": true, a gRPC pushback of zero
+	// or more (gRFC A6). It is evidence that the service can take the
+	// retry, so Adaptive honours it where it would otherwise refuse for
+	// fear of overload (a timeout). It never lifts the client's own limits:
+	// Safety, attempts, the caps on waits, quotas, budgets, failure streaks
+	// and client-side throttling still apply.
+	Allowed bool
 }
 
 // Retryable reports whether the strategies of this package may retry a
@@ -283,7 +292,8 @@ func merge(a, b Info) Info {
 		Throttle:   a.Throttle || b.Throttle,
 		Timeout:    a.Timeout || b.Timeout,
 		RetryAfter: max(a.RetryAfter, b.RetryAfter),
-		Exact:      a.Exact || b.Exact, // exactly the longest of the hints, never sooner than any
+		Exact:      a.Exact || b.Exact,     // exactly the longest of the hints, never sooner than any
+		Allowed:    a.Allowed && b.Allowed, // only if every branch was allowed
 	}
 	switch {
 	case a.Safety == Unsafe || b.Safety == Unsafe:

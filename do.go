@@ -77,7 +77,7 @@ func Do(ctx context.Context, s Strategy, op func(context.Context) error, opts ..
 			st := state{bucket: q}
 			err, left := once(ctx, marked, op)
 			if err == nil {
-				e.succeed(st.bucket, 0, 0)
+				e.succeed(st.bucket, 0, 0, 0)
 				return nil
 			}
 			return again(ctx, marked, s, wrapped, st, err, left)
@@ -128,7 +128,7 @@ func doValue[T any](ctx context.Context, marked bool, s Strategy, op func(contex
 				st := state{bucket: q}
 				v, err, left := attempt(ctx, marked, op)
 				if err == nil {
-					e.succeed(st.bucket, 0, 0)
+					e.succeed(st.bucket, 0, 0, 0)
 					return v, nil
 				}
 				c := config{marks: marked}
@@ -353,7 +353,7 @@ func (d *driver) retry(err error) error {
 
 func (d *driver) success() {
 	if d.e != nil {
-		d.e.succeed(d.st.bucket, d.st.retries, d.st.cost)
+		d.e.succeed(d.st.bucket, d.st.retries, d.st.cost, d.st.started)
 		return
 	}
 	_ = d.s.RecordSuccess(d.tok) // the call succeeded whatever the strategy thinks of its token

@@ -7,16 +7,20 @@ import (
 
 // outcomes counts attempts and the ones the service accepted over a sliding
 // window, for client-side throttling. Counting a success reads no clock and
-// takes no lock: it is one atomic add to a pending word, and pending counts
-// are placed in the window when a failure next consults it, spread evenly
-// over the time since the last placement (so successes long before a
-// failure weigh less than successes just before it). The zero value is ready
-// to use.
+// takes no lock: it is one atomic add to a running total, and the counts
+// added since the last placement are placed in the window when a failure
+// next consults it, spread evenly over the time since then (so successes
+// long before a failure weigh less than successes just before it). The
+// zero value is ready to use.
 type outcomes struct {
-	// pending packs attempts (high 32 bits) and accepts (low 32 bits) not
-	// yet placed in the window.
-	pending  atomic.Uint64
-	placed   atomic.Int64 // when pending counts were last placed, ns since the Unix epoch; 0 = never
+	// total packs every attempt counted (high 32 bits) and every accept
+	// (low 32 bits), each wrapping; taken is the total when counts were
+	// last placed. The low word is the scope's running accept count, which
+	// the latency probes read. (An accept that wraps the low word carries
+	// one phantom attempt into the high one: one in four billion.)
+	total    atomic.Uint64
+	taken    atomic.Uint64
+	placed   atomic.Int64 // when pending counts were last placed, a reading of the strategy's clock; 0 = never
 	attempts rolling
 	accepts  rolling
 }
@@ -30,29 +34,51 @@ const (
 	placeEvery = 1 << 24
 )
 
-// success counts an accepted attempt. It reports whether the pending counts
-// have grown enough that the caller should place them (rarely: once every
-// placeEvery successes without a failure).
-func (o *outcomes) success() bool {
-	return o.pending.Add(oneAttempt|oneAccept)&(placeEvery-1) == 0
+// success counts an accepted attempt and returns the new total. The caller
+// should place the counts when the total's accepts reach a multiple of
+// placeEvery (see full): rarely, once every placeEvery successes without a
+// failure.
+func (o *outcomes) success() uint64 {
+	return o.total.Add(oneAttempt | oneAccept)
 }
+
+// full reports whether total, as success returned it, asks for the counts
+// to be placed.
+func full(total uint64) bool { return total&(placeEvery-1) == 0 }
 
 // failure counts a failed attempt at now and returns the attempts and
 // accepts in the window that ends then.
-func (o *outcomes) failure(now time.Time, window time.Duration) (attempts, accepts float64) {
-	o.pending.Add(oneAttempt)
+func (o *outcomes) failure(now int64, window time.Duration) (attempts, accepts float64) {
+	o.total.Add(oneAttempt)
+	return o.count(now, window)
+}
+
+// accept counts an accepted attempt at now, as failure counts a failed
+// one, and returns the window's counts.
+func (o *outcomes) accept(now int64, window time.Duration) (attempts, accepts float64) {
+	o.total.Add(oneAttempt | oneAccept)
 	return o.count(now, window)
 }
 
 // count places the pending counts and returns the attempts and accepts in
 // the window that ends at now.
-func (o *outcomes) count(now time.Time, window time.Duration) (attempts, accepts float64) {
+func (o *outcomes) count(now int64, window time.Duration) (attempts, accepts float64) {
 	slot := slotOf(now, window)
-	p := o.pending.Swap(0)
+	var t, last uint64
+	for {
+		// The total is read after taken, and only grows: a placement that
+		// wins the swap takes exactly the counts since the previous one.
+		last = o.taken.Load()
+		t = o.total.Load()
+		if o.taken.CompareAndSwap(last, t) {
+			break
+		}
+	}
 	share := placeShare(&o.placed, now, window)
-	if p != 0 {
-		o.attempts.add(slot, int64(float64(p>>32)*share*milli))
-		o.accepts.add(slot, int64(float64(p&(1<<32-1))*share*milli))
+	if t != last {
+		attempts, accepts := uint32(t>>32)-uint32(last>>32), uint32(t)-uint32(last)
+		o.attempts.add(slot, int64(float64(attempts)*share*milli))
+		o.accepts.add(slot, int64(float64(accepts)*share*milli))
 	}
 	return float64(o.attempts.sum(slot)) / milli, float64(o.accepts.sum(slot)) / milli
 }

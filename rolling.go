@@ -48,6 +48,28 @@ func (r *rolling) add(slot int64, delta int64) {
 	}
 }
 
+// remove takes back n thousandths counted in the window that ends with
+// slot, from the newest slots that hold them: a count comes back whatever
+// slot it was added in, as long as that slot is still in the window (a
+// count that has left the window is gone already).
+func (r *rolling) remove(slot int64, n int64) {
+	for i := int64(0); i < rollingSlots && slot-i >= 0 && n > 0; i++ {
+		s := slot - i
+		w := &r.slots[s%rollingSlots]
+		for {
+			old := w.Load()
+			if int64(old>>countBits) != s&epochMask {
+				break // an older slot's counts: outside the window
+			}
+			take := min(int64(old&countMask), n)
+			if take == 0 || w.CompareAndSwap(old, old-uint64(take)) {
+				n -= take
+				break
+			}
+		}
+	}
+}
+
 // sum returns the thousandths counted in the window that ends with slot.
 func (r *rolling) sum(slot int64) int64 {
 	var total int64
@@ -65,19 +87,17 @@ func (r *rolling) sum(slot int64) int64 {
 }
 
 // slotOf returns the index of the slot of a window's rolling count that
-// holds instant t. A clock before 1970 is wrong, not a reason to panic: it
-// reads as 1970.
-func slotOf(t time.Time, window time.Duration) int64 {
+// holds instant t, a clock's reading in nanoseconds.
+func slotOf(t int64, window time.Duration) int64 {
 	width := max(int64(window)/rollingSlots, 1)
-	return max(t.UnixNano(), 0) / width
+	return max(t, 0) / width
 }
 
 // placeShare records now as the last placement of counts that were pending
 // since the previous one, and returns the share of those counts that falls
 // in a window ending now, taking them to be spread evenly over the time
 // between the two placements.
-func placeShare(placed *atomic.Int64, now time.Time, window time.Duration) float64 {
-	ns := now.UnixNano()
+func placeShare(placed *atomic.Int64, ns int64, window time.Duration) float64 {
 	last := placed.Swap(ns)
 	if last != 0 && ns-last > int64(window) {
 		return float64(window) / float64(ns-last)

@@ -66,7 +66,7 @@ func (s *Simple) next(st state, err error) (state, error) {
 	return advance(&p, st, err)
 }
 
-func (s *Simple) succeed(Quota, int, int) {}
+func (s *Simple) succeed(Quota, int, int, int64) {}
 
 // ReleaseToken spends a token whose attempt will not be made. It implements
 // Releaser.
@@ -102,7 +102,7 @@ func (n *No) next(st state, err error) (state, error) {
 	return advance(&p, st, err)
 }
 
-func (n *No) succeed(Quota, int, int) {}
+func (n *No) succeed(Quota, int, int, int64) {}
 
 // ReleaseToken spends a token whose attempt will not be made. It implements
 // Releaser.

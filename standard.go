@@ -140,7 +140,7 @@ func (s *Standard) next(st state, err error) (state, error) {
 	return st, nil
 }
 
-func (s *Standard) succeed(bucket Quota, retries, cost int) {
+func (s *Standard) succeed(bucket Quota, retries, cost int, _ int64) {
 	n := cost
 	if retries == 0 {
 		n = orDefault(s.opts.SuccessIncrement, 1)

@@ -43,7 +43,8 @@ type state struct {
 	cost    int           // tokens paid to the quota for the next attempt
 	bucket  Quota         // the quota this request pays into; nil for none
 	scope   string
-	limited bool // the attempt holds a token of an Adaptive's send-rate limiter
+	limited bool  // the attempt holds a token of an Adaptive's send-rate limiter
+	started int64 // when the attempt began, if an Adaptive times it (a clock reading); 0 = not timed
 }
 
 // engine is implemented by this package's strategies. Their Strategy methods
@@ -66,7 +67,7 @@ type engine interface {
 	// fields it needs rather than the state: copying a state that was just
 	// written field by field stalls the CPU (store forwarding fails) for
 	// longer than the whole success path takes otherwise.
-	succeed(bucket Quota, retries, cost int)
+	succeed(bucket Quota, retries, cost int, started int64)
 	// release takes back a granted attempt that will not be made.
 	release(st state)
 }
@@ -114,7 +115,7 @@ func (is *issuer) record(e engine, t Token) error {
 	if !ok {
 		return errForeignToken
 	}
-	e.succeed(t.st.bucket, t.st.retries, t.st.cost)
+	e.succeed(t.st.bucket, t.st.retries, t.st.cost, t.st.started)
 	is.cells.Put(c)
 	return nil
 }

@@ -88,16 +88,21 @@ func atLeast(t *testing.T, what string, got, limit float64) {
 }
 
 // TestExplore prints the chosen policies in every scenario; for development
-// (SIM_EXPLORE=policy names separated by |, SIM_CLIENTS=n).
+// (SIM_EXPLORE=policy names separated by |, SIM_CLIENTS=n, SIM_REJECT_COST=
+// the throttle's reject cost).
 func TestExplore(t *testing.T) {
 	names := os.Getenv("SIM_EXPLORE")
 	if names == "" {
 		t.Skip("set SIM_EXPLORE")
 	}
-	clients := 100
+	clients, reject := 100, 0.0
 	fmt.Sscan(os.Getenv("SIM_CLIENTS"), &clients)
+	fmt.Sscan(os.Getenv("SIM_REJECT_COST"), &reject)
 	for _, kind := range []Kind{Outage, Overload, Brownout, Throttle} {
 		s, _ := Defaults(kind, clients, 1000, time.Minute, 1)
+		if kind == Throttle {
+			s.RejectCost = reject
+		}
 		for _, name := range strings.Split(names, "|") {
 			r, err := Run(context.Background(), s, named(t, name))
 			if err != nil {
