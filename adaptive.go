@@ -42,8 +42,9 @@ type AdaptiveOptions struct {
 	// Window is how long attempts and accepts count, and how recent a
 	// successful retry must be to relax the streak. 0 = 10 s.
 	Window time.Duration
-	// RetryTimeouts lets attempts that timed out be retried. By default
-	// they are not: see Adaptive.
+	// RetryTimeouts retries attempts that timed out whatever the evidence.
+	// By default a timeout is refused when the scope's evidence says the
+	// service is overloaded: see Adaptive.
 	RetryTimeouts bool
 
 	// MaxWait is the longest wait the send-rate limiter imposes on an
@@ -68,10 +69,11 @@ type AdaptiveOptions struct {
 // Adaptive is the strategy to use when nothing else is known: it adapts to
 // the health of the service in every process on its own, so that a fleet of
 // clients that each run it cannot turn an outage, an overload or throttling
-// into a retry storm, and it still retries through a brownout. It is the
-// default of httpretry.Transport and of the Forrst client.
+// into a retry storm, and it still retries whatever a retry would fix: a
+// brownout, one bad replica of many, one slow attempt. It is the default of
+// httpretry.Transport, of the Forrst client and of the gRPC interceptors.
 //
-// Per scope, it keeps three signals, each cheap enough for every request:
+// Per scope, it keeps four signals, each cheap enough for every request:
 //
 // Failure streaks. After 3 attempts in a row fail with no success between
 // them, the scope's retries stop until an attempt succeeds. A client that
@@ -88,9 +90,34 @@ type AdaptiveOptions struct {
 // twice the accepts (and number at least 10: a window of a few attempts
 // says too little), a retry is refused with probability
 // (attempts − 2·accepts)/(attempts + 1). The counts are kept for the
-// strategy as a whole too, and a retry must pass both: a failing service
-// reached under many scope names (one per host, say) cannot collect a fresh
-// allowance under each.
+// strategy as a whole too: a scope whose own window does not show it
+// healthy (10 attempts or more, half of them accepted) must pass those as
+// well, so that a failing service reached under many scope names (one per
+// host, say) cannot collect a fresh allowance under each, while a healthy
+// service that shares the strategy with a failing one keeps its retries.
+//
+// What counts. An answer that blames the client (gRPC NOT_FOUND, an HTTP
+// 404, a Forrst client error) shows a service at work: it counts as an
+// accepted attempt and ends the streak. A throttle and a timeout count as
+// failures. The caller's own cancellation, or its own deadline, counts as
+// nothing: it says nothing about the service.
+//
+// Latency. About every 100 ms (every attempt, for a client that sends less
+// often), an attempt is timed, and the scope keeps the latest latency and
+// the least of each second of the window. This is what judges a timeout.
+//
+// Timeouts. An attempt that timed out is retried unless the evidence says
+// the service is overloaded: at least half of the window's attempts (10 or
+// more) timed out, or the latest successful attempt took more than 4 times
+// the least latency of the window (a queue is building at the server). One
+// black-holed or slow replica among ten times out a tenth of attempts while
+// the others answer in their usual time, and its retry, sent to another
+// replica, succeeds; an overloaded server makes every answer slower before
+// attempts start to time out, and a retry there doubles the work exactly
+// when the server can do least (why gRPC's retry design and Finagle do not
+// retry timeouts by default). A client that has timed nothing yet has no
+// such evidence, and retries. RetryTimeouts retries timeouts whatever the
+// evidence.
 //
 // A send-rate limiter, after AWS's adaptive retry mode: a token bucket
 // whose rate follows the CUBIC curve (beta 0.7, scale 0.4, send rate
@@ -99,34 +126,40 @@ type AdaptiveOptions struct {
 // (HTTP 429, a throttling code) cuts the rate to 0.7 times what the client
 // was sending, and successes grow it back along the curve. Where it makes
 // an attempt wait, first attempts included, the wait is the token's Delay:
-// Do waits it, cancellably, and never past the context's deadline. Two
+// Do waits it, cancellably, and never past the context's deadline. Three
 // changes from the AWS SDKs: no wait exceeds MaxWait (1 s), since a wait
 // fixed at the rate of the worst moment would outlast the throttling and a
-// queue of them would leave in a burst; and once no throttle has been heard
-// for twice the curve's recovery time (at least 2 s) the limiter stops
-// limiting, where the AWS SDKs' limiter, once throttled, limits for the
-// life of the client.
+// queue of them would leave in a burst; a retry that would wait that long
+// is refused instead (the client already sends more than the service
+// accepts, and first attempts have the better claim to what it does); and
+// once no throttle has been heard for twice the curve's recovery time (at
+// least 2 s) the limiter stops limiting, where the AWS SDKs' limiter, once
+// throttled, limits for the life of the client.
 //
-// An attempt that timed out is not retried unless RetryTimeouts is set. A
-// timeout is the usual face of overload: the attempt may still be queued at
-// the server, and its retry doubles the work exactly when the server can do
-// least; gRPC's retry design and Finagle make the same choice by default.
-// A failure that never reached the server (a refused connection) is not a
-// timeout and is retried.
+// The service's explicit permission (Info.Allowed: a Retry-After, Forrst
+// retry guidance "allowed": true, a gRPC pushback) is honoured: it lifts
+// the refusal of a timeout. It lifts nothing else: streaks, client-side
+// throttling, the limiter, quotas and budgets still bound every retry.
+//
+// The windows and the limiter run on the monotonic clock: a wall clock
+// that steps back (an NTP correction) changes nothing.
 //
 // Why these. A ratio budget cannot tell an outage from a brownout, and a
 // token-bucket quota drains in both; what tells them apart is whether
 // retries succeed, which the streak reads from the first failures. The
 // same streak is what limits a client that sends one request a second,
-// where a quota of 500 tokens is 35 retries. Limits from latency (Netflix's
-// gradient limiter, Envoy's adaptive concurrency) need a latency baseline a
-// retry strategy does not see. The retry command's simulator (retry sim)
-// measures each choice; the README has its tables.
+// where a quota of 500 tokens is 35 retries. A timeout rule that reads only
+// counts cannot tell a black-holed replica from the onset of overload, as
+// both show one timeout after many successes; the latency of those
+// successes can. The retry command's simulator (retry sim) measures each
+// choice, with one server and with ten replicas behind a load balancer; the
+// README has its tables.
 //
 // The first attempt is never refused, only delayed by the limiter. With
 // the defaults there is no token quota (see AdaptiveOptions.StandardOptions);
 // a Budget in the options bounds retries further. The success path reads no
-// clock while the limiter is not limiting, and allocates nothing.
+// clock while the limiter is not limiting and no latency probe is due, and
+// allocates nothing.
 //
 // An Adaptive is safe for concurrent use; one should be shared by every
 // caller of a service in a process. Its zero value uses the defaults;
