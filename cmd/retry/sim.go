@@ -115,6 +115,9 @@ func simCommand(ctx context.Context, args []string, io stdio) int {
 	if err == nil {
 		f.override(&s.Capacity, &s.Timeout, &s.Start, &s.End, &s.Shed)
 		s.RejectCost = f.reject
+		if s.Kind.Replicated() {
+			s.Replicas, s.Balance = f.replicas, sim.Balance(f.balance)
+		}
 		err = s.Check()
 	}
 	if err == nil {
@@ -129,7 +132,8 @@ func simCommand(ctx context.Context, args []string, io stdio) int {
 // simFlags are retry sim's flags as given, and which were given.
 type simFlags struct {
 	scenario, svgPath, jsonPath, pick string
-	clients                           int
+	balance                           string
+	clients, replicas                 int
 	rate, capacity, reject            float64
 	duration, timeout, start, end     time.Duration
 	seed                              uint64
@@ -142,7 +146,7 @@ type simFlags struct {
 func parseSimFlags(args []string, io stdio) (f simFlags, code int, ok bool) {
 	fs := flag.NewFlagSet("retry sim", flag.ContinueOnError)
 	fs.SetOutput(discard) // -h prints the usage to stdout, errors a hint
-	fs.StringVar(&f.scenario, "scenario", "outage", "outage, brownout, overload, throttle, occ or layers")
+	fs.StringVar(&f.scenario, "scenario", "outage", "outage, brownout, overload, throttle, occ, layers, or a replica scenario: "+replicaScenarios())
 	fs.IntVar(&f.clients, "clients", 100, "number of clients")
 	fs.Float64Var(&f.rate, "rate", 1000, "requests per second, all clients together")
 	f.duration = time.Minute
@@ -156,6 +160,8 @@ func parseSimFlags(args []string, io stdio) (f simFlags, code int, ok bool) {
 	fs.Var(durationValue{&f.end}, "incident-end", "when the incident ends, a `duration` into the run (default: half way, a third for overload)")
 	fs.BoolVar(&f.shed, "shed", false, "the server drops work whose client has given up")
 	fs.Float64Var(&f.reject, "reject-cost", 0, "throttle: the share of an attempt's work a 429 costs the server, from 0 (a front-door limiter) to 1 (like any attempt)")
+	fs.IntVar(&f.replicas, "replicas", sim.DefaultReplicas, "replica scenarios: how many replicas share the capacity")
+	fs.StringVar(&f.balance, "balance", string(sim.Random), "replica scenarios: how the load balancer picks each attempt's replica, random or round-robin")
 	fs.BoolVar(&f.quiet, "quiet", false, "no progress line")
 	fs.StringVar(&f.pick, "policies", "", "only the rows whose name contains one of these comma-separated `WORDS` (any case), e.g. Standard,adaptive")
 	if err := fs.Parse(args); err != nil {
@@ -188,7 +194,7 @@ func (f *simFlags) misfit() string {
 		}
 	}
 	if f.scenario == "occ" {
-		for _, name := range []string{"rate", "duration", "svg", "capacity", "timeout", "incident-start", "incident-end", "shed", "reject-cost"} {
+		for _, name := range []string{"rate", "duration", "svg", "capacity", "timeout", "incident-start", "incident-end", "shed", "reject-cost", "replicas", "balance"} {
 			if f.given[name] {
 				return "--" + name + " does not apply to the occ scenario (it takes --clients, --seed, --json and --quiet)"
 			}
@@ -197,7 +203,21 @@ func (f *simFlags) misfit() string {
 	if f.given["reject-cost"] && f.scenario != string(sim.Throttle) && f.scenario != "occ" {
 		return "--reject-cost applies to the throttle scenario only, whose 429s it prices; in " + f.scenario + " every attempt costs the server a whole attempt's work"
 	}
+	for _, name := range []string{"replicas", "balance"} {
+		if f.given[name] && !sim.Kind(f.scenario).Replicated() && f.scenario != "occ" {
+			return "--" + name + " applies to the replica scenarios only (" + replicaScenarios() + "); in " + f.scenario + " the server is one queue"
+		}
+	}
 	return ""
+}
+
+// replicaScenarios lists the replica scenarios' names.
+func replicaScenarios() string {
+	var names []string
+	for _, k := range sim.ReplicaKinds() {
+		names = append(names, string(k))
+	}
+	return strings.Join(names, ", ")
 }
 
 // override sets a scenario's fields to the flags given for them; the rest
