@@ -62,12 +62,36 @@ Scenarios, and what a failed attempt costs the server in each:
             the outage (the back's to the database), the database's
             busiest second, success, recovery
 
-Rows (outage to throttle): naive retries; retrykit's Standard, with a
-quota per client or one shared, with a retry budget, and Adaptive, the
-default; AWS's adaptive retry mode as the AWS SDKs ship it; and the
-documented defaults of three Go libraries, written with retrykit's parts:
-avast/retry-go v4.7 and v5.1, hashicorp/go-retryablehttp v0.7.8 (which
-waits a 429's or 503's Retry-After instead of its backoff) and
+Replica scenarios: the service is --replicas replicas (10) behind a load
+balancer that picks a replica for each attempt, retries included, and has
+no health checks (--balance random, the default, or round-robin). Each
+replica is a queue like the server above, serving an equal share of the
+capacity. A replica that is down refuses connections: an attempt sent to
+it fails at once and costs nothing. Going down resets the attempts it
+holds, queued or in service: they fail at that instant, and their work is
+dropped. A refusal and a reset are transient failures, as httpretry
+classifies them for an idempotent call; the incident is from a sixth of
+the run to its half, as in outage:
+  replica-down       one replica is down for the whole incident
+  replica-blackhole  one replica accepts attempts and never answers: they
+                     time out, and cost it no work
+  replica-slow       one replica adds latency to each answer, exponential
+                     with mean 1s; an answer later than --timeout is a
+                     timeout
+  rolling-deploy     the replicas restart one at a time, each down for an
+                     equal slice of the incident (2s at the defaults)
+  zone-blip          a zone, 30% of the replicas (at least 1), is down for
+                     the incident's first 2s
+  zone-flap          a zone is down 1s in every 2 of the incident
+  blip               every replica is down for the incident's first 2s
+  flapping           every replica is down 1s in every 2 of the incident
+
+Rows (every scenario but occ and layers): naive retries; retrykit's
+Standard, with a quota per client or one shared, with a retry budget, and
+Adaptive, the default; AWS's adaptive retry mode as the AWS SDKs ship it;
+and the documented defaults of three Go libraries, written with retrykit's
+parts: avast/retry-go v4.7 and v5.1, hashicorp/go-retryablehttp v0.7.8
+(which waits a 429's or 503's Retry-After instead of its backoff) and
 cenkalti/backoff v5.0.3 (which, like retry-go, does not read Retry-After
 by default). --policies picks rows by words of their names.
 
@@ -87,6 +111,7 @@ Examples:
   retry sim
   retry sim --scenario overload --svg overload.svg
   retry sim --scenario occ --clients 200
+  retry sim --scenario rolling-deploy --replicas 20 --balance round-robin
   retry sim --clients 1000 --rate 5000 --json results.json
 
 Flags:
@@ -146,7 +171,7 @@ type simFlags struct {
 func parseSimFlags(args []string, io stdio) (f simFlags, code int, ok bool) {
 	fs := flag.NewFlagSet("retry sim", flag.ContinueOnError)
 	fs.SetOutput(discard) // -h prints the usage to stdout, errors a hint
-	fs.StringVar(&f.scenario, "scenario", "outage", "outage, brownout, overload, throttle, occ, layers, or a replica scenario: "+replicaScenarios())
+	fs.StringVar(&f.scenario, "scenario", "outage", "outage, brownout, overload, throttle, occ, layers, or a replica scenario (above)")
 	fs.IntVar(&f.clients, "clients", 100, "number of clients")
 	fs.Float64Var(&f.rate, "rate", 1000, "requests per second, all clients together")
 	f.duration = time.Minute
