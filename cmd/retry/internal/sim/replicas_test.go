@@ -231,7 +231,7 @@ func TestRollingDeployResetsHeldAttempts(t *testing.T) {
 	if len(resets) != s.Replicas {
 		t.Errorf("resets at %d instants (%v), want one per replica, %d", len(resets), resets, s.Replicas)
 	}
-	near(t, "refusals", float64(count(log, errConnRefused)), (s.End - s.Start).Seconds()*s.Rate/float64(s.Replicas), 0.05)
+	near(t, "refusals", float64(count(log, errConnRefused)), (s.End-s.Start).Seconds()*s.Rate/float64(s.Replicas), 0.05)
 }
 
 // A replica that restarts drops the work it had queued: it comes back with
