@@ -147,7 +147,7 @@ func (s Scenario) replicaIncident() string {
 		return fmt.Sprintf("%s adds latency to each answer, exponential with mean %v", one, slowMean)
 	case RollingDeploy:
 		return fmt.Sprintf("the replicas restart one at a time, %v each, refusing connections and resetting the attempts they hold",
-			((s.End-s.Start)/time.Duration(s.Replicas)).Round(time.Millisecond))
+			((s.End - s.Start) / time.Duration(s.Replicas)).Round(time.Millisecond))
 	case ZoneBlip, Blip:
 		return fmt.Sprintf("%s connections for the first %v, resetting the attempts they hold", who, blipFor)
 	case ZoneFlap, Flapping:
