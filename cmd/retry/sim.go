@@ -265,6 +265,8 @@ func (f *simFlags) override(capacity *float64, timeout, start, end *time.Duratio
 
 // fitsMachine returns why the machine cannot hold the requests of s, if it
 // cannot: the guard is what its memory holds, not a fixed number.
+// A replica scenario's requests cost what the single server's do; its
+// replicas, at most sim.MaxReplicas of a few words each, are not counted.
 func fitsMachine(s sim.Scenario) error {
 	limit, memory := sim.MaxRequests()
 	if memory > 0 { // the clients' strategies take their share first

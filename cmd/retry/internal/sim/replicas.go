@@ -109,8 +109,6 @@ func (s Scenario) checkReplicas() error {
 		return fmt.Errorf("balance must be %s or %s, not %q", Random, RoundRobin, s.Balance)
 	case s.Kind == RollingDeploy && (s.End-s.Start)/time.Duration(s.Replicas) < minSlice:
 		return fmt.Errorf("a rolling deploy gives each replica an equal slice of the incident, which must be at least %v: lengthen the incident or lower the replicas", minSlice)
-	case s.RejectCost != 0:
-		return errors.New("reject cost applies to the throttle scenario only")
 	}
 	return nil
 }
