@@ -62,12 +62,36 @@ Scenarios, and what a failed attempt costs the server in each:
             the outage (the back's to the database), the database's
             busiest second, success, recovery
 
-Rows (outage to throttle): naive retries; retrykit's Standard, with a
-quota per client or one shared, with a retry budget, and Adaptive, the
-default; AWS's adaptive retry mode as the AWS SDKs ship it; and the
-documented defaults of three Go libraries, written with retrykit's parts:
-avast/retry-go v4.7 and v5.1, hashicorp/go-retryablehttp v0.7.8 (which
-waits a 429's or 503's Retry-After instead of its backoff) and
+Replica scenarios: the service is --replicas replicas (10) behind a load
+balancer that picks a replica for each attempt, retries included, and has
+no health checks (--balance random, the default, or round-robin). Each
+replica is a queue like the server above, serving an equal share of the
+capacity. A replica that is down refuses connections: an attempt sent to
+it fails at once and costs nothing. Going down resets the attempts it
+holds, queued or in service: they fail at that instant, and their work is
+dropped. A refusal and a reset are transient failures, as httpretry
+classifies them for an idempotent call; the incident is from a sixth of
+the run to its half, as in outage:
+  replica-down       one replica is down for the whole incident
+  replica-blackhole  one replica accepts attempts and never answers: they
+                     time out, and cost it no work
+  replica-slow       one replica adds latency to each answer, exponential
+                     with mean 1s; an answer later than --timeout is a
+                     timeout
+  rolling-deploy     the replicas restart one at a time, each down for an
+                     equal slice of the incident (2s at the defaults)
+  zone-blip          a zone, 30% of the replicas (at least 1), is down for
+                     the incident's first 2s
+  zone-flap          a zone is down 1s in every 2 of the incident
+  blip               every replica is down for the incident's first 2s
+  flapping           every replica is down 1s in every 2 of the incident
+
+Rows (every scenario but occ and layers): naive retries; retrykit's
+Standard, with a quota per client or one shared, with a retry budget, and
+Adaptive, the default; AWS's adaptive retry mode as the AWS SDKs ship it;
+and the documented defaults of three Go libraries, written with retrykit's
+parts: avast/retry-go v4.7 and v5.1, hashicorp/go-retryablehttp v0.7.8
+(which waits a 429's or 503's Retry-After instead of its backoff) and
 cenkalti/backoff v5.0.3 (which, like retry-go, does not read Retry-After
 by default). --policies picks rows by words of their names.
 
@@ -87,6 +111,7 @@ Examples:
   retry sim
   retry sim --scenario overload --svg overload.svg
   retry sim --scenario occ --clients 200
+  retry sim --scenario rolling-deploy --replicas 20 --balance round-robin
   retry sim --clients 1000 --rate 5000 --json results.json
 
 Flags:
@@ -115,6 +140,9 @@ func simCommand(ctx context.Context, args []string, io stdio) int {
 	if err == nil {
 		f.override(&s.Capacity, &s.Timeout, &s.Start, &s.End, &s.Shed)
 		s.RejectCost = f.reject
+		if s.Kind.Replicated() {
+			s.Replicas, s.Balance = f.replicas, sim.Balance(f.balance)
+		}
 		err = s.Check()
 	}
 	if err == nil {
@@ -129,7 +157,8 @@ func simCommand(ctx context.Context, args []string, io stdio) int {
 // simFlags are retry sim's flags as given, and which were given.
 type simFlags struct {
 	scenario, svgPath, jsonPath, pick string
-	clients                           int
+	balance                           string
+	clients, replicas                 int
 	rate, capacity, reject            float64
 	duration, timeout, start, end     time.Duration
 	seed                              uint64
@@ -142,7 +171,7 @@ type simFlags struct {
 func parseSimFlags(args []string, io stdio) (f simFlags, code int, ok bool) {
 	fs := flag.NewFlagSet("retry sim", flag.ContinueOnError)
 	fs.SetOutput(discard) // -h prints the usage to stdout, errors a hint
-	fs.StringVar(&f.scenario, "scenario", "outage", "outage, brownout, overload, throttle, occ or layers")
+	fs.StringVar(&f.scenario, "scenario", "outage", "outage, brownout, overload, throttle, occ, layers, or a replica scenario (above)")
 	fs.IntVar(&f.clients, "clients", 100, "number of clients")
 	fs.Float64Var(&f.rate, "rate", 1000, "requests per second, all clients together")
 	f.duration = time.Minute
@@ -156,6 +185,8 @@ func parseSimFlags(args []string, io stdio) (f simFlags, code int, ok bool) {
 	fs.Var(durationValue{&f.end}, "incident-end", "when the incident ends, a `duration` into the run (default: half way, a third for overload)")
 	fs.BoolVar(&f.shed, "shed", false, "the server drops work whose client has given up")
 	fs.Float64Var(&f.reject, "reject-cost", 0, "throttle: the share of an attempt's work a 429 costs the server, from 0 (a front-door limiter) to 1 (like any attempt)")
+	fs.IntVar(&f.replicas, "replicas", sim.DefaultReplicas, "replica scenarios: how many replicas share the capacity")
+	fs.StringVar(&f.balance, "balance", string(sim.Random), "replica scenarios: how the load balancer picks each attempt's replica, random or round-robin")
 	fs.BoolVar(&f.quiet, "quiet", false, "no progress line")
 	fs.StringVar(&f.pick, "policies", "", "only the rows whose name contains one of these comma-separated `WORDS` (any case), e.g. Standard,adaptive")
 	if err := fs.Parse(args); err != nil {
@@ -188,7 +219,7 @@ func (f *simFlags) misfit() string {
 		}
 	}
 	if f.scenario == "occ" {
-		for _, name := range []string{"rate", "duration", "svg", "capacity", "timeout", "incident-start", "incident-end", "shed", "reject-cost"} {
+		for _, name := range []string{"rate", "duration", "svg", "capacity", "timeout", "incident-start", "incident-end", "shed", "reject-cost", "replicas", "balance"} {
 			if f.given[name] {
 				return "--" + name + " does not apply to the occ scenario (it takes --clients, --seed, --json and --quiet)"
 			}
@@ -197,7 +228,21 @@ func (f *simFlags) misfit() string {
 	if f.given["reject-cost"] && f.scenario != string(sim.Throttle) && f.scenario != "occ" {
 		return "--reject-cost applies to the throttle scenario only, whose 429s it prices; in " + f.scenario + " every attempt costs the server a whole attempt's work"
 	}
+	for _, name := range []string{"replicas", "balance"} {
+		if f.given[name] && !sim.Kind(f.scenario).Replicated() && f.scenario != "occ" {
+			return "--" + name + " applies to the replica scenarios only (" + replicaScenarios() + "); in " + f.scenario + " the server is one queue"
+		}
+	}
 	return ""
+}
+
+// replicaScenarios lists the replica scenarios' names.
+func replicaScenarios() string {
+	var names []string
+	for _, k := range sim.ReplicaKinds() {
+		names = append(names, string(k))
+	}
+	return strings.Join(names, ", ")
 }
 
 // override sets a scenario's fields to the flags given for them; the rest
@@ -220,6 +265,8 @@ func (f *simFlags) override(capacity *float64, timeout, start, end *time.Duratio
 
 // fitsMachine returns why the machine cannot hold the requests of s, if it
 // cannot: the guard is what its memory holds, not a fixed number.
+// A replica scenario's requests cost what the single server's do; its
+// replicas, at most sim.MaxReplicas of a few words each, are not counted.
 func fitsMachine(s sim.Scenario) error {
 	limit, memory := sim.MaxRequests()
 	if memory > 0 { // the clients' strategies take their share first

@@ -122,10 +122,14 @@ func writeOutputs(io stdio, s sim.Scenario, results []sim.Result, jsonPath, svgP
 		}
 	}
 	if svgPath != "" {
+		server := fmt.Sprintf("a server of capacity %.0f/s", s.Capacity)
+		if s.Replicas > 0 {
+			server = s.ReplicaSet()
+		}
 		c := chart.Chart{
 			Title: fmt.Sprintf("%s: from %s to %s %s", s.Kind, formatDuration(s.Start), formatDuration(s.End), s.Incident()),
-			Subtitle: fmt.Sprintf("%d clients send %.0f req/s to a server of capacity %.0f/s and wait %v for each answer; one panel per retry policy",
-				s.Clients, s.Rate, s.Capacity, s.Timeout),
+			Subtitle: fmt.Sprintf("%d clients send %.0f req/s to %s and wait %v for each answer; one panel per retry policy",
+				s.Clients, s.Rate, server, s.Timeout),
 			Step:     1,
 			Incident: [2]float64{s.Start.Seconds(), s.End.Seconds()},
 			Capacity: s.Capacity,

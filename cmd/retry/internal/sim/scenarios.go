@@ -43,6 +43,13 @@ type Scenario struct {
 	// other attempt: it waits its turn in the queue (and may time out
 	// there), and takes a whole attempt's work.
 	RejectCost float64 `json:"reject_cost,omitempty"`
+
+	// Replicas is, in the replica scenarios (ReplicaKinds), how many
+	// replicas share Capacity equally; the others have one server and 0.
+	Replicas int `json:"replicas,omitempty"`
+	// Balance is how the replica scenarios' load balancer picks a replica
+	// for each attempt; "" in the others.
+	Balance Balance `json:"balance,omitempty"`
 }
 
 // Check reports what is wrong with s, if anything.
@@ -76,7 +83,10 @@ func (s Scenario) Check() error {
 	case s.Start < 0 || s.End <= s.Start || s.End >= s.Duration:
 		return errors.New("the incident must start at 0 or later, end after it starts, and end before the run does")
 	}
-	return s.checkIncident()
+	if err := s.checkIncident(); err != nil {
+		return err
+	}
+	return s.checkReplicas()
 }
 
 // checkIncident reports what is wrong with the fields of s's kind of
@@ -96,6 +106,8 @@ func (s Scenario) checkIncident() error {
 		if !(s.ThrottleRate > 0) || s.RetryAfter < 0 {
 			return errors.New("throttle rate must be positive and Retry-After not negative")
 		}
+	case ReplicaDown, ReplicaBlackhole, ReplicaSlow, RollingDeploy, ZoneBlip, ZoneFlap, Blip, Flapping:
+		// checkReplicas checks their fields.
 	default:
 		return errors.New("unknown scenario kind " + string(s.Kind))
 	}
@@ -124,6 +136,18 @@ const (
 //	overload  capacity 1.25 × rate, down to 0.6 × rate during the incident
 //	throttle  capacity 1.5 × rate; beyond 0.5 × rate, 429 with Retry-After: 1
 //
+// and the replica scenarios (ReplicaKinds), of capacity 1.5 × rate split
+// among 10 replicas behind a random balancer:
+//
+//	replica-down       one replica refuses connections during the incident
+//	replica-blackhole  one replica accepts attempts and never answers them
+//	replica-slow       one replica adds latency, exponential with mean 1 s, to its answers
+//	rolling-deploy     each replica restarts in turn, for an equal slice of the incident
+//	zone-blip          30% of the replicas (at least 1) refuse connections for 2 s
+//	zone-flap          30% of the replicas refuse connections 1 s in every 2
+//	blip               every replica refuses connections for 2 s
+//	flapping           every replica refuses connections 1 s in every 2
+//
 // Clients wait 1 s for an answer. Every attempt the server queues costs it
 // the same work, whether it succeeds, fails, or is answered after its client
 // gave up; a 429 costs it nothing (RejectCost 0: a front-door limiter).
@@ -142,8 +166,10 @@ func Defaults(kind Kind, clients int, rate float64, duration time.Duration, seed
 		s.End = duration / 3
 	case Throttle:
 		s.ThrottleRate, s.RetryAfter = 0.5*rate, time.Second
+	case ReplicaDown, ReplicaBlackhole, ReplicaSlow, RollingDeploy, ZoneBlip, ZoneFlap, Blip, Flapping:
+		s.Replicas, s.Balance = DefaultReplicas, Random
 	default:
-		return Scenario{}, fmt.Errorf("unknown scenario %q (outage, brownout, overload, throttle, occ, layers)", kind)
+		return Scenario{}, fmt.Errorf("unknown scenario %q (outage, brownout, overload, throttle, occ, layers, %s)", kind, replicaNames())
 	}
 	return s, s.Check()
 }
@@ -154,8 +180,12 @@ func (s Scenario) Describe() string {
 	if s.Clients == 1 {
 		fleet = "1 client sends"
 	}
-	return fmt.Sprintf("%s: %s %s req/s for %v to a server of capacity %s/s; from %v to %v %s; clients time out after %v",
-		s.Kind, fleet, perSecond(s.Rate), s.Duration, perSecond(s.Capacity), s.Start, s.End, s.Incident(), s.Timeout)
+	server := "a server of capacity " + perSecond(s.Capacity) + "/s"
+	if s.Replicas > 0 {
+		server = s.ReplicaSet()
+	}
+	return fmt.Sprintf("%s: %s %s req/s for %v to %s; from %v to %v %s; clients time out after %v",
+		s.Kind, fleet, perSecond(s.Rate), s.Duration, server, s.Start, s.End, s.Incident(), s.Timeout)
 }
 
 // perSecond formats a rate: whole numbers, but the first significant digits
@@ -187,5 +217,5 @@ func (s Scenario) Incident() string {
 		}
 		return fmt.Sprintf("beyond %.0f/s: 429, Retry-After %v, costing the server %s", s.ThrottleRate, s.RetryAfter, cost)
 	}
-	return ""
+	return s.replicaIncident()
 }

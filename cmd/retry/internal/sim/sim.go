@@ -15,6 +15,10 @@
 // instead, the same decision without a token, so that millions of them fit
 // in little memory.
 //
+// The replica scenarios (ReplicaKinds) split the server into replicas
+// behind a load balancer, each a FIFO queue like it with an equal share of
+// the capacity, and hit some of them: see replicas.go.
+//
 // The layered scenario has a model of its own (LayersScenario, RunLayers):
 // a chain of tiers that each retry their calls to the next, in front of a
 // server like this one.
@@ -36,6 +40,12 @@ var (
 	errFailed  = retry.WithInfo(errors.New("503 Service Unavailable"), retry.Info{Safety: retry.Safe, Fault: retry.FaultServer})
 	// errThrottled is a 429 as a policy that does not read Retry-After sees it.
 	errThrottled = retry.WithInfo(errors.New("429 Too Many Requests"), retry.Info{Safety: retry.Safe, Throttle: true, Fault: retry.FaultClient})
+	// A replica's failed connections, as httpretry classifies them: a
+	// refused connection never reached the server, and a reset one may
+	// have, which an idempotent call may repeat; both are the server's
+	// fault, and neither is a timeout.
+	errConnRefused = retry.WithInfo(errors.New("connection refused"), retry.Info{Safety: retry.Safe, Fault: retry.FaultServer})
+	errConnReset   = retry.WithInfo(errors.New("connection reset by peer"), retry.Info{Safety: retry.Safe, Fault: retry.FaultServer})
 )
 
 // event kinds.
@@ -43,6 +53,7 @@ const (
 	evIssue   = iota // a client issues a request
 	evAttempt        // a request sends an attempt
 	evAnswer         // an attempt's answer reaches its client
+	evBroken         // an attempt's connection fails: refused or reset (a replica's)
 )
 
 // Run simulates policy p in scenario s, which must pass Check. It stops
@@ -103,6 +114,7 @@ type runner struct {
 	throttled  error         // the 429 as this policy sees it
 	clock      time.Duration // virtual time: when the event being handled happens
 	serverFree time.Duration // when the server finishes the work queued so far
+	fleet      *fleet        // the replicas, in a replica scenario; nil otherwise
 	limiter    float64       // Throttle: the tokens in the server's rate-limit bucket
 	lastRefill time.Duration
 
@@ -118,6 +130,10 @@ const (
 	ansFailed
 	ansTimeout
 	ansThrottled
+	// The answers of a failed connection, which an evBroken carries (as 0
+	// and 1): an item holds only four answers of a kind.
+	ansRefused
+	ansReset
 )
 
 const bucket = time.Second
@@ -156,6 +172,8 @@ func (r *runner) run() (Result, error) {
 			r.attempt(id, at)
 		case evAnswer:
 			r.answer(id, at, e.ans())
+		case evBroken:
+			r.answer(id, at, ansRefused+e.ans())
 		}
 	}
 	r.finish()
@@ -175,6 +193,9 @@ func (r *runner) setup() {
 		r.step = sharedStepper(r.strategy, s.Clients)
 	}
 	r.reqs = newSlots(r.step == nil)
+	if s.Kind.Replicated() {
+		r.fleet = newFleet(s)
+	}
 	r.limiter = s.ThrottleRate
 	r.throttled = errThrottled
 	if r.p.RetryAfter == ObeyRetryAfter {
@@ -261,6 +282,10 @@ func (r *runner) attempt(id int32, at time.Duration) {
 	if i := int(at / bucket); i < len(r.res.Offered) {
 		r.res.Offered[i]++
 	}
+	if r.fleet != nil {
+		r.toReplica(id, at)
+		return
+	}
 	answer := func(when time.Duration, ans uint8) { r.push(when, evAnswer, ans, id) }
 
 	// The rate limiter decides as the attempt arrives. By default it
@@ -302,18 +327,27 @@ func (r *runner) attempt(id int32, at time.Duration) {
 // waiting first.
 func (r *runner) enqueue(at time.Duration, work float64) (done time.Duration, timedOut bool) {
 	s := r.s
-	start := max(at, r.serverFree)
-	if s.Shed && start-at >= s.Timeout {
-		// A shedding server drops work whose client has given up, unserved.
-		return 0, true
-	}
 	capacity := s.Capacity
-	if s.Kind == Overload && r.inIncident(start) {
+	if s.Kind == Overload && r.inIncident(max(at, r.serverFree)) {
 		capacity = s.DegradedCapacity // the capacity when the work is done
 	}
+	done, queued := r.queue(&r.serverFree, at, work, capacity)
+	return done, !queued || done-at > s.Timeout
+}
+
+// queue puts work arriving at time at in a FIFO queue that serves capacity
+// attempts per second and is busy until *free, and returns when the work is
+// done. The work is done whether or not anyone still waits for it, unless
+// the server sheds: then work whose client has given up by the time its
+// turn comes is dropped, unserved (queued is false).
+func (r *runner) queue(free *time.Duration, at time.Duration, work, capacity float64) (done time.Duration, queued bool) {
+	start := max(at, *free)
+	if r.s.Shed && start-at >= r.s.Timeout {
+		return 0, false
+	}
 	done = later(start, work/capacity)
-	r.serverFree = done // the work is done whether or not anyone still waits for it
-	return done, done-at > s.Timeout
+	*free = done
+	return done, true
 }
 
 // later returns the time seconds after t, saturating at maxAt, past any
@@ -362,6 +396,10 @@ func (r *runner) answer(id int32, at time.Duration, ans uint8) {
 	switch ans {
 	case ansFailed:
 		err = errFailed
+	case ansRefused:
+		err = errConnRefused
+	case ansReset:
+		err = errConnReset
 	case ansTimeout:
 		err = errTimeout
 	case ansThrottled:
