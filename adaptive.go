@@ -521,7 +521,7 @@ func (a *Adaptive) overloaded(sc *adaptiveScope, e evidence, now int64) bool {
 	if e.attempts >= minEvidence && 2*e.timeouts >= e.attempts {
 		return true
 	}
-	return sc.latency.climbing(now, a.window())
+	return sc.latency.climbing()
 }
 
 // throttledClient reports whether client-side throttling refuses a retry,

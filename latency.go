@@ -23,24 +23,26 @@ type latency struct {
 	next atomic.Uint32 // the accept count (outcomes' low word) that raises due
 
 	mu       sync.Mutex
-	lastAt   int64  // when the last probe ended, a clock reading; 0 = never
-	lastSeen uint32 // the accept count then
-	stride   uint32 // successes between probes; 0 = 1
-	recent   int64  // the last probe's latency; 0 = none
-	// least holds the least latency probed in each of the window's slots,
-	// to give the baseline a climb is measured from.
-	least [rollingSlots]struct {
-		slot, ns int64
-		set      bool
-	}
+	lastAt   int64   // when the last probe ended, a clock reading; 0 = never
+	lastSeen uint32  // the accept count then
+	stride   uint32  // successes between probes; 0 = 1
+	latest   float64 // the last probe's latency, ns; 0 = none
+	// typical is the latency of the probes before the latest, smoothed
+	// over about a window of time (each probe weighs the time since the
+	// one before, over the window): the baseline a climb is measured from.
+	// The latest is left out, so that a climb is seen before it is
+	// averaged in, and a time constant, not a count, keeps a client that
+	// probes ten times a second from averaging a climb in within a second.
+	typical  float64
+	latestAt int64 // when the latest probe ended
 }
 
 // Probes, and the reading of them.
 const (
 	// probeEvery is the time between probes a scope aims for.
 	probeEvery = 100 * time.Millisecond
-	// climbFactor is how many times the least latency of the window the
-	// recent probes must take for the latency to count as climbing.
+	// climbFactor is how many times its typical latency the latest probe
+	// must take for the latency to count as climbing.
 	climbFactor = 4
 )
 
@@ -69,10 +71,10 @@ func (l *latency) claim(count uint32) bool {
 }
 
 // record takes the latency of a probe that succeeded: started and now are
-// clock readings, count the scope's accept count, window the scope's.
+// clock readings, count the scope's accept count, window the span the
+// typical latency is smoothed over.
 func (l *latency) record(started, now int64, count uint32, window time.Duration) {
-	ns := max(now-started, 0)
-	slot := slotOf(now, window)
+	ns := float64(max(now-started, 0))
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.lastAt != 0 && now > l.lastAt {
@@ -80,29 +82,24 @@ func (l *latency) record(started, now int64, count uint32, window time.Duration)
 		rate := float64(count-l.lastSeen) / float64(now-l.lastAt) // per ns
 		l.stride = uint32(min(max(rate*float64(probeEvery), 1), 1<<30))
 	}
-	l.lastAt, l.lastSeen = now, count
-	l.recent = ns
-	s := &l.least[slot%rollingSlots]
-	if !s.set || s.slot != slot || ns < s.ns {
-		s.slot, s.ns, s.set = slot, ns, true
+	switch {
+	case l.latest == 0:
+	case l.typical == 0:
+		l.typical = l.latest
+	default:
+		weight := min(float64(max(now-l.latestAt, 0))/float64(window), 1)
+		l.typical += (l.latest - l.typical) * weight
 	}
+	l.lastAt, l.lastSeen = now, count
+	l.latest, l.latestAt = max(ns, 1), now // 0 means none
 }
 
-// climbing reports whether the scope's recent successes take climbFactor
-// times the least latency of the window, or longer: a queue at the server
-// is growing. Both of the last two probes must say so, so that one slow
-// attempt (a slow replica, a pause) does not. Without a probe there is no
-// evidence, and it reports false.
-func (l *latency) climbing(now int64, window time.Duration) bool {
-	slot := slotOf(now, window)
+// climbing reports whether the latest successful probe took climbFactor
+// times the typical latency of those before it, or longer: a queue at the
+// server is growing. Before two probes there is no evidence, and it
+// reports false.
+func (l *latency) climbing() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	least := int64(-1)
-	for i := range l.least {
-		s := l.least[i]
-		if s.set && s.slot > slot-rollingSlots && s.slot <= slot && (least < 0 || s.ns < least) {
-			least = s.ns
-		}
-	}
-	return least >= 0 && l.recent > climbFactor*least
+	return l.typical > 0 && l.latest > climbFactor*l.typical
 }

@@ -26,33 +26,57 @@ func named(t *testing.T, name string) Policy {
 // and the default seed: with 100 clients (the default fleet) and with 1,000
 // sending the same total load, each client with a strategy of its own.
 //
+// One server:
 //   - outage: amplification during the incident at most 1.10x, success at
 //     least no retries';
 //   - overload: recovery at most 1.1 times no retries', success at least
 //     no retries';
 //   - brownout: success at least 99 %;
-//   - throttle: amplification during the incident at most 1.15x, success at
+//   - throttle, with a 429 costing the server nothing and costing it a whole
+//     attempt: amplification during the incident at most 1.15x, success at
 //     least no retries'.
+//
+// Ten replicas behind a load balancer:
+//   - partial incidents (replica-*, rolling-deploy, zone-*): success at
+//     least Standard's (quota per client) less 0.5 points, and at least no
+//     retries' plus 75 % of the best retrying row's gain over it;
+//     amplification during the incident at most Standard's plus 0.05;
+//   - whole-service incidents (blip, flapping): success at least
+//     Standard's less 0.5 points; amplification during the incident at most
+//     1.30x at 100 clients.
 func TestDefaultTargets(t *testing.T) {
+	type target struct {
+		kind   Kind
+		reject float64
+	}
+	targets := []target{{Outage, 0}, {Overload, 0}, {Brownout, 0}, {Throttle, 0}, {Throttle, 1}}
+	for _, k := range ReplicaKinds() {
+		targets = append(targets, target{k, 0})
+	}
 	for _, clients := range []int{100, 1000} {
-		for _, kind := range []Kind{Outage, Overload, Brownout, Throttle} {
-			t.Run(fmt.Sprintf("%s/%d", kind, clients), func(t *testing.T) {
+		for _, tg := range targets {
+			name := fmt.Sprintf("%s/%d", tg.kind, clients)
+			if tg.reject > 0 {
+				name = fmt.Sprintf("%s-reject-cost-%g/%d", tg.kind, tg.reject, clients)
+			}
+			t.Run(name, func(t *testing.T) {
 				t.Parallel()
-				s, err := Defaults(kind, clients, 1000, time.Minute, 1)
+				s, err := Defaults(tg.kind, clients, 1000, time.Minute, 1)
 				if err != nil {
 					t.Fatal(err)
 				}
-				none, err := Run(context.Background(), s, named(t, "no retries"))
-				if err != nil {
-					t.Fatal(err)
+				s.RejectCost = tg.reject
+				run := func(name string) Result {
+					r, err := Run(context.Background(), s, named(t, name))
+					if err != nil {
+						t.Fatal(err)
+					}
+					return r
 				}
-				def, err := Run(context.Background(), s, named(t, Default+", per client"))
-				if err != nil {
-					t.Fatal(err)
-				}
+				none, def := run("no retries"), run(Default+", per client")
 				t.Logf("%s: amplification %.3fx (incident %.3fx), success %.2f%% (no retries %.2f%%), recovery %v (no retries %v, recovered %v), p99 %v",
-					kind, def.Amplification(), def.IncidentAmplification(), 100*def.SuccessRate(), 100*none.SuccessRate(), def.Recovery, none.Recovery, def.Recovered, def.P99)
-				switch kind {
+					tg.kind, def.Amplification(), def.IncidentAmplification(), 100*def.SuccessRate(), 100*none.SuccessRate(), def.Recovery, none.Recovery, def.Recovered, def.P99)
+				switch tg.kind {
 				case Outage:
 					atMost(t, "amplification during the incident", def.IncidentAmplification(), 1.10)
 					atLeast(t, "success", def.SuccessRate(), none.SuccessRate())
@@ -67,6 +91,23 @@ func TestDefaultTargets(t *testing.T) {
 				case Throttle:
 					atMost(t, "amplification during the incident", def.IncidentAmplification(), 1.15)
 					atLeast(t, "success", def.SuccessRate(), none.SuccessRate())
+				case Blip, Flapping:
+					std := run("Standard, quota per client")
+					atLeast(t, "success against Standard's", def.SuccessRate(), std.SuccessRate()-0.005)
+					if clients == 100 {
+						atMost(t, "amplification during the incident", def.IncidentAmplification(), 1.30)
+					}
+				default: // a partial incident
+					std := run("Standard, quota per client")
+					best := none.SuccessRate()
+					for _, p := range Policies() {
+						if p.Name != "no retries" {
+							best = max(best, run(p.Name).SuccessRate())
+						}
+					}
+					atLeast(t, "success against Standard's", def.SuccessRate(), std.SuccessRate()-0.005)
+					atLeast(t, "success against the best gain", def.SuccessRate(), none.SuccessRate()+0.75*(best-none.SuccessRate()))
+					atMost(t, "amplification during the incident", def.IncidentAmplification(), std.IncidentAmplification()+0.05)
 				}
 			})
 		}
