@@ -104,20 +104,24 @@ type AdaptiveOptions struct {
 //
 // Latency. About every 100 ms (every attempt, for a client that sends less
 // often), an attempt is timed, and the scope keeps the latest latency and
-// the least of each second of the window. This is what judges a timeout.
+// the typical latency of the probes before it, smoothed over the window.
+// This is what judges a timeout.
 //
-// Timeouts. An attempt that timed out is retried unless the evidence says
-// the service is overloaded: at least half of the window's attempts (10 or
-// more) timed out, or the latest successful attempt took more than 4 times
-// the least latency of the window (a queue is building at the server). One
+// Timeouts. An attempt that timed out is retried when the evidence shows the
+// rest of the service healthy, and not otherwise: fewer than half of the
+// window's attempts timed out (or it holds fewer than 10), and a success
+// was timed in the last window and took at most 4 times the typical
+// latency of those before it (more is a queue building at the server). One
 // black-holed or slow replica among ten times out a tenth of attempts while
 // the others answer in their usual time, and its retry, sent to another
 // replica, succeeds; an overloaded server makes every answer slower before
 // attempts start to time out, and a retry there doubles the work exactly
 // when the server can do least (why gRPC's retry design and Finagle do not
-// retry timeouts by default). A client that has timed nothing yet has no
-// such evidence, and retries. RetryTimeouts retries timeouts whatever the
-// evidence.
+// retry timeouts by default). A client that has timed no success in the
+// last window has no evidence either way (one that sends a request every
+// ten seconds cannot tell the onset of an overload from one bad replica),
+// and does not retry: a fleet of such clients would double an overloaded
+// server's load. RetryTimeouts retries timeouts whatever the evidence.
 //
 // A send-rate limiter, after AWS's adaptive retry mode: a token bucket
 // whose rate follows the CUBIC curve (beta 0.7, scale 0.4, send rate
@@ -512,16 +516,17 @@ func callerGaveUp(err error) bool {
 	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
 
-// overloaded reports whether sc's evidence says that a timeout there is
-// the service's overload, which a retry would add to: at least half of a
-// window of attempts (minEvidence or more) timed out, or the latency of its
-// successful attempts is climbing. Otherwise a timeout is more likely one
-// bad replica or one slow attempt, and is retried. See Adaptive for why.
+// overloaded reports whether sc's evidence fails to show that a timeout
+// there is one bad replica or one slow attempt rather than the service's
+// overload, which a retry would add to: at least half of a window of
+// attempts (minEvidence or more) timed out, or the latency of its
+// successful attempts is climbing, or there is no recent latency to judge
+// by. See Adaptive for why.
 func (a *Adaptive) overloaded(sc *adaptiveScope, e evidence, now int64) bool {
 	if e.attempts >= minEvidence && 2*e.timeouts >= e.attempts {
 		return true
 	}
-	return sc.latency.climbing()
+	return !sc.latency.healthy(now, a.window())
 }
 
 // throttledClient reports whether client-side throttling refuses a retry,

@@ -29,14 +29,17 @@ var (
 )
 
 // TestAdaptiveRetriesTimeoutsOfAHealthyService: a timeout among fast
-// successes (one bad replica, one slow attempt) is retried, and so is the
-// first attempt of a client that knows nothing yet; RetryTimeouts still
-// retries whatever the evidence.
+// successes (one bad replica, one slow attempt) is retried. A client with
+// no recent timed success has no evidence of health and does not retry
+// one, unless RetryTimeouts says to.
 func TestAdaptiveRetriesTimeoutsOfAHealthyService(t *testing.T) {
 	clock := newHandClock()
 	a := NewAdaptive(AdaptiveOptions{Now: clock.Now, Rand: noRefusal})
-	if err := failOnce(t, a, "fresh", errAdaptiveTimeout); err != nil {
-		t.Fatalf("a fresh scope's first timeout: %v, want a retry", err)
+	if err := failOnce(t, a, "fresh", errAdaptiveTimeout); !errors.Is(err, ErrNotRetryable) {
+		t.Fatalf("a fresh scope's first timeout: %v, want ErrNotRetryable", err)
+	}
+	if err := failOnce(t, NewAdaptive(AdaptiveOptions{RetryTimeouts: true}), "fresh", errAdaptiveTimeout); err != nil {
+		t.Fatalf("a fresh scope's first timeout with RetryTimeouts: %v, want a retry", err)
 	}
 	for i := range 100 {
 		timedPass(t, a, clock, "api", 5*time.Millisecond)
@@ -74,6 +77,14 @@ func TestAdaptiveRefusesTimeoutsOfAnOverloadedService(t *testing.T) {
 		b := NewAdaptive(AdaptiveOptions{Now: clock.Now, Rand: noRefusal, RetryTimeouts: true})
 		for i := range 10 {
 			timedPass(t, b, clock, "api", time.Duration(i+1)*60*time.Millisecond)
+		}
+		// Evidence grows stale: a window without a timed success.
+		for range 5 {
+			timedPass(t, a, clock, "stale", 5*time.Millisecond)
+		}
+		clock.Advance(11 * time.Second)
+		if err := failOnce(t, a, "stale", errAdaptiveTimeout); !errors.Is(err, ErrNotRetryable) {
+			t.Fatalf("a timeout 11 s after the last timed success: %v, want ErrNotRetryable", err)
 		}
 		if err := failOnce(t, b, "api", errAdaptiveTimeout); err != nil {
 			t.Fatalf("RetryTimeouts: %v, want a retry", err)
@@ -119,10 +130,19 @@ func TestAdaptiveLatencyProbesFollowTheRate(t *testing.T) {
 }
 
 // TestAdaptiveDoRetriesAnAttemptTimeout: retry.Do with AttemptTimeout
-// retries an attempt that ran out of its time, with the default strategy.
+// retries an attempt that ran out of its time, with the default strategy of
+// a client whose calls have been succeeding.
 func TestAdaptiveDoRetriesAnAttemptTimeout(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		a := NewAdaptive(AdaptiveOptions{})
+		for range 3 {
+			if err := Do(context.Background(), a, func(context.Context) error {
+				time.Sleep(10 * time.Millisecond)
+				return nil
+			}, AttemptTimeout(2*time.Second)); err != nil {
+				t.Fatal(err)
+			}
+		}
 		attempts := 0
 		err := Do(context.Background(), a, func(ctx context.Context) error {
 			attempts++

@@ -94,12 +94,15 @@ func (l *latency) record(started, now int64, count uint32, window time.Duration)
 	l.latest, l.latestAt = max(ns, 1), now // 0 means none
 }
 
-// climbing reports whether the latest successful probe took climbFactor
-// times the typical latency of those before it, or longer: a queue at the
-// server is growing. Before two probes there is no evidence, and it
-// reports false.
-func (l *latency) climbing() bool {
+// healthy reports whether the probes show the scope's successes answered
+// in their usual time, recently: at least two probes, the latest within
+// window of now and not climbFactor times the typical latency of those
+// before it. A climb is a queue growing at the server; no recent probe is
+// no evidence either way (a client that sends a request every ten seconds
+// cannot tell the onset of an overload from one bad replica), and the
+// caller takes it as no evidence of health.
+func (l *latency) healthy(now int64, window time.Duration) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.typical > 0 && l.latest > climbFactor*l.typical
+	return l.typical > 0 && now-l.latestAt <= int64(window) && l.latest <= climbFactor*l.typical
 }
