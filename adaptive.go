@@ -426,9 +426,11 @@ func (a *Adaptive) next(st state, err error) (state, error) {
 	st.limited = false
 	if sc.limiting.Load() {
 		wait := a.reserve(sc)
-		if wait >= orDuration(a.opts.MaxWait, DefaultAdaptiveMaxWait) {
+		if wait >= orDuration(a.opts.MaxWait, DefaultAdaptiveMaxWait) && e.attempts >= minEvidence {
 			// The client already sends more than the throttled rate
 			// allows: a retry would only add to the queue of attempts.
+			// (A client with a handful of attempts has no rate to speak
+			// of, and its limiter starts from the floor: it retries.)
 			a.release(state{bucket: sc, cost: cost, retries: 1, limited: true})
 			return st, errLimited
 		}

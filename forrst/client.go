@@ -40,6 +40,14 @@ import (
 // default table for its code, and a failure that is not a Forrst response at
 // all (a refused connection, a proxy's 502) by the HTTP transport's rules.
 //
+// Guidance the server sent with "allowed": true, and a Retry-After header,
+// are the server's permission to retry (retry.Info.Allowed), which the
+// default strategy, retry.Adaptive, honours where it would otherwise refuse
+// a timeout for fear of overload: a DEADLINE_EXCEEDED whose guidance allows
+// a retry, as the retry extension's "Immediate Retry Allowed" example does,
+// is retried. The default table is the client's own reading and gives no
+// such permission.
+//
 // Every call carries an idempotency key, the same on every attempt, unless
 // NoIdempotencyKey is set: a retry then never runs a side effect twice on a
 // server that honours the key. Without a key, a failure after which the
@@ -244,7 +252,10 @@ func (e *HTTPError) Unwrap() error { return e.Err }
 
 // CallError is a call the server answered with errors. It classifies itself
 // (RetryInfo) from the server's retry guidance, so any retry.Strategy can
-// consume it.
+// consume it. The classification is retry.Info.Allowed when the server
+// itself allowed the retry (guidance it sent with "allowed": true, or a
+// valid Retry-After header) and the call may be repeated; guidance taken
+// from the default table (FromServer false) is not the server's word.
 type CallError struct {
 	Function   string
 	StatusCode int       // the HTTP status
@@ -287,7 +298,18 @@ func newCallError(function string, doc *Response, resp *http.Response, attempt i
 	}
 	if ce.Guidance.Allowed && (keyed || !code.mayHaveRun()) {
 		info.Safety = retry.Safe
-		info.RetryAfter = max(ce.Guidance.Wait(attempt), serverWait(doc, resp))
+		wait, retryAfter := serverWait(doc, resp)
+		info.RetryAfter = max(ce.Guidance.Wait(attempt), wait)
+		// The server's own permission, which retry.Adaptive honours even on
+		// a DEADLINE_EXCEEDED, a timeout it may otherwise refuse as a sign
+		// of overload: the retry extension's "allowed": true as the server
+		// sent it, or a Retry-After header, which this branch obeys (RFC
+		// 9110, section 10.2.3). The default table is the client's reading of a code, not
+		// the server's word about this call, so it is no permission alone.
+		// Inside this branch only: a call that must not be repeated (no key
+		// and a code after which the function may have run) is Unsafe, and
+		// Allowed on it would promise a retry that cannot happen.
+		info.Allowed = ce.FromServer || retryAfter
 	}
 	ce.info = info
 	return ce
@@ -299,9 +321,13 @@ func newCallError(function string, doc *Response, resp *http.Response, attempt i
 // line. Invalid values are ignored; a wait too long for a time.Duration is
 // not invalid: it saturates to the longest Duration, so that it exceeds the
 // strategy's MaxRetryAfter and stops retrying at once (a longer hint never
-// yields a sooner retry).
-func serverWait(doc *Response, resp *http.Response) time.Duration {
-	var wait time.Duration
+// yields a sooner retry). retryAfter reports whether a header line was a
+// valid Retry-After, which HTTP defines as the server saying when to send
+// the request again (RFC 9110, section 10.2.3): a permission as well as a
+// wait. The other two are waits only: a window's reset says when the
+// caller's quota returns, and in Forrst whether a call may be repeated is
+// the retry guidance's "allowed", not an error's retry_after.
+func serverWait(doc *Response, resp *http.Response) (wait time.Duration, retryAfter bool) {
 	if ext, ok := doc.Extension(URNRateLimit); ok {
 		if windows, err := ext.RateLimits(); err == nil {
 			wait = resetWait(windows)
@@ -319,10 +345,10 @@ func serverWait(doc *Response, resp *http.Response) time.Duration {
 	}
 	for _, v := range resp.Header.Values("Retry-After") {
 		if d, ok := httpretry.ParseRetryAfter(v, time.Now()); ok {
-			wait = max(wait, d)
+			wait, retryAfter = max(wait, d), true
 		}
 	}
-	return wait
+	return wait, retryAfter
 }
 
 // overlongReset reads rate-limit data that RateLimits refused for the one

@@ -44,4 +44,21 @@
 // or stop sooner, never retry more often, sooner, or longer than the
 // strategy allows. Calls carry an idempotency key kept across retries, so a
 // retry cannot run a side effect twice.
+//
+// # The server's permission
+//
+// A failure is retry.Info.Allowed, the server's own word that it may be
+// retried, when the client may retry it (the guidance allows it and the
+// call may be repeated) and the server said so itself: it sent that
+// guidance, "allowed": true, or a valid Retry-After header (RFC 9110,
+// section 10.2.3). The default strategy, retry.Adaptive, retries such a
+// failure even when it is a timeout, which it may otherwise refuse for fear
+// of overload: a DEADLINE_EXCEEDED with {"allowed": true, "strategy":
+// "immediate"}, the retry extension's "Immediate Retry Allowed" example, is
+// retried without a wait. Guidance the client took from DefaultGuidance
+// because the server sent none is the client's reading, not the server's
+// word, and is not Allowed; nor are the rate-limit reset and an error's
+// retry_after, which only set the wait. An answer that is not a Forrst
+// document is classified as HTTP (httpretry.Transport.Classify), Retry-After
+// included.
 package forrst

@@ -110,11 +110,19 @@ func (c *config) classify(err error, o outcome) *attemptError {
 	pushback := o.trailer[PushbackKey]
 	d, stop := parsePushback(pushback)
 	e.stop = stop
-	min := retryInfoDelay(st)
+	min, delayed := retryInfoDelay(st)
 	e.info.RetryAfter = max(d, min)
 	// A6: a valid pushback is the next delay exactly, shorter than the
 	// backoff too; a longer RetryInfo minimum still holds it back.
 	e.info.Exact = len(pushback) == 1 && !stop
+	// A valid pushback (0 included) or a RetryInfo's retry_delay is the
+	// server saying when to retry: its permission, which retry.Adaptive
+	// honours even on a DEADLINE_EXCEEDED, a timeout it may otherwise
+	// refuse as a sign of overload. A pushback that says stop withdraws it whatever a RetryInfo
+	// says. Neither makes a failure retryable: on a classification no
+	// strategy retries (Unsafe, or MaybeSafe without a server fault) the
+	// permission would claim a retry that cannot happen, so it is left off.
+	e.info.Allowed = !stop && (e.info.Exact || delayed) && e.info.Retryable()
 	return e
 }
 
@@ -150,21 +158,23 @@ func local(st *status.Status) bool {
 		strings.HasPrefix(m, "grpc: trying to send message larger than max")
 }
 
-// retryInfoDelay returns the retry_delay of a google.rpc.RetryInfo in st's
-// details, or 0. A negative or invalid delay is no hint.
-func retryInfoDelay(st *status.Status) time.Duration {
+// retryInfoDelay returns the longest retry_delay of the google.rpc.RetryInfo
+// details of st, or 0, and whether there was one. A negative or invalid
+// delay is no hint; 0 is one (retry at once).
+func retryInfoDelay(st *status.Status) (d time.Duration, ok bool) {
 	if len(st.Proto().GetDetails()) == 0 {
-		return 0
+		return 0, false
 	}
-	var d time.Duration
 	for _, x := range st.Details() {
-		ri, ok := x.(*errdetails.RetryInfo)
-		if !ok || ri.GetRetryDelay() == nil || ri.GetRetryDelay().CheckValid() != nil {
+		ri, isRetryInfo := x.(*errdetails.RetryInfo)
+		if !isRetryInfo || ri.GetRetryDelay() == nil || ri.GetRetryDelay().CheckValid() != nil {
 			continue
 		}
-		d = max(d, ri.GetRetryDelay().AsDuration()) // AsDuration saturates
+		if delay := ri.GetRetryDelay().AsDuration(); delay >= 0 { // AsDuration saturates
+			d, ok = max(d, delay), true
+		}
 	}
-	return d
+	return d, ok
 }
 
 // parsePushback reads the grpc-retry-pushback-ms values of a trailer. No

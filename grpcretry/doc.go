@@ -36,8 +36,13 @@
 //	  message-size limit
 //	the attempt's own timeout               Timeout, server fault; MaybeSafe   idempotent only, and only by a
 //	  (WithAttemptTimeout)                    if idempotent, else Unsafe         strategy that retries timeouts
+//	                                                                             or with the server's permission
 //	DEADLINE_EXCEEDED, INTERNAL, UNKNOWN,   MaybeSafe if idempotent, else      idempotent only: the server
-//	  ABORTED from the server                 Unsafe; server fault               may have done the work
+//	  ABORTED from the server                 Unsafe; server fault;              may have done the work;
+//	                                          DEADLINE_EXCEEDED is a Timeout     DEADLINE_EXCEEDED as above
+//	any of the retryable rows above with    the same, and Allowed              as above; Allowed lets a
+//	  a valid pushback or a RetryInfo                                            timeout be retried
+//	  retry_delay (see Server hints)
 //	CANCELLED, and the caller's own         Unsafe                             never: retry.Do stops when the
 //	  deadline or cancellation                                                   caller's context is done
 //	any other code                          Unsafe (client fault for           never
@@ -65,6 +70,17 @@
 // longer RetryInfo minimum holds it back. The strategy's quota, budget and
 // send-rate limiter still decide whether the retry is made at all, and the
 // limiter may still make it wait.
+//
+// Either hint is also the server's permission to retry (retry.Info.Allowed):
+// a pushback of 0 or more tells the client when to retry (A6), and so does
+// a RetryInfo's retry_delay (google.rpc.RetryInfo, in googleapis'
+// google/rpc/error_details.proto). The default strategy, retry.Adaptive,
+// retries a timeout it may otherwise refuse for fear of overload when the
+// server allowed it: a DEADLINE_EXCEEDED from the server with a pushback of 0, for an
+// idempotent method, is retried at once. The permission is set only on a
+// failure the table above lets a strategy retry, and never with a pushback
+// that says stop; a timeout of the attempt's own, or of the caller, carries
+// none unless the server's trailer came with it.
 //
 // # Streams
 //

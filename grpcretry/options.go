@@ -87,8 +87,9 @@ func WithIdempotentMethods(methods ...string) Option {
 // WithAttemptTimeout bounds each attempt by d: a unary attempt's context
 // (and so the deadline the server sees), a stream attempt until its first
 // response message. An attempt that runs out of time is a timeout: retried
-// only for an idempotent method, and only by a strategy that retries
-// timeouts (retry.Adaptive does not by default). The caller's deadline
+// only for an idempotent method, and by retry.Adaptive, the default, only
+// while the service's recent answers show it otherwise healthy (see
+// retry.Adaptive). The caller's deadline
 // bounds every attempt too. Zero or less means no bound.
 func WithAttemptTimeout(d time.Duration) Option { return func(c *config) { c.attemptTimeout = d } }
 

@@ -51,7 +51,8 @@ func (k Kind) String() string {
 
 // StatusError is a response whose status is a retryable failure, as the
 // strategy sees it: it carries the status and headers, and classifies itself
-// (RetryInfo) from the status, the method and the server's wait.
+// (RetryInfo) from the status, the method and the server's wait, and is
+// retry.Info.Allowed when that wait is a Retry-After the Transport obeys.
 type StatusError struct {
 	StatusCode int
 	Status     string // e.g. "503 Service Unavailable"

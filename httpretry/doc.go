@@ -11,11 +11,21 @@
 //
 //   - Responses with status 429 (a throttling error), 500, 502, 503 or 504
 //     are failures (Transport.Statuses), and so is a 413 (Content Too
-//     Large) with a valid Retry-After: on 413, 429 and 503
+//     Large) with a valid Retry-After: on 413, 429, 503 and 504
 //     (Transport.RetryAfterStatuses) the server's Retry-After is obeyed, as
-//     urllib3 does, and sets the shortest wait before the retry (see
-//     Waiting). Other statuses, 4xx above all, are the caller's business
-//     and come back as they are.
+//     urllib3 does on the first three, and sets the shortest wait before the
+//     retry (see Waiting). Other statuses, 4xx above all, are the caller's
+//     business and come back as they are.
+//   - A failure whose response carries a valid Retry-After the Transport
+//     obeys, Retry-After: 0 included, is the server's permission to retry
+//     (RFC 9110, section 10.2.3: the field says when to send the request
+//     again), and its retry.Info is Allowed when the request may be
+//     repeated. The default strategy then retries even a 504, a timeout it
+//     may otherwise refuse for fear of overload; the caps, streaks and
+//     quotas still apply.
+//     An invalid Retry-After, or the RateLimit fields alone (they say when
+//     the client's quota returns, not that this request is welcome), give
+//     no permission.
 //   - A transport error is a connect failure (the request never reached the
 //     server, or the server refused it unprocessed: refused, unreachable,
 //     DNS, dial timeout, a connection the server closed before reading the
@@ -52,7 +62,7 @@
 // # Waiting
 //
 // The wait before a retry comes from the strategy's backoff, and is never
-// shorter than the server asked (on 413, 429 and 503): the longest of its
+// shorter than the server asked (on 413, 429, 503 and 504): the longest of its
 // Retry-After lines and of the IETF RateLimit fields' reset when no quota is
 // left, a longer hint never giving a sooner retry. A wait the server asks for
 // beyond MaxRetryAfter (5 minutes), one too long to represent, or one that
@@ -98,5 +108,7 @@
 // retry.Adaptive with its defaults, scoped per host: 3 attempts, jittered
 // exponential backoff, retries that stop after 3 failures in a row to a host
 // (and across hosts as most attempts fail), a send-rate limiter when a host
-// throttles, and no retry of an attempt that timed out (see retry.Adaptive).
+// throttles, and timeouts (a 504, an attempt that timed out) retried only
+// as retry.Adaptive allows, which may refuse them for fear of overload
+// unless the server gave its permission: a 504 with a Retry-After.
 package httpretry

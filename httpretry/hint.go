@@ -6,20 +6,27 @@ import (
 	"time"
 )
 
-// responseWait reads the wait a failed response asks for, and whether it asks
-// for one at all. Hints are monotonic: a longer hint never yields a sooner
+// responseWait reads the wait a failed response asks for, whether it asks
+// for one at all (found), and whether a valid Retry-After is among what asks
+// (retryAfter). Hints are monotonic: a longer hint never yields a sooner
 // retry. So every Retry-After field line counts and the longest governs (RFC
 // 9110 makes Retry-After a single value, but a server or proxy may send it
 // twice), a wait too long to represent saturates rather than being dropped
 // as invalid (ParseRetryAfter), and the rate-limit fields' reset, a wait
 // only when no quota is left (rateLimitWait), lengthens a shorter
 // Retry-After: the longer of the two governs.
-func responseWait(h http.Header, now time.Time) (time.Duration, bool) {
-	wait, found := retryAfterWait(h, now)
+//
+// retryAfter is told apart because only a Retry-After is the server saying
+// when to send the request again (RFC 9110, section 10.2.3), which makes
+// the failure retry.Info.Allowed; the rate-limit fields say when the
+// client's quota comes back, which is a wait, not an invitation.
+func responseWait(h http.Header, now time.Time) (wait time.Duration, found, retryAfter bool) {
+	wait, retryAfter = retryAfterWait(h, now)
+	found = retryAfter
 	if d, ok := rateLimitWait(h); ok {
 		wait, found = max(wait, d), true
 	}
-	return wait, found
+	return wait, found, retryAfter
 }
 
 // retryAfterWait is the longest valid wait of all the Retry-After lines.

@@ -53,7 +53,7 @@ func TestResponseWait(t *testing.T) {
 			for _, kv := range tt.headers {
 				h.Add(kv[0], kv[1])
 			}
-			d, ok := responseWait(h, ptNow)
+			d, ok, _ := responseWait(h, ptNow)
 			if ok != tt.ok || (ok && d != tt.want) {
 				t.Errorf("responseWait(%v) = (%v, %v), want (%v, %v)", h, d, ok, tt.want, tt.ok)
 			}
@@ -69,7 +69,7 @@ func TestResponseWaitIsMonotonic(t *testing.T) {
 		"9223372037000", "9223372036854775807", "9223372036854775808", "99999999999999999999", strings.Repeat("9", 400)}
 	prev := time.Duration(-1)
 	for _, v := range values {
-		d, ok := responseWait(http.Header{"Retry-After": {v}}, ptNow)
+		d, ok, _ := responseWait(http.Header{"Retry-After": {v}}, ptNow)
 		if !ok || d < prev {
 			t.Fatalf("Retry-After %s = (%v, %v), shorter than %v for a smaller value", v, d, ok, prev)
 		}
@@ -97,7 +97,8 @@ func FuzzResponseWait(f *testing.F) {
 			if rl != "" {
 				h.Add("RateLimit", rl)
 			}
-			return responseWait(h, ptNow)
+			d, ok, _ := responseWait(h, ptNow)
+			return d, ok
 		}
 		da, oka := one(a)
 		db, okb := one(b)

@@ -82,7 +82,11 @@ type Transport struct {
 	// RetryAfterStatuses are the statuses whose Retry-After (or RateLimit)
 	// header is obeyed; a response with one of them and a valid Retry-After
 	// is retried even if its status is not in Statuses (urllib3 does the
-	// same). nil = 413, 429, 503; an empty slice ignores the headers.
+	// same), and its classification is retry.Info.Allowed: the server said
+	// the retry may come. nil = 413, 429, 503, 504; an empty slice ignores
+	// the headers. 504 is there because the default strategy may refuse to
+	// retry a gateway's timeout, for fear of overload, unless the server
+	// permits it, and a Retry-After on it is the one way a server can.
 	RetryAfterStatuses []int
 	// IdempotencyKey gives POST and PATCH requests that have no
 	// Idempotency-Key header a random one, the same on every attempt, which
@@ -157,7 +161,7 @@ func WithReport(ctx context.Context, r *Report) context.Context {
 var (
 	defaultMethods            = []string{http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete}
 	defaultStatuses           = []int{http.StatusTooManyRequests, http.StatusInternalServerError, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout}
-	defaultRetryAfterStatuses = []int{http.StatusRequestEntityTooLarge, http.StatusTooManyRequests, http.StatusServiceUnavailable}
+	defaultRetryAfterStatuses = []int{http.StatusRequestEntityTooLarge, http.StatusTooManyRequests, http.StatusServiceUnavailable, http.StatusGatewayTimeout}
 )
 
 // RoundTrip sends req, retrying it as the Transport's rules allow. When
@@ -563,11 +567,21 @@ func (t *Transport) statusInfo(resp *http.Response, safe bool) retry.Info {
 	}
 	info.Throttle = resp.StatusCode == http.StatusTooManyRequests
 	info.Timeout = resp.StatusCode == http.StatusGatewayTimeout || resp.StatusCode == http.StatusRequestTimeout
+	var retryAfter bool
 	if t.obeysRetryAfter(resp.StatusCode) {
-		info.RetryAfter, _ = responseWait(resp.Header, time.Now())
+		info.RetryAfter, _, retryAfter = responseWait(resp.Header, time.Now())
 	}
 	if safe {
 		info.Safety = retry.Safe
+		// A valid Retry-After the Transport obeys is the server saying when
+		// to come back (RFC 9110, section 10.2.3), Retry-After: 0 included:
+		// the server's permission, which retry.Adaptive honours even on a
+		// 504, a timeout it may otherwise refuse as a sign of overload.
+		// Only a request that may be repeated gets it: Unsafe is never
+		// retried, and Allowed on it would claim a retry that cannot
+		// happen. An invalid Retry-After, the rate-limit fields alone, or a
+		// header on a status not in RetryAfterStatuses are no permission.
+		info.Allowed = retryAfter
 	}
 	return info
 }
@@ -579,7 +593,10 @@ func (t *Transport) statusInfo(resp *http.Response, safe bool) retry.Info {
 // should treat it. idempotent says whether the request may be repeated after
 // it reached the server; its body is taken to be replayable. A transport
 // error retrying cannot fix (a bad certificate, an unknown host) is a failure
-// that is not retryable.
+// that is not retryable. info.Allowed is set as the Transport sets it for
+// its own attempts: for a response with a valid Retry-After that t obeys,
+// when the request may be repeated; never for a transport error, since no
+// server said anything.
 func (t *Transport) Classify(resp *http.Response, err error, idempotent bool) (info retry.Info, failed bool) {
 	if err != nil {
 		kind, timeout, known := transportKind(err)
