@@ -171,7 +171,7 @@ type simFlags struct {
 func parseSimFlags(args []string, io stdio) (f simFlags, code int, ok bool) {
 	fs := flag.NewFlagSet("retry sim", flag.ContinueOnError)
 	fs.SetOutput(discard) // -h prints the usage to stdout, errors a hint
-	fs.StringVar(&f.scenario, "scenario", "outage", "outage, brownout, overload, throttle, occ, layers, or a replica scenario (above)")
+	fs.StringVar(&f.scenario, "scenario", "outage", "outage, brownout, overload, throttle, occ or layers; or a replica scenario (above)")
 	fs.IntVar(&f.clients, "clients", 100, "number of clients")
 	fs.Float64Var(&f.rate, "rate", 1000, "requests per second, all clients together")
 	f.duration = time.Minute

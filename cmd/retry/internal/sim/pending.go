@@ -7,9 +7,9 @@ import "time"
 // Scenario.Check ensures), the order it was scheduled in (48 bits: ties of
 // time break on it, so a run is the same every time and simultaneous events
 // happen in the order they were scheduled), its kind, the answer of an
-// evAnswer, and its id (28 bits): the client of an evIssue, the request's
-// slot otherwise. Comparing hi, then lo, orders items by time, then by
-// scheduling order.
+// evAnswer or evBroken, and its id (28 bits): the client of an evIssue, the
+// request's slot otherwise. Comparing hi, then lo, orders items by time,
+// then by scheduling order.
 type item struct{ hi, lo uint64 }
 
 const (
