@@ -45,6 +45,12 @@ func named(t *testing.T, name string) Policy {
 //     Standard's less 0.5 points; amplification during the incident at most
 //     1.30x at 100 clients.
 func TestDefaultTargets(t *testing.T) {
+	if raceEnabled {
+		// A run is one goroutine; the race detector finds nothing in it and
+		// makes these 200 runs take minutes. The README's test command, and
+		// CI's, hold the targets without it.
+		t.Skip("the targets are checked without the race detector")
+	}
 	type target struct {
 		kind   Kind
 		reject float64
