@@ -23,7 +23,9 @@ var errNilStrategy = &refusal{ErrMaxAttempts, "no strategy (nil), so one attempt
 //     context was cancelled or its deadline passed.
 //
 // The returned *Error wraps op's last error and the reason retrying stopped,
-// so errors.Is and errors.As reach both, and reports the attempts made.
+// so errors.Is and errors.As reach both, and reports the attempts made. The
+// reasons are listed at Error; with the default strategy, Adaptive, the usual
+// one is ErrBudgetExhausted.
 //
 // op receives ctx, or a context bounded by AttemptTimeout. A nil s means one
 // attempt without retries. A nil op makes no attempt: the *Error's Reason is
@@ -227,7 +229,7 @@ func run[T any](ctx context.Context, s Strategy, op func(context.Context) (T, er
 			return v, d.timer, nil
 		}
 		c.attemptFailed(ctx, 1, opErr)
-		return v, d.timer, c.giveUp(ctx, 1, opErr, err)
+		return v, d.timer, c.giveUp(ctx, 1, opErr, c.passOn(ctx, opErr, err))
 	}
 
 	var lastErr error
@@ -287,7 +289,7 @@ func run[T any](ctx context.Context, s Strategy, op func(context.Context) (T, er
 					_ = d.sleep(ctx, wait)
 				}
 			}
-			return v, d.timer, c.giveUp(ctx, attempt, opErr, refused)
+			return v, d.timer, c.giveUp(ctx, attempt, opErr, c.passOn(ctx, opErr, refused))
 		}
 		delay := d.delay()
 		if !fits(ctx, delay) {
@@ -495,6 +497,21 @@ func (c *config) attemptFailed(ctx context.Context, attempt int, err error) {
 	if c.failed != nil {
 		c.failed(ctx, attempt, err)
 	}
+}
+
+// passOn returns the reason a loop that does not mark its attempts gives up
+// on err: ErrOuterLoop if err is a failure an inner loop left to a caller
+// that retries (CallerRetries), reason otherwise. Such a loop (one attempt,
+// retry.No, Unmarked) is transparent to the rule of retries at one layer:
+// the client inside it saw the caller's mark, not this loop's, and left the
+// failure to the caller, so this loop's give-up must leave it there too.
+// Given up with its refusal instead, it would be an outcome the caller
+// cannot retry, and the failure no one's.
+func (c *config) passOn(ctx context.Context, err, reason error) error {
+	if !c.marks && CallerRetries(ctx) && errors.Is(err, ErrOuterLoop) {
+		return ErrOuterLoop
+	}
+	return reason
 }
 
 // giveUp builds the loop's error and reports it to the hooks.

@@ -33,6 +33,12 @@ import (
 // there with an error it did not classify, is retried as the first call's
 // failure would be: mark such errors Permanent.
 //
+// A loop that cannot retry, or does not mark (one attempt, No, Unmarked), is
+// transparent to the rule: the client inside it found the caller's mark, not
+// this loop's, so when that client leaves a failure to the caller, this loop
+// gives up with ErrOuterLoop too, and the failure reaches the caller that
+// retries it rather than ending as an outcome nobody may retry.
+//
 // Each attempt has a mark of its own, which ends with the attempt (returned or
 // panicked): from then on, work the attempt leaves running (a background task
 // on a derived context) sees neither it nor the marks of the loops around it,

@@ -421,3 +421,44 @@ func TestAttemptTimeoutKeepsTheLeftFailuresHint(t *testing.T) {
 		}
 	})
 }
+
+// A failure left to the caller crosses a loop that cannot retry: the
+// application retries (3 attempts) a library whose loop uses No, which
+// calls a client that retries; the client sees the application's mark and
+// leaves the failure to it, the middle loop passes it on, and the
+// application retries it: 2 attempts, success.
+func TestLeftFailureCrossesALoopThatCannotRetry(t *testing.T) {
+	leaveToCaller := BeforeRetry(func(ctx context.Context, _ int, _ error) error {
+		if CallerRetries(ctx) {
+			return ErrOuterLoop
+		}
+		return nil
+	})
+	for name, middle := range map[string]Strategy{"No": &No{}, "one attempt": &Simple{MaxAttempts: 1}, "nil": nil} {
+		t.Run(name, func(t *testing.T) {
+			outer, bottom := 0, 0
+			err := Do(context.Background(), &Simple{Backoff: Constant(0)}, func(ctx context.Context) error {
+				outer++
+				return Do(ctx, middle, func(ctx context.Context) error {
+					return Do(ctx, &Simple{Backoff: Constant(0)}, func(context.Context) error {
+						bottom++
+						if bottom == 1 {
+							return errTransient
+						}
+						return nil
+					}, leaveToCaller)
+				})
+			})
+			if err != nil || outer != 2 || bottom != 2 {
+				t.Fatalf("err %v, outer attempts %d, client requests %d; want success after 2 and 2", err, outer, bottom)
+			}
+		})
+	}
+	// Without a caller that retries, the middle loop's refusal stands.
+	err := Do(context.Background(), &No{}, func(ctx context.Context) error {
+		return Do(ctx, &Simple{Backoff: Constant(0)}, func(context.Context) error { return errTransient }, leaveToCaller)
+	})
+	if errors.Is(err, ErrOuterLoop) {
+		t.Fatalf("a loop with no caller that retries left its failure to no one: %v", err)
+	}
+}
