@@ -7,8 +7,11 @@ import (
 	"time"
 )
 
-// ErrBudgetExhausted: the retry budget allows no more retries now, because
-// retries already make up its ratio of recent requests.
+// ErrBudgetExhausted: a retry was refused to keep retries' share of the
+// load down: a Budget holds no retry now, because retries already make up its
+// ratio of recent requests; or Adaptive's failure streak, client-side
+// throttling or throttled send-rate limiter refused it (the error's message
+// says which). It is the usual give-up reason of the default strategy.
 var ErrBudgetExhausted = errors.New("retry: retry budget exhausted")
 
 // errBudget is the refusal of a retry that the budget could not pay for.

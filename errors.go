@@ -96,8 +96,17 @@ func (e *RetryAfterError) Is(target error) bool { return target == ErrRetryAfter
 //	errors.Is(err, sql.ErrConnDone)       // the operation's error
 //	errors.Is(err, retry.ErrQuotaExhausted) // why the loop stopped
 //
+// The Reason wraps one of: ErrMaxAttempts; ErrBudgetExhausted, the usual
+// reason of the default strategy, Adaptive (its failure streak, client-side
+// throttling or throttled send-rate limiter, or a Budget, refused the retry;
+// the message says which); ErrQuotaExhausted (a *QuotaError); ErrNotRetryable
+// (also a timeout Adaptive judged a sign of overload); ErrRetryAfterTooLong (a
+// *RetryAfterError); ErrDeadline; ErrOuterLoop (left to the caller's retries);
+// ErrNilOperation; ErrInvalidToken; or the context's error.
+//
 // An Error classifies itself as Unsafe, so that a retry loop around another one
-// does not multiply the attempts: retry at one layer only.
+// does not multiply the attempts: retry at one layer only. One whose Reason is
+// ErrOuterLoop classifies as its failure, for the caller's loop to retry.
 type Error struct {
 	Attempts int   // attempts made
 	Err      error // the operation's last error; nil if no attempt was made
