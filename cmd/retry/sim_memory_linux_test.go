@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
 	"regexp"
 	"syscall"
@@ -12,6 +13,18 @@ import (
 
 	"github.com/retrykit/retry/cmd/retry/internal/sim"
 )
+
+// heavyVar names the environment variable that turns on the simulations
+// too long for the README's test command (CI sets it; so can anyone).
+const heavyVar = "RETRYKIT_HEAVY"
+
+// heavy skips t, which does what, unless RETRYKIT_HEAVY is set to 1.
+func heavy(t *testing.T, what string) {
+	t.Helper()
+	if os.Getenv(heavyVar) != "1" {
+		t.Skipf("%s: set %s=1 to run it (CI does)", what, heavyVar)
+	}
+}
 
 // peakMemory runs the built command with args and returns the most memory
 // it held at once (its peak resident set), in bytes, and what it printed.
@@ -34,11 +47,10 @@ func peakMemory(t *testing.T, args ...string) (int64, string) {
 // million requests (--rate 100000 for the default minute) each keeps 5
 // million requests retrying at once to the end. Both, one after the other,
 // must fit in 200 MB. (The other rows hold far fewer; the whole run's peak is
-// these rows'.) The run takes about a minute: -short leaves it out.
+// these rows'.) The run takes a minute or more: it runs when RETRYKIT_HEAVY
+// is set, as CI sets it.
 func TestSimBigRunMemory(t *testing.T) {
-	if testing.Short() {
-		t.Skip("a minute-long run of 6 million requests; CI runs it")
-	}
+	heavy(t, "a run of 6 million requests, a minute or more")
 	const limit = 200e6
 	peak, out := peakMemory(t, "sim", "--quiet", "--rate", "100000",
 		"--policies", "retry-go,cenkalti")
@@ -55,6 +67,7 @@ func TestSimBigRunMemory(t *testing.T) {
 // clients (each a strategy at every tier), short timeouts (retries whose
 // backoffs do not shrink with them) and the README's case.
 func TestSimLayersMemoryWithinFootprint(t *testing.T) {
+	heavy(t, "four layered runs of up to 20,000 clients, about 15 s")
 	base, _ := peakMemory(t, "sim", "--quiet", "--policies", "no retries")
 	for _, tc := range []struct {
 		rate, clients int
