@@ -128,7 +128,10 @@ type AdaptiveOptions struct {
 // measured over 0.5 s and smoothed 0.8, at least 0.5 attempts per second,
 // at most twice the measured rate). It starts unlimited; a throttling error
 // (HTTP 429, a throttling code) cuts the rate to 0.7 times what the client
-// was sending, and successes grow it back along the curve. Where it makes
+// was sending, measured over the last tenth of a second or two (between
+// the latency probes), so that a client younger than the window, or one
+// that just ramped up, is cut from its real rate and not from a fraction
+// of it; successes grow the rate back along the curve. Where it makes
 // an attempt wait, first attempts included, the wait is the token's Delay:
 // Do waits it, cancellably, and never past the context's deadline. Three
 // changes from the AWS SDKs: no wait exceeds MaxWait (1 s), since a wait
@@ -602,9 +605,6 @@ func (a *Adaptive) cost(info Info) int {
 
 func (a *Adaptive) succeed(bucket Quota, retries, cost int, started int64) {
 	sc := bucket.(*adaptiveScope)
-	if started != 0 {
-		sc.latency.record(started, a.now(), uint32(sc.outcomes.total.Load()), a.window())
-	}
 	if retries == 0 {
 		a.deposit()
 		sc.Refund(orDefault(a.opts.SuccessIncrement, 1))
@@ -613,6 +613,11 @@ func (a *Adaptive) succeed(bucket Quota, retries, cost int, started int64) {
 		sc.worked.Store(a.now())
 	}
 	a.firstSucceeded(sc)
+	if started != 0 {
+		// After the success is counted: the probe's own attempt is then
+		// behind the mark that measures what the client sends next.
+		sc.latency.record(started, a.now(), sc.outcomes.total.Load(), a.window())
+	}
 	if sc.limiting.Load() {
 		a.tell(sc, a.now(), false)
 	}
@@ -654,9 +659,18 @@ func (a *Adaptive) tell(sc *adaptiveScope, now int64, throttled bool) {
 	a.startLimiter(sc, t)
 	if throttled && !sc.limiter.enabled {
 		// The limiter did not hear the successes while it was off: take
-		// the send rate from the window's counts instead.
-		attempts, _ := sc.outcomes.count(now, a.window())
-		sc.limiter.measured = attempts / a.window().Seconds()
+		// what the client sent since the latency probes before last, a
+		// tenth of a second or two. The window's counts over the whole
+		// window would measure a client younger than the window, or one
+		// that just ramped up, at a fraction of its rate, and the cut
+		// would take it to a fraction of that. Without a probe yet, the
+		// window's attempts over the window.
+		rate, ok := sc.latency.sendRate(now, uint32(sc.outcomes.total.Load()>>32))
+		if !ok {
+			attempts, _ := sc.outcomes.count(now, a.window())
+			rate = attempts / a.window().Seconds()
+		}
+		sc.limiter.measured = rate
 	}
 	sc.limiter.update(t, throttled)
 	switch {

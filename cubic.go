@@ -46,7 +46,11 @@ func (c *cubic) start(now, minRate, beta, scale float64) {
 		c.beta = cubicBeta // a cut must cut
 	}
 	c.scale = positiveOr(scale, cubicScale)
-	c.lastBucket = math.Floor(now/cubicBucket) * cubicBucket
+	// The first measurement bucket starts now, not at the last boundary:
+	// a limiter started mid-bucket (at a client's first throttle) would
+	// otherwise spread that bucket's few answers over the whole of it, and
+	// its first measurement would halve the rate it had just been given.
+	c.lastBucket = now
 	c.lastThrottle = now
 }
 

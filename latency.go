@@ -23,10 +23,14 @@ type latency struct {
 	next atomic.Uint32 // the accept count (outcomes' low word) that raises due
 
 	mu       sync.Mutex
-	lastAt   int64   // when the last probe ended, a clock reading; 0 = never
-	lastSeen uint32  // the accept count then
-	stride   uint32  // successes between probes; 0 = 1
-	latest   float64 // the last probe's latency, ns; 0 = none
+	lastAt   int64  // when the last probe ended, a clock reading; 0 = never
+	lastSeen uint32 // the accept count then
+	// The attempts counted (outcomes' high word) at the last two probes,
+	// and when: what the client sent recently, for the send-rate limiter.
+	sentAt [2]int64
+	sent   [2]uint32
+	stride uint32  // successes between probes; 0 = 1
+	latest float64 // the last probe's latency, ns; 0 = none
 	// typical is the latency of the probes before the latest, smoothed
 	// over about a window of time (each probe weighs the time since the
 	// one before, over the window): the baseline a climb is measured from.
@@ -71,10 +75,11 @@ func (l *latency) claim(count uint32) bool {
 }
 
 // record takes the latency of a probe that succeeded: started and now are
-// clock readings, count the scope's accept count, window the span the
-// typical latency is smoothed over.
-func (l *latency) record(started, now int64, count uint32, window time.Duration) {
+// clock readings, total the scope's outcomes (attempts and accepts), window
+// the span the typical latency is smoothed over.
+func (l *latency) record(started, now int64, total uint64, window time.Duration) {
 	ns := float64(max(now-started, 0))
+	count := uint32(total)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.lastAt != 0 && now > l.lastAt {
@@ -92,6 +97,8 @@ func (l *latency) record(started, now int64, count uint32, window time.Duration)
 	}
 	l.lastAt, l.lastSeen = now, count
 	l.latest, l.latestAt = max(ns, 1), now // 0 means none
+	l.sentAt[0], l.sent[0] = l.sentAt[1], l.sent[1]
+	l.sentAt[1], l.sent[1] = now, uint32(total>>32)
 }
 
 // healthy reports whether the probes show the scope's successes answered
@@ -105,4 +112,22 @@ func (l *latency) healthy(now int64, window time.Duration) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.typical > 0 && now-l.latestAt <= int64(window) && l.latest <= climbFactor*l.typical
+}
+
+// sendRate returns the attempts per second the scope sent recently: those
+// counted since the older of the last two probes, over the time since it
+// (a probe comes about every probeEvery, so that spans one or two of them,
+// or a few requests of a client that sends seldom), and ok false when no
+// probe has been made. attempts is the scope's attempt count now.
+func (l *latency) sendRate(now int64, attempts uint32) (rate float64, ok bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	i := 0
+	if l.sentAt[0] == 0 {
+		i = 1 // one probe so far
+	}
+	if l.sentAt[i] == 0 || now <= l.sentAt[i] {
+		return 0, false
+	}
+	return float64(attempts-l.sent[i]) / seconds(now-l.sentAt[i]), true
 }
