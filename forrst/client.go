@@ -35,10 +35,15 @@ import (
 // or stop sooner, never retry more often, sooner, or past the strategy's
 // MaxRetryAfter. A wait too long for a time.Duration (an after, a
 // retry_after or a Retry-After of 292 years or more) is longer than that cap,
-// not invalid: the call stops at once with a *retry.RetryAfterError as its
-// reason. Without guidance, a failed call is judged by the extension's
-// default table for its code, and a failure that is not a Forrst response at
-// all (a refused connection, a proxy's 502) by the HTTP transport's rules.
+// not invalid, and so is an after in a unit the client does not know: the
+// call stops at once with a *retry.RetryAfterError as its reason. An after in
+// hours or days is the wait it says. Without guidance, a failed call is
+// judged by the extension's default table for its code; guidance the client
+// cannot read (see Extension.Retry) is replaced by the table too, but its
+// after, read as well as it can be, is still the least wait, and its
+// "allowed": false still stops retrying. A failure that is not a Forrst
+// response at all (a refused connection, a proxy's 502) is judged by the HTTP
+// transport's rules.
 //
 // Guidance the server sent with "allowed": true, and a Retry-After header,
 // are the server's permission to retry (retry.Info.Allowed), which the
@@ -261,7 +266,7 @@ type CallError struct {
 	StatusCode int       // the HTTP status
 	Err        Error     // the first error
 	Response   *Response // the whole answer
-	Guidance   RetryData // the server's guidance, or the default table's for the code
+	Guidance   RetryData // the server's guidance; without any Retry can read, the default table's for the code ({"allowed": false} if the unreadable guidance said so)
 	FromServer bool      // whether Guidance came from the server's retry extension
 
 	info retry.Info
@@ -283,13 +288,22 @@ func newCallError(function string, doc *Response, resp *http.Response, attempt i
 	ce := &CallError{Function: function, StatusCode: resp.StatusCode, Err: doc.Errors[0], Response: doc}
 	code := ce.Err.Code
 	ce.Guidance = DefaultGuidance(code)
+	var floor time.Duration // the least wait guidance the client cannot follow asks for
 	if ext, ok := doc.Extension(URNRetry); ok {
-		// Broken guidance counts as none: the table is the safe reading.
-		// Guidance that asks for a wait too long for a time.Duration is not
-		// broken (Retry reads it as the longest its unit can express): it
-		// exceeds the strategy's MaxRetryAfter and stops retrying at once.
+		// Guidance that asks for a wait too long for a time.Duration, or in
+		// hours or days, is not broken (Retry reads it as the wait it
+		// says): one beyond the strategy's MaxRetryAfter stops retrying at
+		// once. Guidance Retry refuses is replaced by the table, but still
+		// never makes the client retry sooner than it asks, nor at all if
+		// it refuses: its after is a least wait, read as well as it can be,
+		// an unknown unit as longer than any cap.
 		if g, err := ext.Retry(); err == nil {
 			ce.Guidance, ce.FromServer = g, true
+		} else {
+			var refused bool
+			if floor, refused = guidanceFloor(ext.Data); refused {
+				ce.Guidance = RetryData{Allowed: false}
+			}
 		}
 	}
 	info := retry.Info{Safety: retry.Unsafe, Fault: retry.FaultClient, Throttle: code == CodeRateLimited, Timeout: code == CodeDeadlineExceeded}
@@ -299,7 +313,7 @@ func newCallError(function string, doc *Response, resp *http.Response, attempt i
 	if ce.Guidance.Allowed && (keyed || !code.mayHaveRun()) {
 		info.Safety = retry.Safe
 		wait, retryAfter := serverWait(doc, resp)
-		info.RetryAfter = max(ce.Guidance.Wait(attempt), wait)
+		info.RetryAfter = max(ce.Guidance.Wait(attempt), wait, floor)
 		// The server's own permission, which retry.Adaptive honours even on
 		// a DEADLINE_EXCEEDED, a timeout it may otherwise refuse as a sign
 		// of overload: the retry extension's "allowed": true as the server

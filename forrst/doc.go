@@ -11,8 +11,9 @@
 // safely: a size limit, one JSON object and nothing after it, the right
 // types; the extension decoders (Extension.Retry, RateLimit,
 // IdempotencyOptions, Idempotency) refuse unknown members, strategies and
-// units, and negative or unrepresentable numbers. Nothing a peer sends makes
-// them panic.
+// units, and negative or unrepresentable numbers (an after in hours or days
+// is read in minutes; a member given twice is refused). Nothing a peer sends
+// makes them panic.
 //
 // # The retry extension
 //
@@ -42,7 +43,9 @@
 // *CallError that classifies itself from the guidance, so the client's
 // strategy decides within its own limits: the server can make it wait longer
 // or stop sooner, never retry more often, sooner, or longer than the
-// strategy allows. Calls carry an idempotency key kept across retries, so a
+// strategy allows. Guidance the client cannot read is replaced by the table,
+// but its after still sets the least wait (an unknown unit as longer than any
+// cap), and its "allowed": false still stops. Calls carry an idempotency key kept across retries, so a
 // retry cannot run a side effect twice.
 //
 // # The server's permission

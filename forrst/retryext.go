@@ -1,9 +1,11 @@
 package forrst
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"math"
+	"math/big"
 	"strconv"
 	"strings"
 	"time"
@@ -38,12 +40,26 @@ type RetryData struct {
 	MaxAttempts int       `json:"max_attempts,omitempty"`
 }
 
-// Retry decodes and checks the retry extension's data. An after too long
-// for a time.Duration (about 292 years) is valid guidance, not broken: it
-// reads as the longest after its unit can express, a wait longer than any
-// cap a client sets, so that a client stops retrying instead of falling back
-// to the default table (a longer hint never yields a sooner retry).
+// Retry decodes and checks the retry extension's data. The extension gives
+// after in seconds or minutes; an after in hours or days, units a Forrst
+// duration has, is the wait it says, read in minutes (2 hours as 120
+// minutes), never as broken guidance that a client would replace with a
+// shorter wait. An after too long for a time.Duration (about 292 years) is
+// valid guidance too: it reads as the longest after its unit can express, a
+// wait longer than any cap a client sets, so that a client stops retrying
+// instead of falling back to the default table (a longer hint never yields a
+// sooner retry). A member given twice (in the data or in after) is invalid:
+// which one a reader would take is not defined.
+//
+// What Retry refuses (an unknown unit or strategy, a value that is not a
+// non-negative integer) is no valid guidance; the Client still never retries
+// sooner than such guidance's after would ask, read as well as it can be (an
+// unknown unit as a wait longer than any cap), nor at all if it says
+// "allowed": false.
 func (e Extension) Retry() (RetryData, error) {
+	if name, dup := duplicateMember(e.Data); dup {
+		return RetryData{}, fmt.Errorf("%w: retry extension: the member %q is given twice", ErrInvalid, name)
+	}
 	var w struct {
 		Allowed     bool          `json:"allowed"`
 		Strategy    Strategy      `json:"strategy,omitempty"`
@@ -59,10 +75,19 @@ func (e Extension) Retry() (RetryData, error) {
 		if !ok {
 			return RetryData{}, fmt.Errorf("%w: retry extension: after: the value %s is not a non-negative integer", ErrInvalid, w.After.Value)
 		}
-		if size, ok := w.After.Unit.size(); ok {
+		unit := w.After.Unit
+		switch unit {
+		case Hour, Day:
+			// The extension's units are seconds and minutes: a longer unit
+			// is read in minutes, exactly, and saturates as minutes do.
+			per, _ := unit.size()
+			per /= time.Minute
+			n, unit = min(n, math.MaxInt64/int64(per))*int64(per), Minute
+		}
+		if size, ok := unit.size(); ok {
 			n = min(n, math.MaxInt64/int64(size))
 		}
-		d.After = &Duration{Value: n, Unit: w.After.Unit}
+		d.After = &Duration{Value: n, Unit: unit}
 	}
 	if err := d.Validate(); err != nil {
 		return RetryData{}, err
@@ -157,4 +182,233 @@ func (d RetryData) Wait(n int) time.Duration {
 func (d RetryData) extension() Extension {
 	data, _ := json.Marshal(d) // cannot fail: plain fields
 	return Extension{URN: URNRetry, Data: data}
+}
+
+// duplicateMember reports a member name given twice in an object of raw
+// (at any depth). encoding/json keeps the last, and another reader may keep
+// the first: guidance that says two things says neither.
+func duplicateMember(raw json.RawMessage) (string, bool) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	name, dup, _ := scanDuplicates(dec)
+	return name, dup
+}
+
+// scanDuplicates reads one JSON value from dec. An error ends the scan: the
+// strict decoding reports malformed data.
+func scanDuplicates(dec *json.Decoder) (string, bool, error) {
+	tok, err := dec.Token()
+	if err != nil {
+		return "", false, err
+	}
+	switch tok {
+	case json.Delim('{'):
+		seen := make(map[string]bool)
+		for dec.More() {
+			key, err := dec.Token()
+			if err != nil {
+				return "", false, err
+			}
+			name, _ := key.(string)
+			if seen[name] {
+				return name, true, nil
+			}
+			seen[name] = true
+			if name, dup, err := scanDuplicates(dec); dup || err != nil {
+				return name, dup, err
+			}
+		}
+		_, err = dec.Token() // '}'
+		return "", false, err
+	case json.Delim('['):
+		for dec.More() {
+			if name, dup, err := scanDuplicates(dec); dup || err != nil {
+				return name, dup, err
+			}
+		}
+		_, err = dec.Token() // ']'
+		return "", false, err
+	}
+	return "", false, nil
+}
+
+// guidanceFloor reads retry data that Retry refused for what it still asks
+// for, so that a client that cannot follow the guidance never retries sooner
+// than it says: the longest wait any after member asks for (wait), and
+// whether any allowed member is false (refused). An after is read as well
+// as it can be: a non-negative JSON number of any form (1.5, 1e3) in a known
+// unit, rounded up to the nanosecond; 0, null, or a negative number as no
+// wait; anything else (an unknown or missing unit, a value that is not a
+// number, an after that is not an object) as a wait longer than any cap,
+// the longest Duration. Data that is not a JSON object asks for nothing.
+func guidanceFloor(raw json.RawMessage) (wait time.Duration, refused bool) {
+	members(raw, func(name string, v json.RawMessage) {
+		switch name {
+		case "allowed":
+			refused = refused || string(bytes.TrimSpace(v)) == "false"
+		case "after":
+			wait = max(wait, afterFloor(v))
+		}
+	})
+	return wait, refused
+}
+
+// afterFloor reads an after for guidanceFloor.
+func afterFloor(raw json.RawMessage) time.Duration {
+	t := bytes.TrimSpace(raw)
+	if string(t) == "null" {
+		return 0
+	}
+	if len(t) == 0 || t[0] != '{' {
+		return math.MaxInt64 // an after, but not one the client can read
+	}
+	var values, units []json.RawMessage
+	members(t, func(name string, v json.RawMessage) {
+		switch name {
+		case "value":
+			values = append(values, v)
+		case "unit":
+			units = append(units, v)
+		}
+	})
+	if len(values) == 0 {
+		values = append(values, json.RawMessage("0")) // as a Duration reads it
+	}
+	if len(units) == 0 {
+		units = append(units, json.RawMessage(`""`))
+	}
+	var wait time.Duration
+	for _, v := range values {
+		for _, u := range units {
+			wait = max(wait, floorOf(v, u))
+		}
+	}
+	return wait
+}
+
+// floorOf reads one value in one unit for afterFloor.
+func floorOf(value, unit json.RawMessage) time.Duration {
+	v := string(bytes.TrimSpace(value))
+	if v == "null" {
+		return 0
+	}
+	positive, ok := positiveNumber(v)
+	switch {
+	case !ok:
+		return math.MaxInt64 // a value, but not a number
+	case !positive:
+		return 0 // 0 in any unit, or a negative wait: none
+	}
+	var u Unit
+	if json.Unmarshal(unit, &u) != nil {
+		return math.MaxInt64
+	}
+	size, known := u.size()
+	if !known {
+		return math.MaxInt64
+	}
+	return ceilDuration(v, size)
+}
+
+// positiveNumber reports whether s is a JSON number (ok), and whether it is
+// greater than 0.
+func positiveNumber(s string) (positive, ok bool) {
+	neg := strings.HasPrefix(s, "-")
+	mant, _, ok := splitNumber(strings.TrimPrefix(s, "-"))
+	if !ok {
+		return false, false
+	}
+	return !neg && strings.Trim(mant, "0.") != "", true
+}
+
+// splitNumber splits an unsigned JSON number into its digits and fraction
+// (mant, "12.5") and its exponent (exp, "-3" or ""), checking its grammar.
+func splitNumber(s string) (mant, exp string, ok bool) {
+	mant = s
+	if i := strings.IndexAny(s, "eE"); i >= 0 {
+		mant, exp = s[:i], s[i+1:]
+		digits := strings.TrimLeft(exp, "+-")
+		if len(exp)-len(digits) > 1 || !allDigits(digits) {
+			return "", "", false
+		}
+	}
+	intPart, frac, dot := strings.Cut(mant, ".")
+	if !allDigits(intPart) || (dot && !allDigits(frac)) || (len(intPart) > 1 && intPart[0] == '0') {
+		return "", "", false
+	}
+	return mant, exp, true
+}
+
+func allDigits(s string) bool {
+	return s != "" && strings.Trim(s, "0123456789") == ""
+}
+
+// ceilDuration is the positive JSON number s times size, rounded up to the
+// nanosecond, exactly, saturating at the longest Duration. It reads no more
+// than 60 significant digits (rounding up what it drops), so that no input
+// costs more than that.
+func ceilDuration(s string, size time.Duration) time.Duration {
+	mant, exp, _ := splitNumber(s)
+	intPart, frac, _ := strings.Cut(mant, ".")
+	digits := strings.TrimLeft(intPart+frac, "0")
+	e, err := strconv.ParseInt(exp, 10, 64)
+	switch {
+	case exp == "":
+		e = 0
+	case err != nil && strings.HasPrefix(exp, "-"):
+		return 1 // far below a nanosecond, but more than nothing
+	case err != nil:
+		return math.MaxInt64
+	}
+	e = max(min(e, 1<<40), -1<<40) - int64(len(frac)) // value = digits × 10^e
+	mag := int64(len(digits)) + e                     // 10^(mag-1) <= value < 10^mag
+	switch {
+	case mag > 20: // at least 10^19 units of a millisecond or more
+		return math.MaxInt64
+	case mag < -30: // less than 10^-30 units of a day or less
+		return 1
+	}
+	up := false
+	if len(digits) > 60 {
+		up = strings.Trim(digits[60:], "0") != ""
+		e += int64(len(digits) - 60)
+		digits = digits[:60]
+	}
+	n, _ := new(big.Int).SetString(digits, 10)
+	if up {
+		n.Add(n, big.NewInt(1))
+	}
+	n.Mul(n, big.NewInt(int64(size)))
+	pow := new(big.Int).Exp(big.NewInt(10), big.NewInt(max(e, -e)), nil)
+	if e >= 0 {
+		n.Mul(n, pow)
+	} else if _, r := n.QuoRem(n, pow, new(big.Int)); r.Sign() != 0 {
+		n.Add(n, big.NewInt(1))
+	}
+	if !n.IsInt64() {
+		return math.MaxInt64
+	}
+	return time.Duration(n.Int64())
+}
+
+// members calls f with each member of the JSON object raw, in order,
+// duplicates included. It stops at anything malformed; raw that is not an
+// object has no members.
+func members(raw json.RawMessage, f func(name string, v json.RawMessage)) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return
+	}
+	for dec.More() {
+		key, err := dec.Token()
+		if err != nil {
+			return
+		}
+		name, _ := key.(string)
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return
+		}
+		f(name, v)
+	}
 }

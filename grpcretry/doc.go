@@ -85,11 +85,14 @@
 // # Streams
 //
 // A stream is retried until it is committed, as A6 commits a call: by its
-// first response message, by a call of Header, or by client messages that
-// outgrow the per-RPC replay buffer (WithBufferLimit, 256 KiB by default).
-// Until then the interceptor keeps the messages sent, and a retry sends them
-// again, then CloseSend if the application called it. See
-// StreamClientInterceptor.
+// first response message, by headers the server sent, or by client messages
+// that outgrow the per-RPC replay buffer (WithBufferLimit, 256 KiB by
+// default). Header retries an attempt that ends Trailers-Only with a
+// retryable status, as grpc-go does, and returns the headers of the attempt
+// that answers. Until the commit the interceptor keeps the messages sent, and
+// a retry sends them again, then CloseSend if the application called it. The
+// stream's Context lives as long as the call, across retries; reading it
+// does not commit. See StreamClientInterceptor.
 //
 // # Attempts and deadlines
 //

@@ -6,13 +6,17 @@ import (
 	"io"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/retrykit/retry"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/emptypb"
 )
 
 // errAttemptTimeout is the cause of a stream attempt's cancellation by the
@@ -21,20 +25,28 @@ var errAttemptTimeout = errors.New("grpcretry: attempt timed out")
 
 // StreamClientInterceptor returns an interceptor that retries streaming
 // calls as gRPC A6 does, through a retry.Strategy: a stream is retried until
-// it is committed, by its first response message (or a call of Header), or
-// by client messages that outgrow the replay buffer (WithBufferLimit, 256 KiB
-// by default). Until then the client messages sent are kept, and a retry
-// sends them again (and CloseSend, if it was called) before it reads. After
-// that, errors come back as grpc returned them. Install it with
-// grpc.WithStreamInterceptor, with grpc.WithDisableRetry().
+// it is committed, by its first response message, by headers the server
+// sent (read with Header), or by client messages that outgrow the replay
+// buffer (WithBufferLimit, 256 KiB by default). Until then the client
+// messages sent are kept, and a retry sends them again (and CloseSend, if it
+// was called) before it reads. After that, errors come back as grpc returned
+// them. Install it with grpc.WithStreamInterceptor, with
+// grpc.WithDisableRetry().
 //
-// The retry decision is made when the application receives: the first
-// RecvMsg (CloseAndRecv, Recv) runs the call's retry loop, retry.Do, whose
-// first attempt is the stream already open. A SendMsg on an attempt that has
-// failed keeps the message and returns nil, so that the receive that follows
-// can retry; once the call is committed it returns io.EOF as grpc does.
-// Messages that are not protocol buffers have no known size: the first one
-// commits the call.
+// The retry decision is made when the application first receives or reads
+// the headers: the first RecvMsg (CloseAndRecv, Recv) or Header runs the
+// call's retry loop, retry.Do, whose first attempt is the stream already
+// open. Header, as in grpc's own retry, retries an attempt that ends without
+// headers (a Trailers-Only status) if its status is retryable, and returns
+// the headers of the attempt that answers; if none does, it returns nil
+// headers and no error, and RecvMsg returns the call's error. A SendMsg on
+// an attempt that has failed keeps the message and returns nil, so that the
+// receive that follows can retry; once the call is committed it returns
+// io.EOF as grpc does. Messages that are not protocol buffers have no known
+// size: the first one commits the call.
+//
+// The stream's Context lives as long as the call, across its retries; see
+// the Context method.
 func StreamClientInterceptor(opts ...Option) grpc.StreamClientInterceptor {
 	i := newInterceptor(opts)
 	return i.stream
@@ -48,27 +60,42 @@ func (i *interceptor) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grp
 	s := &retryStream{
 		i: i, ctx: ctx, desc: desc, cc: cc, method: method, streamer: streamer,
 		idempotent: idem || i.cfg.isIdempotent(method),
+		loopDone:   make(chan struct{}),
 	}
+	s.call, s.end = context.WithCancelCause(ctx)
+	s.callCtx = &callContext{Context: s.call, s: s}
 	s.opts = append(append(s.opts, opts...), grpc.Header(&s.header), grpc.Trailer(&s.trailer), grpc.Peer(&s.peer))
-	s.open(ctx)
+	s.open(s.call)
 	if s.openErr != nil && !s.i.cfg.classify(s.openErr, s.outcome(ctx)).info.Retryable() {
 		// Nothing to retry: report it where grpc would, as a give-up.
-		s.cancel(nil)
+		s.end(nil)
 		return nil, &retry.Error{Attempts: 1, Err: s.openErr, Reason: retry.ErrNotRetryable}
 	}
 	return s, nil
 }
 
+// The states of a stream's retry loop.
+const (
+	loopIdle    = iota // not run yet: neither RecvMsg nor Header was called
+	loopRunning        // run by the first RecvMsg or Header
+	loopDone           // over: the call is committed, or ended (final)
+)
+
 // retryStream is a grpc.ClientStream that retries until it is committed.
 type retryStream struct {
 	i          *interceptor
 	ctx        context.Context // the caller's
+	call       context.Context // the call's: the caller's, ended by end when the call is over
+	end        context.CancelCauseFunc
+	callCtx    *callContext // what Context returns
 	desc       *grpc.StreamDesc
 	cc         *grpc.ClientConn
 	method     string
 	streamer   grpc.Streamer
 	opts       []grpc.CallOption
 	idempotent bool
+	live       atomic.Pointer[attemptRef] // the current attempt, for callContext.Value without s.mu
+	loopDone   chan struct{}              // closed when the retry loop is over
 
 	mu        sync.Mutex // guards the fields below; held while sending
 	cur       grpc.ClientStream
@@ -76,16 +103,24 @@ type retryStream struct {
 	cancel    context.CancelCauseFunc
 	timer     *time.Timer
 	actx      context.Context
+	changed   chan struct{} // closed when the current attempt is replaced
 	attempts  int
 	buf       []any
 	size      int
 	closed    bool // CloseSend was called
 	broken    bool // a send on the current attempt failed
 	committed bool
-	started   bool // the retry loop ran: the call is past its first receive
+	loop      int   // loopIdle, loopRunning or loopDone
+	final     error // once the loop is done: how it ended the call (io.EOF for OK), or nil if the call goes on
 	header    metadata.MD
 	trailer   metadata.MD
 	peer      peer.Peer
+}
+
+// attemptRef is an attempt as callContext.Value reads it.
+type attemptRef struct {
+	cs  grpc.ClientStream // nil if the attempt could not be opened
+	ctx context.Context   // the attempt's context
 }
 
 // open starts an attempt. Called with s.mu held, or before s is shared.
@@ -95,6 +130,10 @@ func (s *retryStream) open(ctx context.Context) {
 		s.cancel(nil)
 		s.stopTimer()
 	}
+	if s.changed != nil {
+		close(s.changed) // a Header waiting on the attempt it replaces reads this one
+	}
+	s.changed = make(chan struct{})
 	actx, cancel := context.WithCancelCause(ctx)
 	if s.attempts > 1 {
 		actx = metadata.AppendToOutgoingContext(actx, PreviousAttemptsKey, strconv.Itoa(s.attempts-1))
@@ -108,6 +147,7 @@ func (s *retryStream) open(ctx context.Context) {
 	if s.openErr != nil {
 		s.cur = nil
 	}
+	s.live.Store(&attemptRef{cs: s.cur, ctx: actx})
 }
 
 func (s *retryStream) stopTimer() {
@@ -184,18 +224,57 @@ func (s *retryStream) CloseSend() error {
 	return s.cur.CloseSend()
 }
 
-// Header returns the current attempt's header metadata. Like grpc's own
-// retry, it commits the call: the headers the application saw must be those
-// of the attempt it talks to.
+// Header returns the header metadata of the attempt the call goes on with,
+// and commits the call: the headers the application saw must be those of
+// the attempt it talks to. As in grpc's own retry (and gRFC A6, for which
+// headers commit a call and a Trailers-Only response does not), an attempt
+// that ends without headers is retried first if its status allows: Header
+// then returns the headers of the attempt that sent some. If the call ends
+// without headers (it failed for good, or ended OK with Trailers-Only),
+// Header returns nil and no error, and RecvMsg returns the call's error, or
+// io.EOF, as grpc.ClientStream documents.
+//
+// The first Header or RecvMsg runs the call's retry loop. A Header called
+// while a RecvMsg runs it reads the headers of the loop's current attempt,
+// and of its retries, without waiting for a message.
 func (s *retryStream) Header() (metadata.MD, error) {
 	s.mu.Lock()
-	s.commit()
-	cur, err := s.cur, s.openErr
-	s.mu.Unlock()
-	if cur == nil {
-		return nil, err
+	for {
+		switch s.loop {
+		case loopIdle:
+			s.loop = loopRunning
+			s.mu.Unlock()
+			md, _ := s.run(nil, true)
+			return md, nil // the error, if any, is RecvMsg's to return
+		case loopDone:
+			cur := s.cur
+			s.mu.Unlock()
+			if cur == nil {
+				return nil, nil
+			}
+			return cur.Header()
+		}
+		// A RecvMsg runs the loop.
+		n, cur, changed := s.attempts, s.cur, s.changed
+		s.mu.Unlock()
+		if cur != nil {
+			if md, _ := cur.Header(); md != nil {
+				s.mu.Lock()
+				if s.attempts == n && s.loop == loopRunning {
+					s.commit() // the loop's vet sees it: the attempt is not retried
+					s.mu.Unlock()
+					return md, nil
+				}
+				continue // the loop moved on first: headers of a retry, or its end
+			}
+		}
+		// The attempt ended without headers: the loop retries it, or ends.
+		select {
+		case <-changed:
+		case <-s.loopDone:
+		}
+		s.mu.Lock()
 	}
-	return cur.Header()
 }
 
 // Trailer returns the current attempt's trailer metadata.
@@ -209,60 +288,119 @@ func (s *retryStream) Trailer() metadata.MD {
 	return cur.Trailer()
 }
 
-// Context returns the current attempt's context.
-func (s *retryStream) Context() context.Context {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.cur == nil {
-		return s.actx
+// Context returns the call's context: the caller's context, done when the
+// call is over (RecvMsg returned an error or io.EOF, or the retry loop gave
+// up) or when the caller's context is, and never because an attempt was
+// retried. Its values are the current attempt's, so that peer.FromContext
+// gives the peer of the attempt the call talks to. It is the same context
+// on every call.
+//
+// grpc's own retry commits a call on Context, and returns the attempt's
+// context. This interceptor does not: a single read of Context, which
+// logging and tracing wrappers do for every stream, would end retrying
+// (gRFC A6 leaves it to the implementation), and an attempt's context ends
+// when the attempt is retried, which a caller watching Done would take for
+// the end of a stream that lives on. Its deadline is the caller's: the
+// attempt timeout (WithAttemptTimeout) bounds attempts, not the call.
+func (s *retryStream) Context() context.Context { return s.callCtx }
+
+// callContext is a stream's Context: it is done when the call is (its
+// embedded context, retryStream.call), and reads values from the current
+// attempt's context.
+type callContext struct {
+	context.Context // retryStream.call
+	s               *retryStream
+}
+
+// Value returns the current attempt's value for key: the peer it talks to,
+// the caller's values. The key under which package context finds a
+// cancellation (for context.Cause, AfterFunc and the contexts derived from
+// this one) is answered by the call's context, whose cancellation this
+// context has, not by the attempt's.
+func (c *callContext) Value(key any) any {
+	v := c.Context.Value(key)
+	if v == any(c.Context) {
+		// Only package context's key for its own cancelCtx yields the
+		// context itself: cancellation and cause are the call's.
+		return v
 	}
-	return s.cur.Context()
+	a := c.s.live.Load()
+	if a == nil {
+		return v
+	}
+	if a.cs != nil {
+		// grpc's stream context holds the peer. With grpc's retry off
+		// (grpc.WithDisableRetry), reading it commits only grpc's
+		// transparent retry of the attempt, which this loop makes itself.
+		return a.cs.Context().Value(key)
+	}
+	return a.ctx.Value(key)
 }
 
 // RecvMsg receives the next message. The first call runs the call's retry
-// loop; later ones read the committed attempt.
+// loop, unless Header ran it; later ones read the committed attempt.
 func (s *retryStream) RecvMsg(m any) error {
 	s.mu.Lock()
-	if s.started {
-		cur, err := s.cur, s.openErr
+	for s.loop == loopRunning {
+		// Header runs the loop (a RecvMsg at once with another is not
+		// allowed): it is over once an attempt sends headers.
 		s.mu.Unlock()
-		if cur == nil {
-			return err
+		<-s.loopDone
+		s.mu.Lock()
+	}
+	if s.loop == loopDone {
+		cur, final := s.cur, s.final
+		s.mu.Unlock()
+		if final != nil {
+			return final
 		}
-		err = cur.RecvMsg(m)
+		err := cur.RecvMsg(m)
 		if err != nil {
-			s.cancel(nil) // the stream is over
+			s.end(nil) // the stream is over
 		}
 		return err
 	}
-	s.started = true
+	s.loop = loopRunning
 	s.mu.Unlock()
+	_, err := s.run(m, false)
+	return err
+}
 
-	r := &recvLoop{s: s, m: m}
+// run runs the call's retry loop, as the first receive (into m) or, if
+// header, as the first Header, and records how it ended. It returns the
+// headers of the attempt that succeeded (if header), and the call's error,
+// io.EOF if it ended OK without a message.
+func (s *retryStream) run(m any, header bool) (metadata.MD, error) {
+	r := &recvLoop{s: s, m: m, header: header}
 	ropts := make([]retry.Option, 0, len(s.i.cfg.retryOpts)+2)
 	ropts = append(ropts, retry.Scope(s.i.cfg.scopeOf(s.cc, s.method)))
 	ropts = append(ropts, s.i.cfg.retryOpts...)
 	ropts = append(ropts, retry.BeforeRetry(r.vet))
-	err := retry.Do(s.ctx, s.i.cfg.strategy, r.attempt, ropts...)
-	s.mu.Lock()
-	s.commit()
-	s.mu.Unlock()
+	err := retry.Do(s.call, s.i.cfg.strategy, r.attempt, ropts...)
 	if err == nil && r.eof {
 		err = io.EOF
 	}
+	s.mu.Lock()
+	s.commit()
+	s.final, s.loop = err, loopDone
+	close(s.loopDone)
+	s.mu.Unlock()
 	if err != nil {
-		s.cancel(nil)
+		s.end(nil) // the call is over
 	}
-	return err
+	return r.md, err
 }
 
-// recvLoop is the first receive of a stream, as retry.Do's operation.
+// recvLoop is the first receive, or Header, of a stream, as retry.Do's
+// operation.
 type recvLoop struct {
-	s    *retryStream
-	m    any
-	n    int
-	eof  bool // the stream ended with an OK status and no message
-	last *attemptError
+	s      *retryStream
+	m      any
+	header bool // the loop waits for headers, not a message
+	n      int
+	eof    bool        // the stream ended with an OK status and no message
+	md     metadata.MD // header: the headers of the attempt that sent some
+	last   *attemptError
 }
 
 func (r *recvLoop) attempt(ctx context.Context) error {
@@ -270,6 +408,15 @@ func (r *recvLoop) attempt(ctx context.Context) error {
 	r.n++
 	s.mu.Lock()
 	if r.n > 1 {
+		if s.committed && r.last != nil {
+			// Committed during the wait before this retry (a Header read
+			// the failed attempt's headers, or sends outgrew the buffer,
+			// which is gone): a new attempt could not replay the call.
+			// The failure stands, and vet ends the loop with
+			// ErrCommitted.
+			s.mu.Unlock()
+			return r.last
+		}
 		s.open(ctx)
 		if s.openErr == nil {
 			s.replay()
@@ -278,9 +425,12 @@ func (r *recvLoop) attempt(ctx context.Context) error {
 	cur, openErr := s.cur, s.openErr
 	s.mu.Unlock()
 	var err error
-	if cur == nil {
+	switch {
+	case cur == nil:
 		err = openErr
-	} else {
+	case r.header:
+		err = r.headers(cur)
+	default:
 		err = cur.RecvMsg(r.m)
 	}
 	switch err {
@@ -294,6 +444,23 @@ func (r *recvLoop) attempt(ctx context.Context) error {
 	r.last = s.i.cfg.classify(err, s.outcome(ctx))
 	s.mu.Unlock()
 	return r.last
+}
+
+// headers waits for an attempt's headers. An attempt that ends without
+// them (Trailers-Only) has no message either: its status is what RecvMsg
+// returns, as grpc.ClientStream's Header documents, and nothing is
+// received into the placeholder.
+func (r *recvLoop) headers(cur grpc.ClientStream) error {
+	if md, _ := cur.Header(); md != nil {
+		r.md = md
+		return nil
+	}
+	if err := cur.RecvMsg(new(emptypb.Empty)); err != nil {
+		return err
+	}
+	// gRPC sends headers before any message: a stream that breaks that
+	// fails rather than lose the message.
+	return status.Error(codes.Internal, "grpcretry: a message without headers")
 }
 
 // replay sends the kept messages on a new attempt, and closes its sending

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 )
 
@@ -201,10 +202,13 @@ func TestBidiRetry(t *testing.T) {
 	st.CloseSend()
 }
 
-// TestHeaderCommits: reading a stream's headers commits it, as grpc's own
-// retry does.
+// TestHeaderCommits: headers the server sent commit the stream, as grpc's
+// own retry does: a failure after them is not retried.
 func TestHeaderCommits(t *testing.T) {
-	srv := &server{output: func(int, *testpb.StreamingOutputCallRequest, testpb.TestService_StreamingOutputCallServer) error {
+	srv := &server{output: func(_ int, _ *testpb.StreamingOutputCallRequest, st testpb.TestService_StreamingOutputCallServer) error {
+		if err := st.SendHeader(metadata.MD{}); err != nil {
+			return err
+		}
 		return status.Error(codes.Unavailable, "down")
 	}}
 	c := client(t, srv, WithStrategy(simple(3)))
@@ -213,8 +217,8 @@ func TestHeaderCommits(t *testing.T) {
 		t.Fatal(err)
 	}
 	st.Header()
-	if _, err := st.Recv(); !errors.Is(err, ErrCommitted) || srv.calls.Load() != 1 {
-		t.Fatalf("after Header: %v after %d attempts", err, srv.calls.Load())
+	if _, err := st.Recv(); status.Code(err) != codes.Unavailable || srv.calls.Load() != 1 {
+		t.Fatalf("after headers the server sent: %v after %d attempts, want UNAVAILABLE after 1", err, srv.calls.Load())
 	}
 }
 
