@@ -405,34 +405,32 @@ func (d *driver) sleep(ctx context.Context, delay time.Duration) error {
 // runAttempt runs attempt n, with the context the Trace gives it, marked for
 // the attempt if the loop marks, and tells the Trace how it went. It reports
 // whether the attempt timed out (see call) and what an inner loop left to it.
+// Only a traced attempt has the defer that tells the Trace of an attempt that
+// panicked (see tracedAttempt): an untraced one pays nothing for it.
 func runAttempt[T any](ctx context.Context, c *config, n int, op func(context.Context) (T, error)) (T, error, bool, *Info) {
 	if c.trace != nil {
-		ctx = c.trace.attemptStart(ctx, c.scope, n)
+		return tracedAttempt(ctx, c, n, op)
 	}
-	actx := ctx
-	var m *callerMark
-	if c.marks {
-		m = &callerMark{Context: ctx}
-		actx = m
-	}
-	v, err, timedOut := call(actx, c.attemptTimeout, op, m)
-	var left *Info
-	if m != nil {
-		left = m.left.Load()
-	}
-	if c.trace != nil {
-		c.trace.attemptDone(ctx, c.scope, n, judged(err, left))
-	}
-	return v, err, timedOut, left
+	return call(ctx, c, op)
 }
 
-// call runs one attempt, bounded by timeout if it is positive, and reports
-// whether the attempt failed because that bound expired while ctx was alive.
-// It ends m, the attempt's mark if it has one, when the attempt ends.
-func call[T any](ctx context.Context, timeout time.Duration, op func(context.Context) (T, error), m *callerMark) (T, error, bool) {
-	if m != nil {
+// call runs one attempt in ctx, marked for the attempt if the loop marks and
+// bounded by AttemptTimeout if it is positive. It reports whether the attempt
+// failed because that bound expired while ctx was alive, and what an inner
+// loop left to the attempt. The mark ends when the attempt ends.
+func call[T any](ctx context.Context, c *config, op func(context.Context) (T, error)) (v T, err error, timedOut bool, left *Info) {
+	if c.marks {
+		m := &callerMark{Context: ctx}
 		defer m.stop() // when op returns, or panics
+		v, err, timedOut = bounded(m, c.attemptTimeout, op)
+		return v, err, timedOut, m.left.Load()
 	}
+	v, err, timedOut = bounded(ctx, c.attemptTimeout, op)
+	return v, err, timedOut, nil
+}
+
+// bounded runs op, bounded by timeout if it is positive; see call.
+func bounded[T any](ctx context.Context, timeout time.Duration, op func(context.Context) (T, error)) (T, error, bool) {
 	if timeout <= 0 {
 		v, err := op(ctx)
 		return v, err, false

@@ -2,6 +2,9 @@ package retry
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
 	"time"
 )
 
@@ -12,6 +15,15 @@ import (
 // its own, such as one that carries the attempt's span. A Trace is read, not
 // changed, by the loop, so one Trace can serve any number of calls at once;
 // its hooks must be safe for concurrent use.
+//
+// Every attempt that starts also ends for the Trace, even one that does not
+// return: if the operation panics, the loop tells AttemptDone and then Done
+// of it with a *PanicError, GiveUp and Retry not at all, and then panics
+// again with the operation's own value, so that the panic goes on as if no
+// loop were there. An attempt whose goroutine exits through runtime.Goexit
+// (a test's t.FailNow, say) ends for the hooks in the same way, with an
+// error that is not a *PanicError, and its goroutine goes on exiting. A
+// panic in a hook is not the attempt's: the hooks are not told of it.
 type Trace struct {
 	// CallStart is called once when the call begins. The loop runs with
 	// the context it returns, which must be derived from ctx (nil keeps
@@ -23,7 +35,7 @@ type Trace struct {
 	// from ctx; nil keeps ctx.
 	AttemptStart func(ctx context.Context, scope string, n int) context.Context
 	// AttemptDone is called after attempt n with the context it ran with
-	// and its error, nil if it succeeded.
+	// and its error, nil if it succeeded, a *PanicError if it panicked.
 	AttemptDone func(ctx context.Context, scope string, n int, err error)
 	// Retry is called when a retry after attempt n has been granted and its
 	// wait is about to begin (see OnRetry).
@@ -32,8 +44,9 @@ type Trace struct {
 	GiveUp func(ctx context.Context, scope string, err *Error)
 	// Done is called once when the call ends, after GiveUp if it failed,
 	// with the attempts made, the time spent waiting between them, and the
-	// call's error (nil, or the *Error the loop returns): what a metric of
-	// whole calls needs, such as gRPC's grpc.client.call.retry_delay.
+	// call's error (nil, the *Error the loop returns, or the *PanicError of
+	// an attempt that panicked): what a metric of whole calls needs, such
+	// as gRPC's grpc.client.call.retry_delay.
 	Done func(ctx context.Context, scope string, attempts int, waited time.Duration, err error)
 }
 
@@ -41,6 +54,64 @@ type Trace struct {
 // order given, each AttemptStart deriving from the context of the one
 // before it.
 func WithTrace(t *Trace) Option { return Option{kind: optTrace, trace: t} }
+
+// A PanicError is what a Trace's AttemptDone and Done are told when an
+// attempt panicked: the value it panicked with, and the stack of its
+// goroutine where the panic was recovered, which still holds the frames
+// where the panic began. No caller of Do sees one: the loop panics again
+// with Value once the hooks have returned.
+type PanicError struct {
+	Value any    // what the operation panicked with
+	Stack []byte // runtime/debug.Stack() while the panic was under way
+}
+
+func (e *PanicError) Error() string { return fmt.Sprintf("retry: the attempt panicked: %v", e.Value) }
+
+// Unwrap returns Value if it is an error.
+func (e *PanicError) Unwrap() error {
+	err, _ := e.Value.(error)
+	return err
+}
+
+// errGoexit is what the hooks are told of an attempt whose goroutine exited
+// through runtime.Goexit.
+var errGoexit = errors.New("retry: the attempt's goroutine exited (runtime.Goexit) before it returned")
+
+// tracedAttempt is runAttempt with a Trace. Its deferred call sees an
+// attempt that did not return (see Trace); an attempt that returns costs it
+// one flag. attemptStart and attemptDone run outside the flag's span, so a
+// hook's own panic is not taken for the attempt's.
+func tracedAttempt[T any](ctx context.Context, c *config, n int, op func(context.Context) (T, error)) (v T, err error, timedOut bool, left *Info) {
+	actx := c.trace.attemptStart(ctx, c.scope, n)
+	returned := false
+	defer func() {
+		if !returned {
+			c.attemptPanicked(ctx, actx, n, recover())
+		}
+	}()
+	v, err, timedOut, left = call(actx, c, op)
+	returned = true
+	c.trace.attemptDone(actx, c.scope, n, judged(err, left))
+	return v, err, timedOut, left
+}
+
+// attemptPanicked tells the Trace that attempt n, run in actx, did not
+// return: it panicked with p or, p nil, its goroutine is exiting through
+// runtime.Goexit (panic(nil) recovers as a *runtime.PanicNilError since Go
+// 1.21, so nil is Goexit alone). The panic goes on with p from this deferred
+// call, whose goroutine's stack still holds the frames where it began, so
+// that its traceback still shows them (marked "[recovered, repanicked]").
+func (c *config) attemptPanicked(ctx, actx context.Context, n int, p any) {
+	err := errGoexit
+	if p != nil {
+		err = &PanicError{Value: p, Stack: debug.Stack()}
+	}
+	c.trace.attemptDone(actx, c.scope, n, err)
+	c.trace.done(ctx, c.scope, n, c.waited, err)
+	if p != nil {
+		panic(p)
+	}
+}
 
 func (t *Trace) callStart(ctx context.Context, scope string) context.Context {
 	if t.CallStart != nil {

@@ -19,10 +19,14 @@ const (
 	ClassClient       = "client"       // the request was at fault
 	ClassPermanent    = "permanent"    // never to be repeated (retry.Unsafe)
 	ClassUnclassified = "unclassified" // nobody said: not retried by this module's strategies
+	ClassPanic        = "panic"        // the attempt panicked (a *retry.PanicError): the loop panics again
 )
 
 // errorClass names the class of err for the error.type attribute.
 func errorClass(err error) (string, retry.Info) {
+	if _, ok := err.(*retry.PanicError); ok { // as the loop tells it, unwrapped
+		return ClassPanic, retry.Info{}
+	}
 	info := retry.Classify(err)
 	switch {
 	case info.Throttle:

@@ -31,6 +31,17 @@
 //     attempt's span has status Error and error.type. The attempt's context
 //     carries the span, so the spans an HTTP or gRPC instrumentation starts
 //     for the request (otelhttp's client span, say) nest under it.
+//   - An attempt that panics still ends its span: status Error, error.type
+//     ClassPanic and the semantic conventions' exception event
+//     (exception.type, exception.message, exception.stacktrace), from the
+//     *retry.PanicError the loop tells the Trace before it panics again with
+//     the same value (see retry.Trace). The first attempt has no span of its
+//     own: the caller's span is the caller's to end, and the SDK's End
+//     records a panic that goes through it when it is deferred.
+//
+// Each instrumentation keeps its spans and its calls' state under context
+// keys of its own: one instrumentation, in a call inside another's attempt,
+// never ends the other's spans or counts in its calls.
 //
 // The first attempt runs in the caller's context as it is, with no span: a
 // call that succeeds at once, most calls, costs no span and no event. The
@@ -59,25 +70,42 @@
 //   - retry.client.retries (counter, {retry}): the attempts after the first,
 //     the load retries add, with the same attributes.
 //   - retry.client.call.retries (histogram, {retry}): per call that retried
-//     at all, the retries it made, with retry.outcome success or give_up; as
-//     gRFC A96's grpc.client.call.retries, whose name it takes with
-//     WithGRPCConventions, a call without retries records nothing.
+//     at all, the retries it made, with retry.outcome success, give_up or
+//     panic, recorded when the call ends.
 //   - retry.client.retry.delay (histogram, s): each wait before a retry,
 //     with error.type.
 //   - retry.client.call.retry_delay (histogram, s): per call that retried
 //     at all, the time it spent waiting between attempts (retry.Trace's
-//     Done), with retry.outcome; gRFC A96's grpc.client.call.retry_delay,
-//     whose name it takes with WithGRPCConventions.
-//   - grpc.client.call.transparent_retries (histogram, with
-//     WithGRPCConventions only): per call that made any, its retries of
-//     attempts that never left the client (an error whose TransparentRetry
-//     method says so, as grpcretry's do), which grpc.client.call.retries
-//     then leaves out, as gRFC A96 has it.
+//     Done), with retry.outcome.
 //   - retry.client.give_ups (counter, {call}): calls that failed for good,
 //     with retry.reason and error.type.
 //   - retry.client.quota.available, retry.client.budget.available and
 //     retry.client.send_rate (observable gauges): see WithStrategy,
 //     WithQuota and WithBudget.
+//
+// With WithGRPCConventions the two per-call histograms give way to gRFC
+// A96's four (github.com/grpc/proposal, A96-retry-otel-stats.md), with its
+// names, units and definitions, recorded when the call ends, each with
+// gRFC A66's grpc.method and grpc.target (A66-otel-stats.md, which A96
+// requires) besides retry.scope and retry.outcome:
+//
+//   - grpc.client.call.retries ({retry}, buckets 1, 2, 3, 4, 5): the
+//     call's retries, its transparent retries left out; not recorded for 0.
+//   - grpc.client.call.transparent_retries ({transparent_retry}, buckets 1,
+//     2, 3, 4, 5, 10): its retries of attempts that never left the client
+//     (an error whose TransparentRetry method says so, as grpcretry's do);
+//     not recorded for 0.
+//   - grpc.client.call.hedges ({hedge}, buckets 1, 2, 3, 4, 5): the copies
+//     of an attempt sent while it was in flight (grpcretry's WithHedging),
+//     as package grpcotel's interceptor tells them; not recorded for 0.
+//   - grpc.client.call.retry_delay (s, A66's latency buckets): the time the
+//     call spent waiting between attempts, recorded for every call, 0 for
+//     one that never waited.
+//
+// A retry.Trace is told a call's scope, not its method or target, and not
+// the hedges sent within an attempt: install package grpcotel's interceptor
+// below grpcretry's to tell the instrumentation. Without it grpc.method and
+// grpc.target are Unknown ("other") and no hedge is recorded.
 //
 // Scopes are attribute values, so their number is bounded (WithMaxScopes,
 // DefaultMaxScopes): the calls of later scopes are counted under OtherScope.
@@ -88,5 +116,7 @@
 // provider is installed), Option returns the zero retry.Option and a call
 // costs what it costs without it: no allocation on the success path. With
 // the SDK, a call that succeeds at once records one counter increment from
-// attribute sets made once per scope. The README measures both.
+// attribute sets made once per scope (with WithGRPCConventions, also its
+// state and its retry_delay, whose attribute set is made per call). The
+// README measures both.
 package otelretry

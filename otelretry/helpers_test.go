@@ -143,6 +143,43 @@ func attr(s sdktrace.ReadOnlySpan, key string) string {
 	return ""
 }
 
+// wantBounds checks the bucket boundaries of the histogram name.
+func wantBounds(t testing.TB, r *rig, name string, want ...float64) {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	if err := r.reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name != name {
+				continue
+			}
+			var got [][]float64
+			switch d := m.Data.(type) {
+			case metricdata.Histogram[int64]:
+				for _, p := range d.DataPoints {
+					got = append(got, p.Bounds)
+				}
+			case metricdata.Histogram[float64]:
+				for _, p := range d.DataPoints {
+					got = append(got, p.Bounds)
+				}
+			}
+			if len(got) == 0 {
+				t.Fatalf("%s has no histogram data points", name)
+			}
+			for _, b := range got {
+				if !slices.Equal(b, want) {
+					t.Errorf("%s buckets %v, want %v", name, b, want)
+				}
+			}
+			return
+		}
+	}
+	t.Errorf("no metric %s", name)
+}
+
 func wantEvents(t testing.TB, s sdktrace.ReadOnlySpan, want ...string) {
 	t.Helper()
 	got := events(s)

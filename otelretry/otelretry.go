@@ -3,9 +3,14 @@ package otelretry
 import (
 	"context"
 	"errors"
+	"fmt"
+	"reflect"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/otelretry/internal/hook"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -39,19 +44,38 @@ const (
 	keyResendCount      = attribute.Key("http.request.resend_count")
 	keyPreviousAttempts = attribute.Key("previous-rpc-attempts")
 	keyTransparent      = attribute.Key("transparent-retry")
+
+	// keyGRPCMethod and keyGRPCTarget are gRFC A66's attributes, which
+	// gRFC A96 requires on its per-call retry metrics.
+	keyGRPCMethod = attribute.Key("grpc.method")
+	keyGRPCTarget = attribute.Key("grpc.target")
+
+	// The OpenTelemetry semantic conventions' exception event and its
+	// attributes (the "Exceptions" section of the trace conventions).
+	eventException         = "exception"
+	keyExceptionType       = attribute.Key("exception.type")
+	keyExceptionMessage    = attribute.Key("exception.message")
+	keyExceptionStacktrace = attribute.Key("exception.stacktrace")
 )
+
+// Unknown is the grpc.method and grpc.target of a call whose method or
+// target the instrumentation was not told (see package grpcotel), and the
+// grpc.method of a method that is not known in advance, as gRFC A66 has it.
+const Unknown = "other"
 
 // Outcomes, the values of retry.outcome.
 const (
 	OutcomeSuccess = "success" // the attempt, or the call, succeeded
 	OutcomeFailure = "failure" // the attempt failed
 	OutcomeGiveUp  = "give_up" // the call failed for good
+	OutcomePanic   = "panic"   // an attempt panicked (or its goroutine called runtime.Goexit): the call did not return
 )
 
 var (
 	outcomeSuccess = keyOutcome.String(OutcomeSuccess)
 	outcomeFailure = keyOutcome.String(OutcomeFailure)
 	outcomeGiveUp  = keyOutcome.String(OutcomeGiveUp)
+	outcomePanic   = keyOutcome.String(OutcomePanic)
 )
 
 // Span and event names.
@@ -99,9 +123,14 @@ func WithMaxScopes(n int) Option {
 func WithHTTPConventions() Option { return func(c *config) { c.http = true } }
 
 // WithGRPCConventions follows gRPC's OpenTelemetry designs: each attempt span
-// gets the attributes previous-rpc-attempts and transparent-retry of gRFC A72,
-// and the histogram of retries per call is named grpc.client.call.retries,
-// as in gRFC A96.
+// gets the attributes previous-rpc-attempts and transparent-retry of gRFC
+// A72, and the per-call histograms are gRFC A96's four, with its names,
+// units, definitions and bucket advice: grpc.client.call.retries,
+// grpc.client.call.transparent_retries, grpc.client.call.hedges and
+// grpc.client.call.retry_delay, each with A66's grpc.method and grpc.target.
+// A retry.Trace is not told a call's method or target, nor the hedges sent
+// within an attempt: install package grpcotel's interceptor below grpcretry's
+// to tell it (without it both attributes are Unknown and no hedge is seen).
 func WithGRPCConventions() Option { return func(c *config) { c.grpc = true } }
 
 // Instrumentation follows retry loops in OpenTelemetry traces and metrics.
@@ -122,17 +151,23 @@ type Instrumentation struct {
 	delay       metric.Float64Histogram
 	callDelay   metric.Float64Histogram
 	transparent metric.Int64Histogram // with the gRPC conventions only
+	hedges      metric.Int64Histogram // with the gRPC conventions only
 
 	reg   metric.Registration
 	trace *retry.Trace
 }
 
 // New returns the instrumentation for the given providers. A provider that
-// records nothing (the no-op providers of the OpenTelemetry API, or any whose
-// spans carry no trace ID, or whose instruments are not enabled) turns that
-// half off, and with both off Option returns the zero retry.Option, which
-// costs a call nothing. The global providers are read, and so judged, when
-// New is called: call it after installing them.
+// records nothing (the no-op providers of the OpenTelemetry API, the global
+// tracer provider while none is installed, a meter provider whose
+// instruments are not enabled) turns that half off, and with both off Option
+// returns the zero retry.Option, which costs a call nothing. The global
+// providers are read, and so judged, when New is called: call it after
+// installing them. New starts no span: a tracer provider is judged by its
+// type, not by a span started to see what it does, which a sampler that
+// records every span would have shown its processors and never ended. A
+// tracer provider of another kind that records nothing is taken for one that
+// records: it costs its calls, not its output.
 //
 // Errors creating instruments are passed to otel.Handle, as the
 // OpenTelemetry instrumentation libraries do, and leave that instrument
@@ -164,33 +199,34 @@ func New(opts ...Option) *Instrumentation {
 			GiveUp:       in.giveUp,
 			Done:         in.done,
 		}
-		if in.grpc && in.metrics {
-			in.trace.CallStart = in.callStart // counts a call's transparent retries
+		if in.grpc {
+			// The call's state: its transparent retries, hedges, method
+			// and target.
+			in.trace.CallStart = in.callStart
 		}
 	}
 	return in
 }
 
-// tracing reports whether tp can record anything. The API's no-op
-// providers, and the global one before a provider is installed, start spans
-// that merely carry their parent's span context; a tracer that records makes
-// a span ID of its own. The probe's parent is a remote span that was not
-// sampled, so that the usual parent-based sampler does not record the probe,
-// and the probe is never ended, so that no sampler's choice exports it.
+// tracing reports whether tp may record, without starting a span: it does
+// not if it is one of the API's no-op providers, or the API's global
+// provider while no provider is installed (otel.GetTracerProvider returns
+// the installed provider itself once there is one, so a global provider it
+// no longer returns has one to delegate to).
 func tracing(tp trace.TracerProvider) bool {
 	switch tp.(type) {
 	case tracenoop.TracerProvider, *tracenoop.TracerProvider:
 		return false
 	}
-	parent := trace.NewSpanContext(trace.SpanContextConfig{TraceID: probeTrace, SpanID: probeSpan, Remote: true})
-	_, span := tp.Tracer(ScopeName).Start(trace.ContextWithRemoteSpanContext(context.Background(), parent), "probe")
-	return span.SpanContext().SpanID() != probeSpan
+	return !(isGlobal(tp) && otel.GetTracerProvider() == tp)
 }
 
-var (
-	probeTrace = trace.TraceID{0x72, 0x65, 0x74, 0x72, 0x79, 1}
-	probeSpan  = trace.SpanID{0x72, 0x65, 0x74, 0x72, 0x79, 1}
-)
+// isGlobal reports whether tp is the API's global delegating provider, a
+// type of an internal package of the API.
+func isGlobal(tp trace.TracerProvider) bool {
+	t := reflect.TypeOf(tp)
+	return t.Kind() == reflect.Pointer && t.Elem().PkgPath() == "go.opentelemetry.io/otel/internal/global"
+}
 
 // instruments makes the instruments, unless mp records nothing.
 func (in *Instrumentation) instruments(mp metric.MeterProvider, g *gauges) {
@@ -209,30 +245,36 @@ func (in *Instrumentation) instruments(mp metric.MeterProvider, g *gauges) {
 	in.giveUps, err = m.Int64Counter("retry.client.give_ups", metric.WithUnit("{call}"),
 		metric.WithDescription("Calls that failed for good, by scope and the reason retrying stopped."))
 	handle(err)
-	name := "retry.client.call.retries"
-	if in.grpc {
-		name = "grpc.client.call.retries"
-	}
-	in.callRetries, err = m.Int64Histogram(name, metric.WithUnit("{retry}"),
-		metric.WithDescription("Retries made during a call that retried at all; the first attempt is not counted."),
-		metric.WithExplicitBucketBoundaries(1, 2, 3, 4, 5, 10))
-	handle(err)
 	in.delay, err = m.Float64Histogram("retry.client.retry.delay", metric.WithUnit("s"),
 		metric.WithDescription("The wait before each retry: backoff, the server's hint or the limiter's wait."),
-		metric.WithExplicitBucketBoundaries(0, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 60))
-	handle(err)
-	name = "retry.client.call.retry_delay"
-	if in.grpc {
-		name = "grpc.client.call.retry_delay"
-	}
-	in.callDelay, err = m.Float64Histogram(name, metric.WithUnit("s"),
-		metric.WithDescription("The time a call that retried spent waiting between its attempts, in all."),
-		metric.WithExplicitBucketBoundaries(0, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 60))
+		metric.WithExplicitBucketBoundaries(delayBuckets...))
 	handle(err)
 	if in.grpc {
+		// gRFC A96's four, with its units and bucket advice.
+		in.callRetries, err = m.Int64Histogram("grpc.client.call.retries", metric.WithUnit("{retry}"),
+			metric.WithDescription("Number of retries during the client call; calls without retries are not recorded."),
+			metric.WithExplicitBucketBoundaries(1, 2, 3, 4, 5))
+		handle(err)
 		in.transparent, err = m.Int64Histogram("grpc.client.call.transparent_retries", metric.WithUnit("{transparent_retry}"),
-			metric.WithDescription("Retries of a call's attempts that never left the client (gRFC A6's transparent retries), per call that made any."),
+			metric.WithDescription("Number of transparent retries during the client call; calls without any are not recorded."),
 			metric.WithExplicitBucketBoundaries(1, 2, 3, 4, 5, 10))
+		handle(err)
+		in.hedges, err = m.Int64Histogram("grpc.client.call.hedges", metric.WithUnit("{hedge}"),
+			metric.WithDescription("Number of hedges during the client call; calls without hedges are not recorded."),
+			metric.WithExplicitBucketBoundaries(1, 2, 3, 4, 5))
+		handle(err)
+		in.callDelay, err = m.Float64Histogram("grpc.client.call.retry_delay", metric.WithUnit("s"),
+			metric.WithDescription("Total time of delay while there is no active attempt during the client call."),
+			metric.WithExplicitBucketBoundaries(latencyBuckets...))
+		handle(err)
+	} else {
+		in.callRetries, err = m.Int64Histogram("retry.client.call.retries", metric.WithUnit("{retry}"),
+			metric.WithDescription("Retries made during a call that retried at all; the first attempt is not counted."),
+			metric.WithExplicitBucketBoundaries(1, 2, 3, 4, 5, 10))
+		handle(err)
+		in.callDelay, err = m.Float64Histogram("retry.client.call.retry_delay", metric.WithUnit("s"),
+			metric.WithDescription("The time a call that retried spent waiting between its attempts, in all."),
+			metric.WithExplicitBucketBoundaries(delayBuckets...))
 		handle(err)
 	}
 	in.metrics = in.attempts.Enabled(context.Background()) || in.retries.Enabled(context.Background()) ||
@@ -243,6 +285,17 @@ func (in *Instrumentation) instruments(mp metric.MeterProvider, g *gauges) {
 	}
 	in.reg = g.register(m, in.scopes)
 }
+
+// delayBuckets are the bucket advice of this package's own histograms of
+// waits, in seconds.
+var delayBuckets = []float64{0, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 60}
+
+// latencyBuckets are gRFC A66's latency buckets, in seconds, which gRFC A96
+// advises for grpc.client.call.retry_delay.
+var latencyBuckets = []float64{0, 0.00001, 0.00005, 0.0001, 0.0003, 0.0006, 0.0008, 0.001, 0.002,
+	0.003, 0.004, 0.005, 0.006, 0.008, 0.01, 0.013, 0.016, 0.02, 0.025, 0.03,
+	0.04, 0.05, 0.065, 0.08, 0.1, 0.13, 0.16, 0.2, 0.25, 0.3, 0.4, 0.5, 0.65,
+	0.8, 1, 2, 5, 10, 20, 50, 100}
 
 func handle(err error) {
 	if err != nil {
@@ -272,11 +325,17 @@ func (in *Instrumentation) Close() error {
 	return in.reg.Unregister()
 }
 
-// attemptKey finds the attempt's own spans in its context; a span found by
-// trace.SpanFromContext may be one that a later trace or the operation put
-// there.
-type attemptKey struct{}
+// attemptKey and callKey find an instrumentation's own state in a context:
+// each instrumentation has keys of its own, so that one never finds, and so
+// never ends or counts in, another's spans or calls (an instrumentation that
+// only counts, inside an attempt another traces, say). A key holds a single
+// pointer, which an interface holds without allocating.
+type (
+	attemptKey struct{ in *Instrumentation }
+	callKey    struct{ in *Instrumentation }
+)
 
+// attemptSpans are the spans of an attempt after the first.
 type attemptSpans struct {
 	n               int
 	caller, attempt trace.Span
@@ -284,25 +343,44 @@ type attemptSpans struct {
 
 // spansOf returns the spans attemptStart made for attempt n, if any. The
 // number tells them from those of an outer call's attempt, whose context an
-// inner call's first attempt inherits.
-func spansOf(ctx context.Context, n int) (*attemptSpans, bool) {
+// inner call's attempts inherit; attemptStart hides an outer attempt of the
+// same number from an inner attempt that has no spans of its own.
+func (in *Instrumentation) spansOf(ctx context.Context, n int) (*attemptSpans, bool) {
 	if n <= 1 {
 		return nil, false
 	}
-	spans, ok := ctx.Value(attemptKey{}).(*attemptSpans)
-	return spans, ok && spans.n == n
+	spans, ok := ctx.Value(attemptKey{in}).(*attemptSpans)
+	return spans, ok && spans != nil && spans.n == n
+}
+
+// callOf returns the call's state, if CallStart made one (with the gRPC
+// conventions).
+func (in *Instrumentation) callOf(ctx context.Context) *callState {
+	st, _ := ctx.Value(callKey{in}).(*callState)
+	return st
 }
 
 // attemptStart gives each attempt after the first a span of its own, a child
 // of the caller's. The first attempt runs in the caller's context as it is:
 // a call that succeeds at once costs no span.
 func (in *Instrumentation) attemptStart(ctx context.Context, scope string, n int) context.Context {
+	var st *callState
+	if in.grpc {
+		if st = in.callOf(ctx); st != nil {
+			st.attempt.Store(int64(n))
+		}
+	}
 	if n <= 1 || in.tracer == nil {
 		return ctx
 	}
 	caller := trace.SpanFromContext(ctx)
 	if !caller.IsRecording() {
-		return ctx // the instrumentation adds to a trace; it starts none
+		// The instrumentation adds to a trace; it starts none. An outer
+		// call's attempt n, whose spans ctx may carry, is not this one.
+		if _, ok := in.spansOf(ctx, n); ok {
+			return context.WithValue(ctx, attemptKey{in}, (*attemptSpans)(nil))
+		}
+		return ctx
 	}
 	attrs := make([]attribute.KeyValue, 0, 5)
 	attrs = append(attrs, in.scopes.get(scope).attr, keyAttempt.Int(n))
@@ -310,15 +388,16 @@ func (in *Instrumentation) attemptStart(ctx context.Context, scope string, n int
 		attrs = append(attrs, keyResendCount.Int(n-1))
 	}
 	if in.grpc {
-		st, _ := ctx.Value(callKey{}).(*callState)
 		attrs = append(attrs, keyPreviousAttempts.Int(n-1), keyTransparent.Bool(st != nil && st.lastTransparent))
 	}
 	ctx, span := in.tracer.Start(ctx, SpanAttempt, trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...))
-	return context.WithValue(ctx, attemptKey{}, &attemptSpans{n: n, caller: caller, attempt: span})
+	return context.WithValue(ctx, attemptKey{in}, &attemptSpans{n: n, caller: caller, attempt: span})
 }
 
 // attemptDone counts the attempt, ends its span and, if it failed, adds an
-// event to the caller's span.
+// event to the caller's span. An attempt that panicked (a *retry.PanicError)
+// is a failure of class ClassPanic whose span also gets the semantic
+// conventions' exception event.
 func (in *Instrumentation) attemptDone(ctx context.Context, scope string, n int, err error) {
 	s := in.scopes.get(scope)
 	if err == nil {
@@ -326,12 +405,9 @@ func (in *Instrumentation) attemptDone(ctx context.Context, scope string, n int,
 			in.attempts.Add(ctx, 1, s.okAdd...)
 			if n > 1 {
 				in.retries.Add(ctx, 1, s.okAdd...)
-				if r := int64(n-1) - transparentSoFar(ctx); r > 0 {
-					in.callRetries.Record(ctx, r, s.okRec...)
-				}
 			}
 		}
-		if spans, ok := spansOf(ctx, n); ok {
+		if spans, ok := in.spansOf(ctx, n); ok {
 			spans.attempt.End()
 		}
 		return
@@ -348,9 +424,15 @@ func (in *Instrumentation) attemptDone(ctx context.Context, scope string, n int,
 		return
 	}
 	caller := trace.SpanFromContext(ctx)
-	if spans, ok := spansOf(ctx, n); ok {
+	if spans, ok := in.spansOf(ctx, n); ok {
 		caller = spans.caller
 		spans.attempt.SetAttributes(keyErrorType.String(class))
+		if pe, ok := err.(*retry.PanicError); ok {
+			spans.attempt.AddEvent(eventException, trace.WithAttributes(
+				keyExceptionType.String(typeName(pe.Value)),
+				keyExceptionMessage.String(fmt.Sprint(pe.Value)),
+				keyExceptionStacktrace.String(string(pe.Stack))))
+		}
 		spans.attempt.SetStatus(codes.Error, err.Error())
 		spans.attempt.End()
 	}
@@ -364,9 +446,23 @@ func (in *Instrumentation) attemptDone(ctx context.Context, scope string, n int,
 	caller.AddEvent(EventAttemptFailed, trace.WithAttributes(attrs...))
 }
 
+// typeName is the exception.type of a panic's value: its package path and
+// type name, or what reflect says of a type without them, as the
+// OpenTelemetry SDK names the type of a panic it records.
+func typeName(v any) string {
+	t := reflect.TypeOf(v)
+	if t == nil {
+		return "<nil>"
+	}
+	if t.PkgPath() == "" && t.Name() == "" {
+		return t.String()
+	}
+	return t.PkgPath() + "." + t.Name()
+}
+
 // retry records a granted retry's wait.
 func (in *Instrumentation) retry(ctx context.Context, scope string, n int, delay time.Duration, err error) {
-	if st, ok := ctx.Value(callKey{}).(*callState); ok {
+	if st := in.callOf(ctx); st != nil {
 		st.lastTransparent = transparentRetry(err)
 		if st.lastTransparent {
 			st.transparent++
@@ -400,15 +496,11 @@ func (in *Instrumentation) giveUp(ctx context.Context, scope string, e *retry.Er
 		class, _ = errorClass(e.Err)
 	}
 	if in.metrics {
-		s := in.scopes.get(scope)
-		attrs := []attribute.KeyValue{s.attr, keyReason.String(reason)}
+		attrs := []attribute.KeyValue{in.scopes.get(scope).attr, keyReason.String(reason)}
 		if class != "" {
 			attrs = append(attrs, keyErrorType.String(class))
 		}
 		in.giveUps.Add(ctx, 1, metric.WithAttributeSet(attribute.NewSet(attrs...)))
-		if r := int64(e.Attempts-1) - transparentSoFar(ctx); r > 0 {
-			in.callRetries.Record(ctx, r, metric.WithAttributeSet(attribute.NewSet(s.attr, outcomeGiveUp)))
-		}
 	}
 	if in.tracer == nil {
 		return
@@ -427,44 +519,114 @@ func (in *Instrumentation) giveUp(ctx context.Context, scope string, e *retry.Er
 	caller.AddEvent(EventGiveUp, trace.WithAttributes(attrs...))
 }
 
-// done records the whole wait of a call that retried, as gRFC A96's
-// grpc.client.call.retry_delay does.
+// done records the per-call histograms when the call ends, as gRFC A96's
+// CallTracer does. With the gRPC conventions, A96's: every call records
+// grpc.client.call.retry_delay (0 if it never waited), and a count of
+// retries, transparent retries or hedges that is 0 is not recorded. Without
+// them, a call that made one attempt records nothing.
 func (in *Instrumentation) done(ctx context.Context, scope string, attempts int, waited time.Duration, err error) {
-	if !in.metrics || attempts < 2 {
+	if !in.metrics {
 		return
 	}
 	outcome := outcomeSuccess
 	if err != nil {
 		outcome = outcomeGiveUp
+		if _, ok := err.(*retry.Error); !ok {
+			outcome = outcomePanic // a *retry.PanicError, or Goexit's error
+		}
 	}
-	set := metric.WithAttributeSet(attribute.NewSet(in.scopes.get(scope).attr, outcome))
+	s := in.scopes.get(scope)
+	st := in.callOf(ctx)
+	if st == nil { // no gRPC conventions
+		if attempts < 2 {
+			return
+		}
+		set := s.okRec // made once per scope
+		if err != nil {
+			set = []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(s.attr, outcome))}
+		}
+		in.callRetries.Record(ctx, int64(attempts-1), set...)
+		in.callDelay.Record(ctx, waited.Seconds(), set...)
+		return
+	}
+	method, target := st.rpc()
+	set := metric.WithAttributeSet(attribute.NewSet(s.attr, outcome, keyGRPCMethod.String(method), keyGRPCTarget.String(target)))
+	if r := int64(attempts-1) - st.transparent; r > 0 {
+		in.callRetries.Record(ctx, r, set)
+	}
+	if st.transparent > 0 {
+		in.transparent.Record(ctx, st.transparent, set)
+	}
+	if h := st.hedges.Load(); h > 0 {
+		in.hedges.Record(ctx, h, set)
+	}
 	in.callDelay.Record(ctx, waited.Seconds(), set)
-	if t := transparentSoFar(ctx); t > 0 && in.transparent != nil {
-		in.transparent.Record(ctx, t, set)
-	}
 }
 
-// callKey finds a call's own state in the context CallStart gave it.
-type callKey struct{}
-
-// callState is what the instrumentation keeps for one call. Only the call's
-// loop touches it, one hook at a time.
+// callState is what the instrumentation keeps for one call, with the gRPC
+// conventions. The loop's hooks touch transparent and lastTransparent, one
+// at a time; package grpcotel's interceptor, on the goroutines of an
+// attempt's hedges, the rest.
 type callState struct {
 	transparent     int64 // the call's transparent retries so far
 	lastTransparent bool  // the retry about to be made is one
+
+	attempt atomic.Int64 // the attempt under way, 1 for the first
+	hedges  atomic.Int64 // copies of an attempt sent while it was in flight
+
+	mu             sync.Mutex
+	told           bool // grpcotel's interceptor told method and target
+	method, target string
 }
 
-// callStart gives a call the state that counts its transparent retries.
-func (in *Instrumentation) callStart(ctx context.Context, _ string) context.Context {
-	return context.WithValue(ctx, callKey{}, &callState{})
-}
-
-// transparentSoFar is how many of the call's retries were transparent.
-func transparentSoFar(ctx context.Context) int64 {
-	if st, ok := ctx.Value(callKey{}).(*callState); ok {
-		return st.transparent
+// rpc returns the call's grpc.method and grpc.target, Unknown if the
+// instrumentation was not told them.
+func (st *callState) rpc() (method, target string) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	method, target = st.method, st.target
+	if method == "" {
+		method = Unknown
 	}
-	return 0
+	if target == "" {
+		target = Unknown
+	}
+	return method, target
+}
+
+// callStart gives a call its state.
+func (in *Instrumentation) callStart(ctx context.Context, _ string) context.Context {
+	return context.WithValue(ctx, callKey{in}, &callState{})
+}
+
+// sent is what package grpcotel's interceptor tells of each gRPC call it
+// sees in the context of an attempt of in's call: the call's method and
+// target (the first told win), and the number of attempts the call says came
+// before it (grpc-previous-rpc-attempts, 0 without one). A call that says
+// at least as many came before it as the loop's attempt number is a hedge:
+// grpcretry sends attempt n with n-1, and the hedges of an attempt with the
+// copies before them, which the loop does not count as attempts.
+func (in *Instrumentation) sent(ctx context.Context, method, target string, previous int) {
+	st := in.callOf(ctx)
+	if st == nil {
+		return
+	}
+	st.mu.Lock()
+	if !st.told {
+		st.told, st.method, st.target = true, method, target
+	}
+	st.mu.Unlock()
+	if n := st.attempt.Load(); n > 0 && int64(previous) >= n {
+		st.hedges.Add(1)
+	}
+}
+
+func init() {
+	hook.Sent = func(in any, ctx context.Context, method, target string, previous int) {
+		if in, ok := in.(*Instrumentation); ok && in != nil && in.trace != nil && in.grpc {
+			in.sent(ctx, method, target, previous)
+		}
+	}
 }
 
 // transparentRetry reports whether err says its attempt never left the

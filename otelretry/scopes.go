@@ -24,7 +24,7 @@ type scope struct {
 	attr  attribute.KeyValue
 	own   bool                  // a scope of its own, not OtherScope: its gauges are observed
 	okAdd []metric.AddOption    // attempts: scope, outcome=success
-	okRec []metric.RecordOption // call retries: scope, outcome=success
+	okRec []metric.RecordOption // per-call histograms: scope, outcome=success
 }
 
 func newScope(name string, own bool) *scope {

@@ -1,0 +1,188 @@
+package retry
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// hookLog records the hooks a Trace was told, in order.
+type hookLog struct {
+	mu    sync.Mutex
+	calls []string
+	errs  []error // the error of each AttemptDone and Done, in order
+}
+
+func (l *hookLog) add(s string, err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.calls = append(l.calls, s)
+	if err != nil {
+		l.errs = append(l.errs, err)
+	}
+}
+
+func (l *hookLog) trace() *Trace {
+	return &Trace{
+		AttemptStart: func(ctx context.Context, _ string, n int) context.Context {
+			l.add("start "+itoa(n), nil)
+			return ctx
+		},
+		AttemptDone: func(_ context.Context, _ string, n int, err error) {
+			l.add("attempt done "+itoa(n), err)
+		},
+		Retry: func(context.Context, string, int, time.Duration, error) { l.add("retry", nil) },
+		GiveUp: func(context.Context, string, *Error) {
+			l.add("give up", nil)
+		},
+		Done: func(_ context.Context, _ string, attempts int, _ time.Duration, err error) {
+			l.add("done "+itoa(attempts), err)
+		},
+	}
+}
+
+func itoa(n int) string { return string(rune('0' + n)) }
+
+// TestTracePanicEndsTheAttempt: an attempt that panics ends for the Trace
+// (AttemptDone, then Done, each with a *PanicError that holds the value and
+// the stack where the panic began), and the panic goes on with the same
+// value. Before the fix neither hook was called.
+func TestTracePanicEndsTheAttempt(t *testing.T) {
+	boom := errors.New("boom")
+	for _, tc := range []struct {
+		name string
+		opts []Option
+	}{
+		{"marked", nil},
+		{"unmarked", []Option{Unmarked()}},
+		{"attempt timeout", []Option{AttemptTimeout(time.Hour)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			log := &hookLog{}
+			n := 0
+			var recovered any
+			func() {
+				defer func() { recovered = recover() }()
+				_ = Do(context.Background(), &Simple{Backoff: Constant(0)}, func(context.Context) error {
+					if n++; n == 1 {
+						return errTransient
+					}
+					panicsHere(boom)
+					return nil
+				}, append(tc.opts, WithTrace(log.trace()))...)
+			}()
+			if recovered != boom {
+				t.Fatalf("recovered %v, want the operation's own value %v", recovered, boom)
+			}
+			want := []string{"start 1", "attempt done 1", "retry", "start 2", "attempt done 2", "done 2"}
+			if strings.Join(log.calls, ", ") != strings.Join(want, ", ") {
+				t.Fatalf("hooks %q, want %q", log.calls, want)
+			}
+			// errs: attempt 1's failure, then attempt 2's panic twice.
+			if len(log.errs) != 3 || log.errs[1] != log.errs[2] {
+				t.Fatalf("hook errors %v, want attempt 1's failure and one *PanicError twice", log.errs)
+			}
+			var pe *PanicError
+			if !errors.As(log.errs[1], &pe) || pe.Value != boom {
+				t.Fatalf("AttemptDone told %#v, want a *PanicError with the value", log.errs[1])
+			}
+			if !errors.Is(pe, boom) {
+				t.Error("errors.Is does not reach the panic's error value")
+			}
+			if !strings.Contains(string(pe.Stack), "panicsHere") {
+				t.Errorf("the stack does not hold the frame where the panic began:\n%s", pe.Stack)
+			}
+		})
+	}
+}
+
+//go:noinline
+func panicsHere(v any) { panic(v) }
+
+// TestTracePanicNilValue: panic(nil) is a panic too (it recovers as a
+// *runtime.PanicNilError), told to the hooks and passed on as such.
+func TestTracePanicNilValue(t *testing.T) {
+	log := &hookLog{}
+	var recovered any
+	func() {
+		defer func() { recovered = recover() }()
+		_ = Do(context.Background(), &Simple{}, func(context.Context) error { panic(nil) }, WithTrace(log.trace()))
+	}()
+	var pn *runtime.PanicNilError
+	if err, ok := recovered.(error); !ok || !errors.As(err, &pn) {
+		t.Fatalf("recovered %#v, want a *runtime.PanicNilError", recovered)
+	}
+	if len(log.errs) != 2 {
+		t.Fatalf("hooks %q errors %v", log.calls, log.errs)
+	}
+	if pe, ok := log.errs[0].(*PanicError); !ok || pe.Value != recovered {
+		t.Errorf("AttemptDone told %#v, want a *PanicError with the recovered value", log.errs[0])
+	}
+}
+
+// TestTraceGoexitEndsTheAttempt: an attempt whose goroutine exits through
+// runtime.Goexit ends for the hooks too, with an error that is no
+// *PanicError, and the goroutine goes on exiting.
+func TestTraceGoexitEndsTheAttempt(t *testing.T) {
+	log := &hookLog{}
+	returned := false
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = Do(context.Background(), &Simple{}, func(context.Context) error {
+			runtime.Goexit()
+			return nil
+		}, WithTrace(log.trace()))
+		returned = true
+	}()
+	<-done
+	if returned {
+		t.Fatal("Do returned after its attempt's goroutine called Goexit")
+	}
+	want := "start 1, attempt done 1, done 1"
+	if got := strings.Join(log.calls, ", "); got != want {
+		t.Fatalf("hooks %q, want %q", got, want)
+	}
+	var pe *PanicError
+	if len(log.errs) != 2 || log.errs[0] == nil || errors.As(log.errs[0], &pe) {
+		t.Errorf("hook errors %v, want a Goexit error that is no *PanicError", log.errs)
+	}
+}
+
+// TestTraceHookPanicIsNotTheAttempts: a hook that panics is not an attempt
+// that panics: AttemptDone is not told twice, and Done is not told at all.
+func TestTraceHookPanicIsNotTheAttempts(t *testing.T) {
+	calls := 0
+	tr := &Trace{
+		AttemptDone: func(context.Context, string, int, error) {
+			calls++
+			panic("hook")
+		},
+		Done: func(context.Context, string, int, time.Duration, error) { calls += 10 },
+	}
+	var recovered any
+	func() {
+		defer func() { recovered = recover() }()
+		_ = Do(context.Background(), &Simple{}, succeed, WithTrace(tr))
+	}()
+	if recovered != "hook" || calls != 1 {
+		t.Fatalf("recovered %v after %d hook calls (Done counts 10), want the hook's panic after one", recovered, calls)
+	}
+}
+
+// TestUntracedPanicPassesThrough: without a Trace, a panic goes through the
+// loop untouched.
+func TestUntracedPanicPassesThrough(t *testing.T) {
+	var recovered any
+	func() {
+		defer func() { recovered = recover() }()
+		_ = Do(context.Background(), &Simple{}, func(context.Context) error { panic("op") }, Scope("x"))
+	}()
+	if recovered != "op" {
+		t.Fatalf("recovered %v, want op", recovered)
+	}
+}
