@@ -81,12 +81,35 @@
 // as Redis goes away waits for at most Timeout (twice if a background call
 // was under way).
 //
+// Redis hung (paused, stopped, a half-open connection): the same, within
+// the same bound, whatever the client's options. go-redis ignores a
+// context's deadline unless the client was built with
+// ContextTimeoutEnabled, and then waits out its ReadTimeout (5 s) and
+// retries; so the quota runs each call on a goroutine of its own and stops
+// waiting at Timeout itself. The call given up on finishes in the
+// background, and the quota makes no other call until it has (a late answer
+// is taken in, so that the tokens it granted are not lost). With a
+// *redis.Client (standalone or Sentinel) the quota calls through
+// WithTimeout(Timeout), which shares the client's connections, so that such
+// a call also ends within Timeout; a Cluster or Ring client ends it at its
+// ReadTimeout, or at Timeout if ContextTimeoutEnabled is set. Close waits
+// for it: no goroutine of the quota outlives Close, which with a
+// *redis.Client returns within about three Timeouts.
+//
 // Tokens that can be lost: a process killed with a lease loses at most
 // LeaseSize tokens for at most LeaseTTL (they come back when the lease
 // expires). A Redis that loses its data (a restart without persistence, a
 // failover to a replica that had not received the last writes, eviction
 // under maxmemory, the keys' KeyTTL after 24 h of disuse) starts the pool
-// again full; the processes' next calls report their leases lost. A key of
+// again full; the processes' next calls report their leases lost. When
+// only the lease records go (eviction takes whole keys, and a partial flush
+// or a DEL may take the leases hash or the expiry set and leave the pool),
+// the next call of any process reconciles the pool with the leases that
+// remain: tokens leased to records that are gone go back to the pool at
+// once, and a lease that lost its expiry gets one of a LeaseTTL, so that a
+// dead holder's tokens come back after it (processes sharing a key should
+// use the same LeaseTTL). The check costs O(1) per call; only a loss makes
+// the script walk the leases. A key of
 // the wrong type (another program writing it) is an error wrapping
 // ErrWrongType that names the key, and the processes use their local quotas
 // until it is fixed.
@@ -98,5 +121,13 @@
 //
 // Standalone Redis, Sentinel (redis.NewFailoverClient) and Cluster
 // (redis.NewClusterClient) clients all work; the tests run a standalone
-// server and a one-node cluster.
+// server, a one-node cluster and a Sentinel.
+//
+// # Tests
+//
+// The tests start redis-server on loopback (Redis 7; apt-get install
+// redis-server, or brew install redis). Without it on PATH, the tests that
+// need it skip, saying so, and the rest run; with
+// RETRYKIT_REQUIRE_SERVERS=1 in the environment, as CI should set, a
+// missing redis-server fails the tests instead.
 package redisquota

@@ -43,7 +43,8 @@ type Options struct {
 	// FlushInterval is the longest time refunds wait before they are sent;
 	// 0 = 100 ms. They go sooner when LeaseSize of them have piled up.
 	FlushInterval time.Duration
-	// Timeout bounds each round trip to Redis; 0 = 100 ms.
+	// Timeout bounds each round trip to Redis, whatever the client's
+	// options (see New); 0 = 100 ms.
 	Timeout time.Duration
 	// FallbackCapacity is the capacity of the local quota used while Redis
 	// cannot be reached; 0 = Capacity, negative = no retries at all while
@@ -118,11 +119,12 @@ type Quota struct {
 	lastTake atomic.Int64 // clock of the last take; 0 = never
 	lastCost atomic.Int64
 
-	wake chan struct{}
-	done chan struct{}
-	wg   sync.WaitGroup
-	once sync.Once
-	cerr error
+	wake  chan struct{}
+	done  chan struct{}
+	wg    sync.WaitGroup // the background loop
+	calls sync.WaitGroup // the goroutines of calls to Redis, see trip
+	once  sync.Once
+	cerr  error
 
 	mu        sync.Mutex // one call at a time; guards the fields below
 	gAck      int64      // grants received, cumulative
@@ -130,6 +132,18 @@ type Quota struct {
 	lastSync  time.Time
 	failures  int
 	nextProbe time.Time
+	pending   *trip // a call given up on at its deadline and still running; nil = none
+}
+
+// trip is one round trip to Redis, run on a goroutine of its own so that
+// its caller can stop waiting at the deadline, and what it was sent.
+type trip struct {
+	done   chan struct{} // closed when the goroutine has set r and err
+	r      reply
+	err    error
+	bal    int64     // the lease reported
+	rtotal int64     // the refunds reported
+	start  time.Time // when it was sent
 }
 
 var _ retry.Quota = (*Quota)(nil)
@@ -140,8 +154,26 @@ var _ retry.Quota = (*Quota)(nil)
 // Cluster client: the quota's keys share the hash tag {key}, so that they
 // live in one slot. New does not contact Redis.
 func New(client redis.UniversalClient, key string, opts Options) *Quota {
+	opts = opts.withDefaults()
+	// go-redis ignores a context's deadline unless the client was built
+	// with ContextTimeoutEnabled: by default a call to a Redis that does not
+	// answer (paused, stopped with SIGSTOP, a half-open connection) waits
+	// for the client's ReadTimeout, 5 s, and retries. The quota does not
+	// rely on the deadline: syncLocked stops waiting at Timeout whatever the
+	// client does (see trip). For the goroutine running the call to end
+	// about as soon, a *redis.Client (standalone or Sentinel) is used
+	// through WithTimeout, a clone sharing its connection pool whose socket
+	// deadlines are Timeout. It is not closed: closing it would close the
+	// caller's pool. Other clients (Cluster, Ring) end such a call at their
+	// own ReadTimeout, or at Timeout if ContextTimeoutEnabled is set.
+	var scripter redis.Scripter = client
+	if c, ok := client.(interface {
+		WithTimeout(time.Duration) *redis.Client
+	}); ok {
+		scripter = c.WithTimeout(opts.Timeout)
+	}
 	run := func(ctx context.Context, keys []string, args ...any) (reply, error) {
-		v, err := syncScript.Run(ctx, client, keys, args...).Int64Slice()
+		v, err := syncScript.Run(ctx, scripter, keys, args...).Int64Slice()
 		if err != nil {
 			return reply{}, err
 		}
@@ -154,7 +186,7 @@ func New(client redis.UniversalClient, key string, opts Options) *Quota {
 }
 
 func newQuota(run runner, key string, opts Options) *Quota {
-	opts = opts.withDefaults()
+	opts = opts.withDefaults() // idempotent: New applied them; the tests call newQuota directly
 	q := &Quota{
 		run:    run,
 		epoch:  time.Now(),
@@ -253,9 +285,7 @@ func (q *Quota) Take(n int) bool {
 	if q.syncs.Load() != seen && q.pool.Load()+q.lease.Load() < cost {
 		return false // a call made while this one waited found the pool short
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), q.opts.Timeout)
-	defer cancel()
-	if err := q.syncLocked(ctx, max(int64(q.opts.LeaseSize), cost), cost); err != nil && q.fallback.Load() {
+	if err := q.syncLocked(context.Background(), max(int64(q.opts.LeaseSize), cost), cost); err != nil && q.fallback.Load() {
 		return q.local.Take(n)
 	}
 	return q.spend(cost, time.Now())
@@ -316,34 +346,47 @@ func (q *Quota) Shared() bool { return !q.fallback.Load() && !q.closed.Load() }
 
 // Sync sends the pending refunds and renews the lease now, and returns what
 // went wrong: an error wrapping ErrWrongType, ErrLeaseLost, ErrClosed, or the
-// Redis client's error.
+// Redis client's error. It waits for Redis until ctx is done or
+// Options.Timeout has passed, whichever comes first.
 func (q *Quota) Sync(ctx context.Context) error {
 	if q.closed.Load() {
 		return ErrClosed
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	if q.closed.Load() {
+		return ErrClosed // Close ran while this waited: it must start no call after Close
+	}
 	return q.syncLocked(ctx, q.want(time.Now()), 0)
 }
 
 // Close stops the background goroutine, sends the pending refunds and
 // returns the unspent lease to the fleet. It returns the error of that last
 // call, if any (the lease then comes back when it expires). After Close the
-// quota answers from its local fallback quota and never calls Redis. Call it
-// once the strategies using the quota are done.
+// quota answers from its local fallback quota and never calls Redis, and no
+// goroutine of the quota is left. Call it once the strategies using the
+// quota are done.
+//
+// Close does not hang on a Redis that does not answer: it waits for the
+// background goroutine's call in progress, then for its own last call, each
+// for at most Options.Timeout, then for the goroutines of calls given up on,
+// which a *redis.Client ends within Timeout of their start (a Cluster or
+// Ring client at its ReadTimeout; see New). With a *redis.Client it returns
+// within about three Timeouts.
 func (q *Quota) Close() error {
 	q.once.Do(func() {
 		close(q.done)
 		q.wg.Wait()
 		q.mu.Lock()
-		defer q.mu.Unlock()
 		q.closed.Store(true)
-		ctx, cancel := context.WithTimeout(context.Background(), q.opts.Timeout)
-		defer cancel()
 		if !q.fallback.Load() || q.lease.Load() > 0 || q.refunds.Load() != q.rAck {
-			q.cerr = q.syncLocked(ctx, -1, 0)
+			q.cerr = q.syncLocked(context.Background(), -1, 0)
 		}
 		q.fallback.Store(true)
+		q.mu.Unlock()
+		// No call is started after this point (closed is set and the loop
+		// has stopped), so the wait ends with the last one's goroutine.
+		q.calls.Wait()
 	})
 	return q.cerr
 }
@@ -384,11 +427,9 @@ func (q *Quota) tick(now time.Time) time.Duration {
 	} else if !q.due(now) {
 		return q.opts.FlushInterval
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), q.opts.Timeout)
-	defer cancel()
 	want := q.want(now)
 	need := min(want, q.lease.Load()+q.lastCost.Load())
-	_ = q.syncLocked(ctx, want, need)
+	_ = q.syncLocked(context.Background(), want, need)
 	if q.fallback.Load() {
 		return time.Until(q.nextProbe)
 	}
@@ -426,23 +467,76 @@ func (q *Quota) want(now time.Time) int64 {
 
 // syncLocked makes one call: it reports the lease in hand and the refunds
 // recorded, and asks for a balance of want tokens (-1 = give the lease
-// back), granted only if it reaches need. Holding q.mu.
+// back), granted only if it reaches need. It waits until ctx is done or
+// Timeout has passed, whichever comes first. Holding q.mu.
+//
+// The call runs on a goroutine of its own (see start), and syncLocked stops
+// waiting at the deadline whether or not the Redis client honours it: a
+// paused or hung Redis cannot hold a retry for longer than Timeout, nor
+// Close. The call given up on is kept as q.pending until its goroutine
+// ends, and no other call is made before that: the script's bookkeeping
+// (cumulative grants and refunds acknowledged) assumes one call of a
+// process at a time, and a late answer can then be applied as if it had
+// come in time, so the tokens Redis granted to it are not lost.
 func (q *Quota) syncLocked(ctx context.Context, want, need int64) error {
-	bal := q.lease.Load()
-	rtotal := q.refunds.Load()
-	start := time.Now()
-	q.trips.Add(1)
-	r, err := q.run(ctx, q.keys, q.id, q.opts.Capacity, bal, q.gAck, q.rAck, rtotal, want, need,
-		q.opts.LeaseTTL.Milliseconds(), q.opts.KeyTTL.Milliseconds())
-	if err != nil {
-		return q.failLocked(err)
+	ctx, cancel := context.WithTimeout(ctx, q.opts.Timeout)
+	defer cancel()
+	if p := q.pending; p != nil {
+		select {
+		case <-p.done:
+			q.pending = nil
+			if p.err == nil {
+				_ = q.applyLocked(p) // a late answer: take the grant and the acknowledgements it carries
+			}
+		case <-ctx.Done():
+			return q.failLocked(fmt.Errorf("the previous call, sent %v ago, is still unanswered: %w",
+				time.Since(p.start).Round(time.Millisecond), ctx.Err()))
+		}
 	}
+	c := q.start(ctx, want, need)
+	select {
+	case <-c.done:
+	case <-ctx.Done():
+		q.pending = c
+		return q.failLocked(fmt.Errorf("no answer within %v: %w", time.Since(c.start).Round(time.Millisecond), ctx.Err()))
+	}
+	if c.err != nil {
+		return q.failLocked(c.err)
+	}
+	return q.applyLocked(c)
+}
+
+// start sends one call on a goroutine of its own, tracked by q.calls so that
+// Close can wait for it. The goroutine's context keeps ctx's values but not
+// its cancellation, with a deadline of Timeout: a client that honours
+// deadlines ends the call then, even when its caller stopped waiting
+// sooner. Holding q.mu.
+func (q *Quota) start(ctx context.Context, want, need int64) *trip {
+	c := &trip{done: make(chan struct{}), bal: q.lease.Load(), rtotal: q.refunds.Load(), start: time.Now()}
+	args := []any{q.id, q.opts.Capacity, c.bal, q.gAck, q.rAck, c.rtotal, want, need,
+		q.opts.LeaseTTL.Milliseconds(), q.opts.KeyTTL.Milliseconds()}
+	q.trips.Add(1)
+	q.calls.Add(1)
+	go func() {
+		defer q.calls.Done()
+		defer close(c.done)
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), q.opts.Timeout)
+		defer cancel()
+		c.r, c.err = q.run(ctx, q.keys, args...)
+	}()
+	return c
+}
+
+// applyLocked takes in the answer to c. Holding q.mu, with no other call
+// made since c was sent.
+func (q *Quota) applyLocked(c *trip) error {
+	r, bal := c.r, c.bal
 	wasFallback := q.fallback.Load()
 	q.gAck += r.granted
-	q.rAck = rtotal
-	q.lastSync = start
+	q.rAck = c.rtotal
+	q.lastSync = c.start
 	q.adjustLease(r.balance - bal)
-	q.deadline.Store(q.clock(start.Add(q.opts.LeaseTTL * 9 / 10)))
+	q.deadline.Store(q.clock(c.start.Add(q.opts.LeaseTTL * 9 / 10)))
 	q.pool.Store(r.tokens)
 	q.replied.Store(q.clock(time.Now()))
 	q.syncs.Add(1)

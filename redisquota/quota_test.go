@@ -85,7 +85,7 @@ func TestConcurrentTakes(t *testing.T) {
 		t.Run(fmt.Sprintf("refunds=%v", refunds), func(t *testing.T) {
 			const capacity = 1000
 			key := fresh(t, fmt.Sprintf("concurrent-%v", refunds))
-			opts := redisquota.Options{Capacity: capacity, LeaseSize: 30, FlushInterval: 5 * time.Millisecond}
+			opts := redisquota.Options{Capacity: capacity, LeaseSize: 30, FlushInterval: 5 * time.Millisecond, Timeout: upTimeout}
 			quotas := make([]*redisquota.Quota, 4)
 			for i := range quotas {
 				quotas[i] = redisquota.New(c, key, opts)

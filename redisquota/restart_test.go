@@ -166,7 +166,7 @@ func TestCluster(t *testing.T) {
 	}
 	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{r.Addr}})
 	defer cc.Close()
-	q := redisquota.New(cc, "svc", redisquota.Options{Capacity: 100, LeaseSize: 20})
+	q := redisquota.New(cc, "svc", redisquota.Options{Capacity: 100, LeaseSize: 20, Timeout: upTimeout})
 	if !q.Take(14) {
 		t.Fatal("Take through the cluster failed")
 	}
@@ -193,7 +193,7 @@ func TestSentinel(t *testing.T) {
 	t.Cleanup(func() { s.Kill() })
 	fc := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: "quota-master", SentinelAddrs: []string{s.Addr}})
 	defer fc.Close()
-	q := redisquota.New(fc, "sentinel", redisquota.Options{Capacity: 100, LeaseSize: 20})
+	q := redisquota.New(fc, "sentinel", redisquota.Options{Capacity: 100, LeaseSize: 20, Timeout: upTimeout})
 	if !q.Take(14) {
 		t.Fatal("Take through Sentinel failed")
 	}

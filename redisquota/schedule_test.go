@@ -14,7 +14,7 @@ import (
 // store stands in for Redis in the tests of the quota's timing, which run in
 // virtual time (testing/synctest): it keeps one process's lease and the
 // pool, and records when it was called and with what. Everything about
-// Redis itself is tested against a real redis-server.
+// Redis itself is tested against a real Redis server (main_test.go).
 type store struct {
 	mu    sync.Mutex
 	pool  int64

@@ -8,13 +8,32 @@ import "github.com/redis/go-redis/v9"
 //  1. check that the three keys hold what they should (a hash, a hash, a
 //     sorted set) and answer a WRONGTYPE error naming the key otherwise;
 //  2. create the pool full if it does not exist (status 1);
-//  3. reclaim every lease whose expiry (server time) has passed;
-//  4. settle this process's lease: what it spent since the last call, grants
+//  3. reconcile the leased count with the leases that exist, if the leases
+//     hash or the expiry set was lost without the pool (see below);
+//  4. reclaim every lease whose expiry (server time) has passed;
+//  5. settle this process's lease: what it spent since the last call, grants
 //     it never received (a reply lost on the way), the refunds it sent since
 //     the last acknowledged call; a lease that is gone while the process
 //     reports tokens in hand is reported lost (status 2);
-//  5. grant tokens up to the wanted balance, or return the excess;
-//  6. renew the lease's expiry and the keys' time to live.
+//  6. grant tokens up to the wanted balance, or return the excess;
+//  7. renew the lease's expiry and the keys' time to live.
+//
+// Reconciliation. The pool's leased count is only as good as the lease
+// records behind it: Redis evicts whole keys under maxmemory, and a partial
+// flush or a DEL can take the leases hash or the expiry set and leave the
+// pool. Tokens leased to records that are gone would then never come back
+// (a process whose record is gone has its tokens dropped, not returned), and
+// leases without an expiry would never be reclaimed if their holder died.
+// Every lease is three fields of the leases hash (id:b, id:g, id:r) and one
+// member of the expiry set, so while both keys are whole HLEN = 3 x ZCARD,
+// and no lease means nothing leased. Each call checks that in O(1); only
+// when it fails does it walk the leases (O(leases)): leased becomes the sum
+// of the balances on record and the rest goes back to the pool at once; a
+// lease that lost its expiry is given one of this call's lease TTL (its
+// holder renews it, a dead holder's tokens come back when it passes, so
+// processes sharing a key should use the same LeaseTTL); expiries and
+// stray fields of leases that are gone are dropped, so that the check
+// holds again and the walk is not repeated.
 //
 // KEYS: pool hash, leases hash, expiry sorted set.
 // ARGV: id, capacity, balance in hand, grants received (cumulative),
@@ -54,6 +73,42 @@ if not st[1] then
   status = 1
 else
   tokens, leased = tonumber(st[1]), tonumber(st[2])
+  local nfields = redis.call('HLEN', leases)
+  if nfields ~= 3 * redis.call('ZCARD', exp) or (nfields == 0 and leased ~= 0) then
+    local all = redis.call('HGETALL', leases)
+    local held = {}
+    for i = 1, #all, 2 do
+      local f = all[i]
+      if string.sub(f, -2) == ':b' then
+        held[string.sub(f, 1, -3)] = tonumber(all[i + 1])
+      end
+    end
+    local sum = 0
+    for lid, b in pairs(held) do
+      sum = sum + b
+      if not redis.call('ZSCORE', exp, lid) then
+        redis.call('ZADD', exp, now + ttl, lid)
+      end
+      -- counts that are gone restart at 0, so that no grant is mistaken
+      -- for one lost on the way and refunds count from what the holder
+      -- says was acknowledged
+      redis.call('HSETNX', leases, lid .. ':g', 0)
+      redis.call('HSETNX', leases, lid .. ':r', 0)
+    end
+    for i = 1, #all, 2 do
+      local f = all[i]
+      if not held[string.sub(f, 1, -3)] then
+        redis.call('HDEL', leases, f)
+      end
+    end
+    for _, m in ipairs(redis.call('ZRANGE', exp, 0, -1)) do
+      if not held[m] then
+        redis.call('ZREM', exp, m)
+      end
+    end
+    tokens = tokens + leased - sum
+    leased = sum
+  end
 end
 
 local dead = redis.call('ZRANGEBYSCORE', exp, '-inf', now, 'LIMIT', 0, 256)

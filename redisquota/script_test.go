@@ -1,8 +1,11 @@
 package redisquota_test
 
 import (
+	"errors"
+	"log/slog"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/retrykit/retry/redisquota"
 )
@@ -38,4 +41,94 @@ func TestLostReplies(t *testing.T) {
 	check("the same call again", call(20, 50, 10, 30, 20), 0, 0, 20, 70, 20, 100)
 	// Released, the lease goes back whole.
 	check("release", call(20, 50, 30, 30, -1), 0, 0, 0, 90, 0, 100)
+}
+
+// TestLostLeaseRecords deletes, with a second client, the lease records of
+// a pool that survives (as maxmemory eviction or a partial flush would):
+// the tokens leased to records that are gone come back on the next call.
+func TestLostLeaseRecords(t *testing.T) {
+	c := client(t)
+	other := client(t) // the eviction, or whoever flushed the keys
+	for _, tc := range []struct {
+		name string
+		lost []string
+	}{
+		{"leases and expiries", redisquota.Keys("lost-records")[1:]},
+		{"leases", redisquota.Keys("lost-records")[1:2]},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			key := fresh(t, "lost-records")
+			holder := redisquota.New(c, key, redisquota.Options{Capacity: 100, LeaseSize: 40, Timeout: upTimeout, Logger: slog.New(&logs{})})
+			defer holder.Close()
+			if !holder.Take(14) {
+				t.Fatal("Take failed")
+			}
+			if tokens, leased := pool(t, c, key); tokens != 60 || leased != 40 {
+				t.Fatalf("with the lease: %d free, %d leased; want 60, 40", tokens, leased)
+			}
+			if err := other.Del(t.Context(), tc.lost...).Err(); err != nil {
+				t.Fatal(err)
+			}
+			q := redisquota.New(c, key, redisquota.Options{Capacity: 100, Timeout: upTimeout})
+			defer q.Close()
+			if err := q.Sync(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			if tokens, leased := pool(t, c, key); tokens != 100 || leased != 0 {
+				t.Errorf("after the next call: %d free, %d leased; want the 40 leased back in the pool", tokens, leased)
+			}
+			// The holder's tokens went back to the pool: it drops them (and
+			// takes a new lease, as it is retrying) rather than give them
+			// back a second time.
+			if err := holder.Sync(t.Context()); !errors.Is(err, redisquota.ErrLeaseLost) {
+				t.Errorf("the holder's Sync = %v, want ErrLeaseLost", err)
+			}
+			if tokens, leased := pool(t, c, key); tokens+leased != 100 || leased != 40 {
+				t.Errorf("after the holder's call: %d free, %d leased; want 60, 40 (a new lease)", tokens, leased)
+			}
+		})
+	}
+
+	// Only the expiries are lost: the leases are still on record, so their
+	// holders keep them, but a dead holder's must still come back.
+	t.Run("expiries", func(t *testing.T) {
+		key := fresh(t, "lost-expiries")
+		call := func(id string, bal, gack, want, ttl int64) []int64 {
+			t.Helper()
+			v, err := redisquota.RunScript(t.Context(), c, key, id, 100, bal, gack, 0, 0, want, 0, ttl, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return v // status, granted, balance, tokens, leased, capacity
+		}
+		const ttl = 1000 // ms
+		call("dead", 0, 0, 40, ttl)
+		call("live", 0, 0, 20, ttl)
+		if err := other.Del(t.Context(), redisquota.Keys(key)[2]).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if v := call("probe", 0, 0, 0, ttl); v[3] != 40 || v[4] != 60 {
+			t.Fatalf("after the expiries were lost: %d free, %d leased; want 40, 60 (the leases are on record)", v[3], v[4])
+		}
+		keys := redisquota.Keys(key)
+		if h, z := c.HLen(t.Context(), keys[1]).Val(), c.ZCard(t.Context(), keys[2]).Val(); h != 3*z || z != 3 {
+			t.Errorf("%d lease fields, %d expiries: want 3 leases of 3 fields, each with an expiry", h, z)
+		}
+		// The live holder renews (with a long TTL, so that it outlasts the
+		// wait): its lease is whole.
+		if v := call("live", 20, 20, 20, 60000); v[0] != 0 || v[2] != 20 {
+			t.Fatalf("the live holder's renewal: %v, want status 0 and its 20 tokens", v)
+		}
+		deadline := time.Now().Add(5 * time.Second) // the dead lease's TTL is 1 s
+		for {
+			v := call("probe", 0, 0, 0, ttl)
+			if v[3] == 80 && v[4] == 20 {
+				break // the dead holder's 40 are back; the live one's 20 still leased
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the dead holder's lease never came back: %d free, %d leased; want 80, 20", v[3], v[4])
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	})
 }

@@ -21,11 +21,13 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"os/signal"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/retrykit/retry/redisquota/internal/fleet"
 )
 
@@ -39,19 +41,22 @@ func main() {
 		}
 		return
 	}
-	if err := run(ctx); err != nil {
+	if err := run(ctx, os.Args[1:], os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "fleet:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context) error {
-	processes := flag.Int("processes", 8, "processes running at once")
-	waves := flag.Int("waves", 5, "times the fleet is started, one after another")
-	requests := flag.Int("requests", 10, "requests each process sends")
-	capacity := flag.Int("capacity", 500, "quota capacity: per process, or for the whole fleet")
-	addr := flag.String("redis", "", "address of a Redis to use (default: start redis-server on loopback)")
-	flag.Parse()
+func run(ctx context.Context, args []string, stdout io.Writer) error {
+	flags := flag.NewFlagSet("fleet", flag.ContinueOnError)
+	processes := flags.Int("processes", 8, "processes running at once")
+	waves := flags.Int("waves", 5, "times the fleet is started, one after another")
+	requests := flags.Int("requests", 10, "requests each process sends")
+	capacity := flags.Int("capacity", 500, "quota capacity: per process, or for the whole fleet")
+	addr := flags.String("redis", "", "address of a Redis to use (default: start redis-server on loopback)")
+	if err := flags.Parse(args); err != nil {
+		return err
+	}
 
 	if *addr == "" {
 		dir, err := os.MkdirTemp("", "fleet-redis")
@@ -68,6 +73,11 @@ func run(ctx context.Context) error {
 		}
 		defer r.Kill()
 		*addr = r.Addr
+	} else if err := ping(ctx, *addr); err != nil {
+		// Without this check the workers would fall back to their local
+		// quotas, each on its own, and the "fleet quota" line would report
+		// the per-process result as the fleet's.
+		return err
 	}
 	self, err := os.Executable()
 	if err != nil {
@@ -78,7 +88,7 @@ func run(ctx context.Context) error {
 		Key:     fmt.Sprintf("fleet-example-%d", time.Now().UnixNano()),
 		Command: func() *exec.Cmd { return exec.Command(self) },
 	}
-	fmt.Printf("%d waves of %d processes, %d requests each, every request failing, up to 3 attempts, quota capacity %d\n",
+	fmt.Fprintf(stdout, "%d waves of %d processes, %d requests each, every request failing, up to 3 attempts, quota capacity %d\n",
 		*waves, *processes, *requests, *capacity)
 	for _, shared := range []bool{false, true} {
 		name := "a quota per process"
@@ -90,11 +100,25 @@ func run(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		fmt.Printf("%-34s %5d requests  %5d attempts  amplification %.2fx", name, res.Requests, res.Attempts, res.Amplification())
+		fmt.Fprintf(stdout, "%-34s %5d requests  %5d attempts  amplification %.2fx", name, res.Requests, res.Attempts, res.Amplification())
 		if shared {
-			fmt.Printf("  (%d round trips to Redis)", res.RoundTrips)
+			fmt.Fprintf(stdout, "  (%d round trips to Redis)", res.RoundTrips)
 		}
-		fmt.Println()
+		fmt.Fprintln(stdout)
+	}
+	return nil
+}
+
+// ping checks that a Redis answers at addr, within 5 s.
+func ping(ctx context.Context, addr string) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	// Our own client, so that it may honour the deadline; one try, no
+	// retries, so that the error comes at once.
+	c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, MaxRetries: -1, DialerRetries: 1})
+	defer c.Close()
+	if err := c.Ping(ctx).Err(); err != nil {
+		return fmt.Errorf("cannot reach Redis at %s (-redis): %w", addr, err)
 	}
 	return nil
 }

@@ -133,7 +133,11 @@ func Worker(ctx context.Context) error {
 	if addr := os.Getenv(envRedis); addr != "" {
 		client := redis.NewClient(&redis.Options{Addr: addr})
 		defer client.Close()
-		q := redisquota.New(client, os.Getenv(envKey), redisquota.Options{Capacity: capacity})
+		// A Timeout of 1 s, not 100 ms: a fleet of processes starting at
+		// once on a small machine can be slower than that to dial Redis, and
+		// a process that fell back would measure its local quota, not the
+		// fleet's.
+		q := redisquota.New(client, os.Getenv(envKey), redisquota.Options{Capacity: capacity, Timeout: time.Second})
 		defer func() {
 			_ = q.Close()
 			fmt.Printf("round trips %d\n", q.RoundTrips())
