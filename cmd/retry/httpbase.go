@@ -18,14 +18,15 @@ type baseOptions struct {
 	connectTimeout time.Duration // --connect-timeout; 0 = the default dialer's
 }
 
-// base returns the transport the retries go through: http.DefaultTransport
-// unless a flag changes it. An unreadable or empty --cacert is an error for
-// the usage line, found before anything is sent.
+// base returns the transport the retries go through: http.DefaultTransport's
+// settings, with what the flags change. An unreadable or empty --cacert is
+// an error for the usage line, found before anything is sent.
 func (o baseOptions) base() (http.RoundTripper, error) {
-	if !o.insecure && o.caFile == "" && o.connectTimeout == 0 {
-		return http.DefaultTransport, nil
-	}
 	t := http.DefaultTransport.(*http.Transport).Clone()
+	// As curl, retry asks for a compressed body only with --compressed, and
+	// then decodes it itself (decodeBody): net/http would ask for gzip
+	// unasked and hide that it had.
+	t.DisableCompression = true
 	if o.connectTimeout > 0 {
 		// curl's --connect-timeout bounds the connection up to its TLS
 		// handshake; here the dial and the handshake have D each.

@@ -22,38 +22,58 @@ idempotent, such as a POST, is repeated only if it never reached the server,
 or if it carries an Idempotency-Key header (--idempotency-key adds one, the
 same on every attempt). Flags may come before or after the URL.
 
-Flags:
-  -X METHOD           request method (default GET, or POST with -d)
-  -H 'Name: value'    a request header; repeatable
-  -d DATA             the request body, sent byte for byte on every attempt
-                      (like curl --data-binary); @FILE reads a file, @- the
-                      standard input. Content-Type is
-                      application/x-www-form-urlencoded unless -H sets one
+Flags (curl's names and meanings; short ones combine, as -fsSL or -XPOST):
+  -X, --request M     request method (default GET; POST with data; HEAD, -I)
+  -H, --header 'N: v' a request header; repeatable
+  -d, --data DATA     the request body, as curl's: @FILE reads a file, @- the
+                      standard input, with their line breaks (CR, LF) removed;
+                      several data flags are joined with &. Content-Type is
+                      application/x-www-form-urlencoded unless -H sets one.
+                      The body is sent the same on every attempt
+  --data-binary DATA  as -d, but @FILE and @- are sent byte for byte
+  --data-raw DATA     as -d, but a leading @ is data, not a file
   --attempts N        attempts in all, the first included (default 3)
+  --retry N           retries after the first attempt, as curl's (N+1 attempts)
   --delay D           base wait before the first retry, doubling for each
                       further one (default 100ms); a 429 waits at least 1s
   --max-delay D       longest wait between attempts; 0 = no cap (default 10s)
-  --attempt-timeout D limit on each attempt, reading the body included; an
-                      attempt that runs out is retried (default: none)
+  -m, --max-time D    limit on each attempt, reading the body included, as
+                      curl's on each transfer; an attempt that runs out is
+                      retried (default: none). Also --attempt-timeout D
   --timeout D         limit on the whole call: attempts, waits and reading
                       the body (default: none)
+  --connect-timeout D limit on each connection's dial, and then on its TLS
+                      handshake (default: the system's; 10s)
   --idempotency-key   give a POST or PATCH a random Idempotency-Key so that it
                       can be retried; the server must honour the key
-  -v, --verbose       a line on stderr per attempt: its status and the wait
-  -o, --output FILE   write the body to FILE instead of standard output
+  -L, --location      follow redirects, up to 10: retry always does
+  -I, --head          send a HEAD request and print the response's head
+  -i, --include       print the status line and headers before the body
+  --compressed        ask for a gzip or deflate body and decode it; without
+                      it, the body is written as the server sent it
+  -o, --output FILE   write the body to FILE instead of standard output;
+                      - is standard output
   -f, --fail          a final 4xx or 5xx response writes no body; exit 22
   -A, --user-agent UA the User-Agent header (default retry/VERSION)
   -u, --user U:P      HTTP basic authentication as user U, password P
   -k, --insecure      accept any server certificate
   --cacert FILE       trust the CA certificates in FILE (PEM) instead of the
                       system's
-  --connect-timeout D limit on each connection's dial, and then on its TLS
-                      handshake (default: the system's; 10s)
-  -w, --write-out F   print F on stdout at the end, with %{http_code},
-                      %{num_retries} and %{time_total} (seconds) filled in
-  -i, --include       print the status line and headers before the body
+  -w, --write-out F   print F on stdout at the end, with curl's variables:
+                      %{http_code}, %{num_retries}, %{num_redirects},
+                      %{size_download}, %{size_upload}, %{speed_download},
+                      %{time_total} (seconds, the whole call), %{time_connect}
+                      and the other time_ ones (of the final attempt),
+                      %{url_effective}, %{url}, %{method}, %{content_type},
+                      %{http_version}, %{remote_ip}, %{remote_port},
+                      %{exitcode}, %header{NAME}; %{stderr} sends the rest to
+                      standard error. An unknown variable is left out, with
+                      a warning
+  -v, --verbose       a line on stderr per attempt: its status and the wait
   -s, --silent        no line on stderr from retry itself
   -S, --show-error    with -s, still say why the call failed
+
+A URL without a scheme is http://, as in curl.
 
 D is a duration such as 250ms, 1.5s or 2m, or a number of seconds.
 
@@ -69,16 +89,17 @@ Exit status: 0 for a final 2xx or 3xx response; 1 for any other status;
   18  the body was cut short
   22  a final 4xx or 5xx with --fail
   23  -o FILE could not be written
-  28  a timeout (--timeout, --attempt-timeout, --connect-timeout)
+  28  a timeout (--timeout, -m, --connect-timeout); the message names it
   35  the TLS handshake failed
   47  too many redirects (10)
   52  the connection closed before a whole response came
   56  the connection failed otherwise (a reset, a malformed response)
   60  the server's certificate could not be verified (see -k, --cacert)
-  61  the body's Content-Encoding could not be decoded
+  61  with --compressed, the body's Content-Encoding could not be decoded
 
 Examples:
   retry http https://example.com/health
+  retry http -fsSL --retry 5 -m 10 -o status.json https://example.com/status
   retry http -v --attempts 5 --timeout 30s https://api.example.com/items
   retry http -X PUT -H 'Content-Type: application/json' -d @item.json \
       https://api.example.com/items/42
@@ -108,26 +129,31 @@ const (
 
 // httpConfig is what "retry http" was asked to do.
 type httpConfig struct {
-	method   string
-	headers  headerList
-	data     dataValue
-	attempts int
-	delay    time.Duration // base of the backoff after a failure
-	maxDelay time.Duration // its cap; 0 = none
-	attTime  time.Duration // --attempt-timeout; 0 = none
-	timeout  time.Duration
-	idemKey  bool
-	verbose  bool
-	agent    string // -A; "" = retry/VERSION
-	user     string // -u USER:PASSWORD; "" = none
-	fail     bool   // -f: a final 4xx/5xx prints no body and exits 22
-	output   string // -o FILE; "" = stdout
-	conn     baseOptions
-	writeOut string // -w FORMAT; "" = none
-	silent   bool   // -s: no line on stderr from retry itself
-	showErr  bool   // -S: with -s, the line that says why it failed after all
-	include  bool   // -i: the status line and headers before the body
-	url      string
+	method     string
+	headers    headerList
+	data       dataList
+	attempts   int
+	retries    int           // --retry N: N+1 attempts, as curl counts
+	delay      time.Duration // base of the backoff after a failure
+	maxDelay   time.Duration // its cap; 0 = none
+	attTime    time.Duration // --attempt-timeout or -m; 0 = none
+	attLimit   string        // the flag that set attTime, for messages
+	head       bool          // -I: a HEAD request, its head printed
+	location   bool          // -L: redirects are followed anyway
+	compressed bool          // --compressed: ask for a compressed body, and decode it
+	timeout    time.Duration
+	idemKey    bool
+	verbose    bool
+	agent      string // -A; "" = retry/VERSION
+	user       string // -u USER:PASSWORD; "" = none
+	fail       bool   // -f: a final 4xx/5xx prints no body and exits 22
+	output     string // -o FILE; "" = stdout
+	conn       baseOptions
+	writeOut   string // -w FORMAT; "" = none
+	silent     bool   // -s: no line on stderr from retry itself
+	showErr    bool   // -S: with -s, the line that says why it failed after all
+	include    bool   // -i: the status line and headers before the body
+	url        string
 }
 
 // httpCommand implements "retry http".
@@ -141,29 +167,63 @@ func httpCommand(ctx context.Context, args []string, std stdio) int {
 		return usageError(std.err, "http", err.Error())
 	}
 	defer cleanup()
-	std = c.quieten(std)
-	var (
-		report httpretry.Report
-		wo     writeOut
-	)
-	if c.writeOut != "" {
-		defer c.printWriteOut(std.out, &wo, &report, time.Now())
-	}
-	req = req.WithContext(httpretry.WithReport(req.Context(), &report))
 	base, err := c.conn.base()
 	if err != nil {
 		return usageError(std.err, "http", err.Error())
 	}
-	client := &http.Client{Transport: c.transport(base, std.err, req.URL.String()), Timeout: c.timeout, CheckRedirect: stopRedirects}
+	std = c.quieten(std)
+	wo := &writeOut{begin: time.Now(), url: c.url, effective: c.url, method: c.method, up: req.ContentLength}
+	if c.output != "-" {
+		wo.file = c.output
+	}
+	status = c.call(ctx, std, base, req, wo)
+	if c.writeOut != "" {
+		wo.exit = status
+		c.printWriteOut(std, wo)
+	}
+	return status
+}
+
+// call sends req through the retrying transport over base, writes out the
+// answer, records what -w reports in wo, and returns the exit status.
+func (c *httpConfig) call(ctx context.Context, std stdio, base http.RoundTripper, req *http.Request, wo *writeOut) int {
+	callCtx := req.Context()
+	if c.timeout > 0 {
+		// A deadline of the call's own, rather than http.Client's Timeout,
+		// so that its cause tells it from the other limits (limitRanOut).
+		var cancel context.CancelFunc
+		callCtx, cancel = context.WithTimeoutCause(callCtx, c.timeout, errWholeTimeout)
+		defer cancel()
+	}
+	var (
+		report httpretry.Report
+		trace  connTrace
+	)
+	req = req.WithContext(trace.with(httpretry.WithReport(callCtx, &report)))
+	client := &http.Client{Transport: c.transport(base, std.err, req.URL.String()), CheckRedirect: func(r *http.Request, via []*http.Request) error {
+		wo.redirects = len(via)
+		return stopRedirects(r, via)
+	}}
 	defer client.CloseIdleConnections()
 	resp, err := client.Do(req)
+	wo.retries, wo.conn = max(report.Attempts-1, 0), trace.times()
 	if err != nil {
-		return c.failed(ctx, std.err, "no response", err, report)
+		return c.failed(ctx, callCtx, std.err, "no response", err, report)
 	}
 	defer resp.Body.Close()
-	wo.code = resp.StatusCode
+	wo.code, wo.header, wo.proto = resp.StatusCode, resp.Header, resp.Proto
+	wo.effective, wo.method = resp.Request.URL.String(), resp.Request.Method
+	resp.Body = readCloser{countingReader{resp.Body, &wo.down}, resp.Body}
 	return c.answer(ctx, std, resp, report)
 }
+
+// readCloser is a body read through r and closed with c.
+type readCloser struct {
+	io.Reader
+	c io.Closer
+}
+
+func (r readCloser) Close() error { return r.c.Close() }
 
 // errTooManyRedirects ends a chain of redirects that goes on too long: a
 // loop, most likely.

@@ -240,7 +240,7 @@ func TestHTTPDataFromFileOnEveryAttempt(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := newServer(t, "stored\n", 503, 500, 200)
-	_, errOut, code := runRetry(t, "", "http", "-X", "PUT", "-d", "@"+file, s.URL)
+	_, errOut, code := runRetry(t, "", "http", "-X", "PUT", "--data-binary", "@"+file, s.URL)
 	if code != 0 {
 		t.Fatalf("exit status %d; stderr:\n%s", code, errOut)
 	}
@@ -258,7 +258,7 @@ func TestHTTPDataFromFileOnEveryAttempt(t *testing.T) {
 func TestHTTPDataFromStdin(t *testing.T) {
 	t.Parallel()
 	s := newServer(t, "", 503, 200)
-	_, errOut, code := runRetry(t, "line 1\nline 2\n", "http", "--idempotency-key", "-d", "@-", s.URL)
+	_, errOut, code := runRetry(t, "line 1\nline 2\n", "http", "--idempotency-key", "--data-binary", "@-", s.URL)
 	if code != 0 {
 		t.Fatalf("exit status %d; stderr:\n%s", code, errOut)
 	}

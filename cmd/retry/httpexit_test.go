@@ -79,7 +79,7 @@ func TestHTTPExitStatusesAsCurl(t *testing.T) {
 			c.Write([]byte("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\nZZZ\r\n"))
 			time.Sleep(100 * time.Millisecond)
 		})}, 56},
-		{"a body that is not the gzip it says", []string{rawServer(t, func(c *net.TCPConn) {
+		{"a body that is not the gzip it says", []string{"--compressed", rawServer(t, func(c *net.TCPConn) {
 			c.Write([]byte("HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: 22\r\n\r\nplain text, not gzip\r\n"))
 		})}, 61},
 		{"a redirect loop", []string{loop.URL}, 47},

@@ -18,7 +18,7 @@ import (
 func parseHTTPFlags(args []string, std stdio) (httpConfig, int, bool) {
 	c := httpConfig{attempts: 3, delay: 100 * time.Millisecond, maxDelay: 10 * time.Second}
 	fs := c.flagSet()
-	urls, err := parseInterspersed(fs, args)
+	urls, err := parseInterspersed(fs, splitShortFlags(fs, args))
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprint(std.out, httpUsage)
@@ -27,13 +27,12 @@ func parseHTTPFlags(args []string, std stdio) (httpConfig, int, bool) {
 		return c, flagError(std.err, "http", fs, err), false
 	}
 	if len(urls) == 1 {
-		c.url = urls[0]
+		c.url = withScheme(urls[0])
 	}
-	if c.method == "" {
-		c.method = http.MethodGet
-		if c.data.set {
-			c.method = http.MethodPost
-		}
+	given := make(map[string]bool)
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	if msg := c.settle(given); msg != "" {
+		return c, usageError(std.err, "http", msg), false
 	}
 	if msg := c.check(len(urls)); msg != "" {
 		return c, usageError(std.err, "http", msg), false
@@ -45,14 +44,27 @@ func parseHTTPFlags(args []string, std stdio) (httpConfig, int, bool) {
 func (c *httpConfig) flagSet() *flag.FlagSet {
 	fs := flag.NewFlagSet("retry http", flag.ContinueOnError)
 	fs.SetOutput(io.Discard) // -h prints the usage to stdout, errors a hint
-	fs.StringVar(&c.method, "X", "", "")
-	fs.Var(&c.headers, "H", "")
-	fs.Var(&c.data, "d", "")
+	stringFlag(fs, &c.method, "X", "request")
+	for _, name := range []string{"H", "header"} {
+		fs.Var(&c.headers, name, "")
+	}
+	for _, name := range []string{"d", "data"} {
+		fs.Var(dataFlag{&c.data, dataText}, name, "")
+	}
+	fs.Var(dataFlag{&c.data, dataBinary}, "data-binary", "")
+	fs.Var(dataFlag{&c.data, dataRaw}, "data-raw", "")
 	fs.IntVar(&c.attempts, "attempts", c.attempts, "")
+	fs.IntVar(&c.retries, "retry", 0, "")
 	fs.Var(durationValue{&c.timeout}, "timeout", "")
 	fs.Var(durationValue{&c.delay}, "delay", "")
 	fs.Var(durationValue{&c.maxDelay}, "max-delay", "")
 	fs.Var(durationValue{&c.attTime}, "attempt-timeout", "")
+	for _, name := range []string{"m", "max-time"} {
+		fs.Var(durationValue{&c.attTime}, name, "")
+	}
+	boolFlag(fs, &c.head, "I", "head")
+	boolFlag(fs, &c.location, "L", "location")
+	fs.BoolVar(&c.compressed, "compressed", false, "")
 	fs.BoolVar(&c.idemKey, "idempotency-key", false, "")
 	boolFlag(fs, &c.verbose, "v", "verbose")
 	stringFlag(fs, &c.output, "o", "output")
@@ -90,6 +102,49 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
+// settle works out what the flags given, named in given, mean together:
+// the method, the attempts, the name of the per-attempt limit. It returns
+// what is wrong with them, or "".
+func (c *httpConfig) settle(given map[string]bool) string {
+	switch {
+	case given["retry"] && given["attempts"]:
+		return "--retry N and --attempts N+1 say the same: give one"
+	case (given["m"] || given["max-time"]) && given["attempt-timeout"]:
+		return "-m/--max-time and --attempt-timeout say the same: give one"
+	case c.head && len(c.data) > 0:
+		return "-I sends a HEAD request, which has no body: drop -I or the data" // as curl refuses it
+	case given["retry"] && c.retries < 0:
+		return "--retry must not be negative"
+	}
+	if given["retry"] {
+		c.attempts = c.retries + 1 // curl's --retry counts the attempts after the first
+	}
+	c.attLimit = "--attempt-timeout"
+	if given["m"] || given["max-time"] {
+		c.attLimit = "--max-time"
+	}
+	if c.method == "" {
+		switch {
+		case c.head:
+			c.method = http.MethodHead
+		case len(c.data) > 0:
+			c.method = http.MethodPost
+		default:
+			c.method = http.MethodGet
+		}
+	}
+	return ""
+}
+
+// withScheme is url with http:// before it if it has no scheme, as curl
+// reads it: "localhost:8080/x" is http://localhost:8080/x.
+func withScheme(url string) string {
+	if strings.Contains(url, "://") {
+		return url
+	}
+	return "http://" + url
+}
+
 // check returns what is wrong with c, given the number of URLs, or "".
 func (c *httpConfig) check(urls int) string {
 	switch {
@@ -116,8 +171,6 @@ func (c *httpConfig) check(urls int) string {
 	switch {
 	case err != nil:
 		return fmt.Sprintf("bad URL %q: %v", c.url, errors.Unwrap(err))
-	case u.Scheme == "" || u.Host == "" && u.Scheme != "http" && u.Scheme != "https":
-		return fmt.Sprintf("URL %q has no scheme: did you mean http://%s or https://%s?", c.url, c.url, c.url)
 	case u.Scheme != "http" && u.Scheme != "https":
 		return fmt.Sprintf("URL %q: only http and https are supported", c.url)
 	case u.Host == "":
@@ -164,22 +217,6 @@ func isToken(s string) bool {
 		}
 	}
 	return true
-}
-
-// dataValue is the -d flag.
-type dataValue struct {
-	arg string
-	set bool
-}
-
-func (d *dataValue) String() string { return d.arg }
-
-func (d *dataValue) Set(v string) error {
-	if d.set {
-		return errors.New("give the body once; for a long one use -d @FILE")
-	}
-	d.arg, d.set = v, true
-	return nil
 }
 
 // validPort reports whether p, the port of a URL, is absent or from 1 to

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"cmp"
 	"compress/flate"
 	"compress/gzip"
+	"compress/zlib"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -58,7 +60,7 @@ func (c *httpConfig) answer(ctx context.Context, std stdio, resp *http.Response,
 // the exit status, if that failed.
 func (c *httpConfig) writeBody(ctx context.Context, std stdio, resp *http.Response, report httpretry.Report) (status int, ok bool) {
 	w := std.out
-	if c.output != "" {
+	if c.output != "" && c.output != "-" { // -o - is stdout, as in curl
 		f, err := os.Create(c.output)
 		if err != nil {
 			fmt.Fprintf(std.err, "retry: cannot write the body: %v\n", err)
@@ -67,18 +69,33 @@ func (c *httpConfig) writeBody(ctx context.Context, std stdio, resp *http.Respon
 		defer f.Close()
 		w = f
 	}
-	if c.include {
+	if c.include || c.head {
 		fmt.Fprintf(w, "%s %s\r\n", resp.Proto, resp.Status)
 		resp.Header.Write(w)
 		io.WriteString(w, "\r\n")
 	}
-	if _, err := io.Copy(w, resp.Body); err != nil {
+	if c.head {
+		return 0, true // -I: the head alone, whatever the method
+	}
+	body := io.Reader(resp.Body)
+	if c.compressed {
+		var err error
+		if body, err = decodeBody(resp); err != nil {
+			return c.failed(ctx, resp.Request.Context(), std.err, "response body not decoded", err, report), false
+		}
+	}
+	if _, err := io.Copy(w, body); err != nil {
 		var pe *os.PathError
 		if errors.As(err, &pe) {
 			fmt.Fprintf(std.err, "retry: cannot write the body: %v\n", err)
 			return httpExitWrite, false
 		}
-		return c.failed(ctx, std.err, "response body incomplete", err, report), false
+		what := "response body incomplete"
+		var de *decodeError
+		if errors.As(err, &de) {
+			what = "response body not decoded"
+		}
+		return c.failed(ctx, resp.Request.Context(), std.err, what, err, report), false
 	}
 	return 0, true
 }
@@ -105,7 +122,8 @@ func describeAttempt(a httpretry.Attempt, first string) string {
 
 // failed reports a call that ended without a response (what is "no
 // response") or whose body could not be read, and returns the exit status.
-func (c *httpConfig) failed(ctx context.Context, w io.Writer, what string, err error, report httpretry.Report) int {
+// callCtx is the call's context, ctx the signals'.
+func (c *httpConfig) failed(ctx, callCtx context.Context, w io.Writer, what string, err error, report httpretry.Report) int {
 	if sig, ok := interruptedBy(ctx); ok {
 		fmt.Fprintf(w, "retry: stopped by %s\n", signalName(sig))
 		return 128 + int(sig)
@@ -119,13 +137,14 @@ func (c *httpConfig) failed(ctx context.Context, w io.Writer, what string, err e
 	}
 	attempts := plural(report.Attempts, "attempt")
 	status := transportExit(err, what != "no response")
+	limit := c.limitRanOut(callCtx, err)
 	switch {
-	case c.timeout > 0 && (errors.Is(err, context.DeadlineExceeded) || ue != nil && ue.Timeout()):
-		fmt.Fprintf(w, "retry: %s: --timeout %s expired (%s made)\n", what, c.timeout, attempts)
+	case context.Cause(callCtx) == errWholeTimeout:
+		fmt.Fprintf(w, "retry: %s: %s (%s made)\n", what, limit, attempts)
 	case errors.As(err, &re) && re.Err != nil:
-		fmt.Fprintf(w, "retry: %s after %s (%s): %v\n", what, attempts, trimReason(re.Reason), re.Err)
+		fmt.Fprintf(w, "retry: %s after %s (%s): %s\n", what, attempts, trimReason(re.Reason), cmp.Or(limit, re.Err.Error()))
 	default:
-		fmt.Fprintf(w, "retry: %s after %s: %v\n", what, attempts, err)
+		fmt.Fprintf(w, "retry: %s after %s: %s\n", what, attempts, cmp.Or(limit, err.Error()))
 	}
 	return status
 }
@@ -161,8 +180,9 @@ func transportExit(err error, partial bool) int {
 		return httpExitPeerVerify
 	case errors.As(err, &record) || errors.As(err, &alert) || hasOp(err, "remote error"): // crypto/tls's, for the server's alert
 		return httpExitTLS
-	case errors.Is(err, gzip.ErrHeader) || errors.Is(err, gzip.ErrChecksum) || errors.As(err, &corrupt):
-		return httpExitEncoding // net/http decodes a gzip body it asked for
+	case errors.Is(err, gzip.ErrHeader) || errors.Is(err, gzip.ErrChecksum) || errors.As(err, &corrupt) ||
+		errors.Is(err, zlib.ErrHeader) || errors.Is(err, zlib.ErrChecksum) || errors.Is(err, errUnknownEncoding):
+		return httpExitEncoding // --compressed could not decode the body
 	case cut && partial:
 		return httpExitPartial
 	case cut:

@@ -4,15 +4,14 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"strings"
 )
 
-// request builds the request; cleanup closes the file -d @FILE opened.
+// request builds the request; cleanup closes the file --data-binary @FILE
+// opened.
 func (c *httpConfig) request(ctx context.Context, stdin io.Reader) (*http.Request, func(), error) {
 	req, err := http.NewRequestWithContext(ctx, c.method, c.url, nil)
 	if err != nil {
@@ -33,7 +32,12 @@ func (c *httpConfig) request(ctx context.Context, stdin io.Reader) (*http.Reques
 	if _, ok := req.Header["User-Agent"]; !ok {
 		req.Header.Set("User-Agent", cmp.Or(c.agent, "retry/"+version()))
 	}
-	if c.data.set {
+	if c.compressed {
+		// Asked for, the Transport would leave the decoding to retry:
+		// decodeBody does it, for every encoding named here.
+		req.Header.Set("Accept-Encoding", "gzip, deflate")
+	}
+	if len(c.data) > 0 {
 		b, err := c.data.open(stdin)
 		if err != nil {
 			return nil, nil, err
@@ -54,43 +58,6 @@ type requestBody struct {
 	get   func() (io.ReadCloser, error)
 	size  int64
 	close func()
-}
-
-// open returns the body -d asks for: the data itself, a file read afresh
-// for each attempt (@FILE), or the standard input, read once and held
-// (@-).
-func (d *dataValue) open(stdin io.Reader) (requestBody, error) {
-	name, isFile := strings.CutPrefix(d.arg, "@")
-	switch {
-	case !isFile:
-		return bytesBody([]byte(d.arg)), nil
-	case name == "-":
-		data, err := io.ReadAll(stdin)
-		if err != nil {
-			return requestBody{}, fmt.Errorf("-d @-: reading the standard input: %v", err)
-		}
-		return bytesBody(data), nil
-	}
-	f, err := os.Open(name)
-	if err != nil {
-		return requestBody{}, fmt.Errorf("-d @%s: %v", name, errors.Unwrap(err))
-	}
-	info, err := f.Stat()
-	if err == nil && info.Mode().IsRegular() && info.Size() > 0 {
-		size := info.Size()
-		return requestBody{
-			get:   func() (io.ReadCloser, error) { return io.NopCloser(io.NewSectionReader(f, 0, size)), nil },
-			size:  size,
-			close: func() { f.Close() },
-		}, nil
-	}
-	// Not a plain file (a pipe, a device), or empty: read it once and hold it.
-	defer f.Close()
-	data, err := io.ReadAll(f)
-	if err != nil {
-		return requestBody{}, fmt.Errorf("-d @%s: %v", name, err)
-	}
-	return bytesBody(data), nil
 }
 
 // bytesBody is a body held in memory.

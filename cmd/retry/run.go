@@ -34,6 +34,9 @@ Flags (-flag and --flag are the same):
                     retried (default: no limit)
   --kill-after D    grace between SIGTERM and SIGKILL; 0 = SIGKILL at once
                     (default 5s)
+  --preserve-status when --timeout or --max-time stopped the last attempt,
+                    exit with its status (128+N if signal N killed it), not
+                    124 (as timeout --preserve-status)
   --foreground      run COMMAND in retry's own process group: it can read
                     the terminal and gets the terminal's Ctrl-C itself, but
                     --timeout and signals reach COMMAND alone, not the
@@ -70,13 +73,18 @@ after --kill-after. retry passes SIGTERM on, and SIGINT and SIGQUIT unless
 COMMAND is in the terminal's foreground process group (with --foreground):
 there a Ctrl-C reaches COMMAND from the terminal, and is not sent twice.
 SIGHUP is passed on unless the terminal hung up and the shell or the kernel
-sent it to COMMAND. A second signal ends retry at once, after passing it on
-likewise. Signals retry was started with ignored, as by nohup, stay ignored.
+sent it to COMMAND. A second signal kills the attempt at once with SIGKILL,
+without waiting for --kill-after, and ends retry; retry never exits leaving
+an attempt's processes running. The same signal again within 0.2s of the
+first is not a second signal but its copy, as timeout(1) and supervisors
+send one to retry and another to its process group. Signals retry was
+started with ignored, as by nohup, stay ignored.
 
 Exit status: that of the last attempt, 128+N if it was killed by signal N
-(or if signal N ended the run between attempts); 126 if COMMAND cannot be
-executed (permission denied, not an executable), 127 if it is not found;
-2 for a usage error.
+(or if signal N ended the run between attempts); 124 if --timeout or
+--max-time stopped the last attempt, as timeout(1) (see --preserve-status);
+126 if COMMAND cannot be executed (permission denied, not an executable),
+127 if it is not found; 2 for a usage error.
 
 Examples:
   retry run -- curl -fsS https://example.com/health
@@ -96,6 +104,7 @@ type runConfig struct {
 	maxTime    time.Duration // 0 = no bound on the whole run
 	killAfter  time.Duration
 	foreground bool // keep the command in retry's process group; see runner
+	preserve   bool // --preserve-status: a timed-out attempt's own status, not 124
 	verbose    bool
 	quiet      bool
 	argv       []string
@@ -118,15 +127,19 @@ func runCommand(ctx context.Context, args []string, std stdio) int {
 	dctx := ctx
 	if c.maxTime > 0 {
 		var cancel context.CancelFunc
-		dctx, cancel = context.WithTimeout(ctx, c.maxTime)
+		dctx, cancel = context.WithTimeoutCause(ctx, c.maxTime, errMaxTime)
 		defer cancel()
 	}
 	err := retry.Do(dctx, r.strategy(), func(actx context.Context) error {
 		return r.attempt(ctx, actx)
 	}, retry.AttemptTimeout(c.timeout), retry.OnRetry(r.retrying))
-	r.outOfTime = dctx.Err() != nil && ctx.Err() == nil
+	r.outOfTime = context.Cause(dctx) == errMaxTime && ctx.Err() == nil
 	return r.finish(ctx, err)
 }
+
+// errMaxTime is the cause with which --max-time ends the run's context, to
+// tell it from --timeout, which ends an attempt's.
+var errMaxTime = errors.New("--max-time reached")
 
 // parseRunFlags reads the flags and the command. It returns ok false with the
 // exit status when there is nothing to run: 0 after -h, 2 after a usage error.
@@ -144,6 +157,7 @@ func parseRunFlags(args []string, std stdio) (runConfig, int, bool) {
 	fs.Var(durationValue{&c.maxTime}, "max-time", "")
 	fs.Var(durationValue{&c.killAfter}, "kill-after", "")
 	fs.BoolVar(&c.foreground, "foreground", false, "")
+	fs.BoolVar(&c.preserve, "preserve-status", false, "")
 	boolFlag(fs, &c.verbose, "v", "verbose")
 	boolFlag(fs, &c.quiet, "q", "quiet")
 	if err := fs.Parse(args); err != nil {

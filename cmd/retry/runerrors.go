@@ -52,20 +52,39 @@ func (r *runner) explain(ctx context.Context, err error) (string, int) {
 	case r.outOfTime && f == nil && !errors.As(err, &f):
 		return fmt.Sprintf("retry: --max-time %s reached after %s", r.c.maxTime, plural(r.attempts, "attempt")), 1
 	case r.outOfTime:
-		return fmt.Sprintf("retry: --max-time %s reached after %s: %s", r.c.maxTime, plural(r.attempts, "attempt"), f), f.status
+		return fmt.Sprintf("retry: --max-time %s reached after %s: %s", r.c.maxTime, plural(r.attempts, "attempt"), f), r.status(f)
 	case !errors.As(err, &f):
 		return "retry: " + strings.TrimPrefix(err.Error(), "retry: "), 1
 	case errors.Is(err, retry.ErrNotRetryable):
 		return fmt.Sprintf("retry: %s is not retried (--on-exit %s)", f, r.c.onExit.String()), f.status
 	case errors.Is(err, retry.ErrMaxAttempts):
-		return fmt.Sprintf("retry: giving up after %s: %s", plural(r.attempts, "attempt"), f), f.status
+		return fmt.Sprintf("retry: giving up after %s: %s", plural(r.attempts, "attempt"), f), r.status(f)
 	}
 	var re *retry.Error
 	if errors.As(err, &re) && re.Reason != nil {
 		return fmt.Sprintf("retry: giving up after %s (%s): %s", plural(r.attempts, "attempt"),
-			strings.TrimPrefix(re.Reason.Error(), "retry: "), f), f.status
+			r.reason(re.Reason), f), r.status(f)
 	}
-	return fmt.Sprintf("retry: giving up after %s: %s", plural(r.attempts, "attempt"), f), f.status
+	return fmt.Sprintf("retry: giving up after %s: %s", plural(r.attempts, "attempt"), f), r.status(f)
+}
+
+// status is the exit status for a run that f, its last attempt, ended: 124
+// if a time limit stopped it, as timeout(1) exits, so that a script can
+// tell a hung command from a failed one; its own with --preserve-status.
+func (r *runner) status(f *attemptFailure) int {
+	if f.timedOut && !r.c.preserve {
+		return 124
+	}
+	return f.status
+}
+
+// reason says why retrying stopped, naming --max-time when its deadline
+// is the one the next attempt would have run past.
+func (r *runner) reason(why error) string {
+	if errors.Is(why, retry.ErrDeadline) && r.c.maxTime > 0 {
+		return "--max-time " + r.c.maxTime.String() + " would pass before the next attempt"
+	}
+	return strings.TrimPrefix(why.Error(), "retry: ")
 }
 
 // interrupted explains a run that one of runSignals ended with err, and
@@ -164,12 +183,13 @@ func (e *startError) Unwrap() error { return e.err }
 
 // attemptFailure is an attempt that ended without success.
 type attemptFailure struct {
-	status  int            // exit status, 128+N for signal N
-	signal  syscall.Signal // the signal that killed the command, or 0
-	caught  syscall.Signal // the signal after which it exited 0, or 0
-	timeout time.Duration  // the --timeout it ran into, or 0
-	stopped bool           // one of runSignals stopped it
-	err     error          // what exec.Cmd.Wait said
+	status   int            // exit status, 128+N for signal N
+	signal   syscall.Signal // the signal that killed the command, or 0
+	caught   syscall.Signal // the signal after which it exited 0, or 0
+	timeout  time.Duration  // the --timeout it ran into, or 0
+	timedOut bool           // --timeout or --max-time stopped it
+	stopped  bool           // one of runSignals stopped it
+	err      error          // what exec.Cmd.Wait said
 }
 
 // Error reads, for example, "exit status 3", "killed by SIGKILL (status
@@ -191,3 +211,14 @@ func (f *attemptFailure) Error() string {
 }
 
 func (f *attemptFailure) Unwrap() error { return f.err }
+
+// lateStart is an attempt whose time ran out as it began: limit names the
+// flag, err is the context's error.
+type lateStart struct {
+	limit string
+	err   error
+}
+
+func (e *lateStart) Error() string { return e.limit + " ran out as the attempt began" }
+
+func (e *lateStart) Unwrap() error { return e.err }

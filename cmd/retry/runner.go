@@ -87,7 +87,7 @@ func (r *runner) attempt(ctx, actx context.Context) error {
 			// The time ran out (--max-time, or --timeout) as the attempt
 			// began: not a command that cannot run.
 			r.attempts--
-			return actx.Err()
+			return &lateStart{limit: r.limitOf(actx), err: actx.Err()}
 		}
 		return retry.Permanent(newStartError(r.c.argv[0], cmd.Path, err))
 	}
@@ -105,12 +105,24 @@ func (r *runner) attempt(ctx, actx context.Context) error {
 		f.stopped = true
 		return f // the run is over: Do will not retry
 	case actx.Err() == context.DeadlineExceeded:
-		f.timeout = r.c.timeout
+		f.timedOut = true
+		if context.Cause(actx) != errMaxTime {
+			f.timeout = r.c.timeout // --max-time's is told by explain
+		}
 		return retry.Transient(f)
 	case r.c.onExit.retries(f.status):
 		return retry.Transient(f)
 	}
 	return retry.Permanent(f)
+}
+
+// limitOf names the limit that ended actx, an attempt's context: --max-time
+// or --timeout, with its value.
+func (r *runner) limitOf(actx context.Context) string {
+	if context.Cause(actx) == errMaxTime {
+		return "--max-time " + r.c.maxTime.String()
+	}
+	return "--timeout " + r.c.timeout.String()
 }
 
 // isSuspended reports whether retry is stopping, stopped or continuing with

@@ -47,10 +47,11 @@ func (r *runner) passOn(p *os.Process, sig syscall.Signal) bool {
 }
 
 // exitOnSecondSignal arranges that once a first of runSignals has cancelled
-// ctx (dispatch then stops listening for them), a second one is passed on to
-// the command as the first was, and then ends retry with the signal's default
-// action, without waiting for the command any longer. It returns the
-// function that undoes it.
+// ctx (dispatch then stops listening for them), a second one kills the
+// attempt and then ends retry with the signal's default action, without
+// waiting for the attempt's --kill-after. The same signal again just after
+// the first is not a second one but its copy (see copyWindow). It returns
+// the function that undoes it.
 //
 // It listens from the start rather than from when ctx ends: a second Ctrl-C
 // that came before retry had reacted to the first would otherwise be lost
@@ -67,14 +68,14 @@ func (r *runner) exitOnSecondSignal(ctx context.Context) (undo func()) {
 	quit := make(chan struct{})
 	signal.Notify(ch, sigs...)
 	go func() {
-		heard := 0
+		var series signalSeries
 		for {
 			select {
 			case s := <-ch:
-				heard++
+				sig := s.(syscall.Signal)
 				endedOtherwise := ctx.Err() != nil && context.Cause(ctx) == ctx.Err()
-				if heard >= 2 || endedOtherwise {
-					r.exitOn(s.(syscall.Signal))
+				if series.add(sig, time.Now()) || endedOtherwise {
+					r.exitOn(sig)
 				}
 			case <-quit:
 				return
@@ -87,18 +88,16 @@ func (r *runner) exitOnSecondSignal(ctx context.Context) (undo func()) {
 	}
 }
 
-// exitOn passes a second signal, sig, on to the running command, as passOn
-// says, and ends retry with sig's default action.
+// exitOn ends retry with sig's default action, a second signal, once it has
+// killed the running attempt: retry never leaves an attempt's processes
+// running behind it. It holds r.mu to the end, so that the attempt, which
+// takes it once it is over, cannot start another or end retry otherwise.
 func (r *runner) exitOn(sig syscall.Signal) {
 	r.mu.Lock()
-	p := r.running
-	r.mu.Unlock()
-	if p != nil {
-		if r.passOn(p, sig) {
-			_ = r.signal(p, sig)
-		}
+	if p := r.running; p != nil {
+		_ = r.signal(p, syscall.SIGKILL)
 		if !r.c.quiet {
-			fmt.Fprintf(r.std.err, "retry: second %s: not waiting for %s (pid %d) to exit\n", signalName(sig), r.c.argv[0], p.Pid)
+			fmt.Fprintf(r.std.err, "retry: second %s: killed %s (pid %d)\n", signalName(sig), r.c.argv[0], p.Pid)
 		}
 	}
 	if sig == syscall.SIGQUIT {

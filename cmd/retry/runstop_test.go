@@ -74,8 +74,8 @@ func TestRunTimeoutEndsTheWholeGroup(t *testing.T) {
 			} else if ignoreTERM && elapsed < 800*time.Millisecond {
 				t.Errorf("took %s, want the timeout and the grace, 800ms", elapsed)
 			}
-			if code != 143 {
-				t.Errorf("exit status %d, want 143 (SIGTERM); stderr:\n%s", code, errOut)
+			if code != 124 {
+				t.Errorf("exit status %d, want 124 (timed out); stderr:\n%s", code, errOut)
 			}
 			checkGroupGone(t, leader, kids)
 		})
@@ -155,8 +155,8 @@ func TestRunTimeoutStopsAndRetriesAHangingAttempt(t *testing.T) {
 	if elapsed := time.Since(start); elapsed > 10*time.Second {
 		t.Errorf("took %s: the hanging attempts were not stopped", elapsed)
 	}
-	if code != 128+int(syscall.SIGTERM) {
-		t.Errorf("exit status %d, want %d (SIGTERM)", code, 128+int(syscall.SIGTERM))
+	if code != 124 {
+		t.Errorf("exit status %d, want 124 (timed out)", code)
 	}
 	got := lines(t, pids)
 	if len(got) != 2 {
@@ -178,7 +178,7 @@ func TestRunTimeoutKillsACommandThatIgnoresSIGTERM(t *testing.T) {
 	t.Parallel()
 	pids := filepath.Join(t.TempDir(), "pids")
 	start := time.Now()
-	_, errOut, code := runRetry(t, "", runArgs([]string{"--attempts", "1", "--timeout", "500ms", "--kill-after", "300ms"},
+	_, errOut, code := runRetry(t, "", runArgs([]string{"--attempts", "1", "--timeout", "500ms", "--kill-after", "300ms", "--preserve-status"},
 		"sh", "-c", fmt.Sprintf(`trap "" TERM; echo $$ >> '%s'; exec sleep 30`, pids))...)
 	elapsed := time.Since(start)
 	if elapsed < 800*time.Millisecond || elapsed > 10*time.Second {

@@ -128,6 +128,9 @@ func simCommand(ctx context.Context, args []string, io stdio) int {
 		return code
 	}
 	progress := newProgress(io.err, f.quiet)
+	if f.svgPath == "-" {
+		io = reserveStdout(io)
+	}
 	switch f.scenario {
 	case "occ":
 		return simOCC(ctx, io, progress, f.clients, f.seed, f.jsonPath, f.pick)
@@ -177,7 +180,7 @@ func parseSimFlags(args []string, io stdio) (f simFlags, code int, ok bool) {
 	f.duration = time.Minute
 	fs.Var(durationValue{&f.duration}, "duration", "how long clients send requests, a `duration` from 2s to 24h")
 	fs.Uint64Var(&f.seed, "seed", 1, "seed of the randomness: the same seed gives the same results")
-	fs.StringVar(&f.svgPath, "svg", "", "write a chart of offered load and successes over time to `FILE`, one panel per policy (a PNG if FILE ends in .png)")
+	fs.StringVar(&f.svgPath, "svg", "", "write a chart of offered load and successes over time to `FILE`, one panel per policy: an SVG, a PNG if FILE ends in .png, an SVG on stdout if FILE is -")
 	fs.StringVar(&f.jsonPath, "json", "", "write the raw results to `FILE`; - writes them to stdout instead of the table")
 	fs.Float64Var(&f.capacity, "capacity", 0, "attempts per second the server serves (default: per scenario)")
 	fs.Var(durationValue{&f.timeout}, "timeout", "how long clients wait for an attempt's answer, a `duration` up to 1h (default 1s)")
@@ -217,6 +220,12 @@ func (f *simFlags) misfit() string {
 		if err := checkOutputPath(path); err != nil {
 			return err.Error()
 		}
+	}
+	if err := checkChartPath(f.svgPath); err != nil {
+		return err.Error()
+	}
+	if f.jsonPath == "-" && f.svgPath == "-" {
+		return "--json - and --svg - both want stdout: send one of them to a file"
 	}
 	if f.scenario == "occ" {
 		for _, name := range []string{"rate", "duration", "svg", "capacity", "timeout", "incident-start", "incident-end", "shed", "reject-cost", "replicas", "balance"} {

@@ -13,7 +13,8 @@ import (
 )
 
 // writeChart draws c, one panel per series, into the file at path (an SVG,
-// or a PNG if path ends in .png) and says so.
+// or a PNG if path ends in .png), or as an SVG to stdout if path is "-",
+// and says where.
 func writeChart(io stdio, path string, c chart.Chart) error {
 	var buf bytes.Buffer
 	write := chart.WriteSVG
@@ -23,11 +24,47 @@ func writeChart(io stdio, path string, c chart.Chart) error {
 	if err := write(&buf, c); err != nil {
 		return fmt.Errorf("drawing the chart: %w", err)
 	}
+	if path == "-" {
+		out := io.out
+		if r, ok := out.(chartStdout); ok {
+			out = r.stdout
+		}
+		_, err := out.Write(buf.Bytes())
+		return err
+	}
 	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
 		return err
 	}
 	fmt.Fprintln(io.err, "retry sim: chart written to", path)
 	return nil
+}
+
+// chartStdout is the standard output of a run with --svg -, which is the
+// chart's alone, so that "retry sim --svg - > chart.svg" writes an SVG:
+// what else the run writes there, its table, goes to w, standard error,
+// and writeChart writes the chart to stdout.
+type chartStdout struct {
+	w      io.Writer // where the table goes
+	stdout io.Writer
+}
+
+func (c chartStdout) Write(p []byte) (int, error) { return c.w.Write(p) }
+
+// reserveStdout returns std for a run whose chart goes to stdout.
+func reserveStdout(std stdio) stdio {
+	std.out = chartStdout{w: std.err, stdout: std.out}
+	return std
+}
+
+// checkChartPath returns why --svg cannot write a chart at path: its
+// extension names a format it does not write.
+func checkChartPath(path string) error {
+	switch ext := strings.ToLower(filepath.Ext(path)); {
+	case path == "" || path == "-" || ext == ".svg" || ext == ".png":
+		return nil
+	default:
+		return fmt.Errorf("--svg %s: a chart is written as SVG (a FILE ending in .svg, or - for stdout) or PNG (.png), not %q", path, ext)
+	}
 }
 
 // writeJSON writes v as indented JSON to the file at path, or to stdout
