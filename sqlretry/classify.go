@@ -1,0 +1,208 @@
+package sqlretry
+
+import (
+	"strings"
+
+	"github.com/retrykit/retry"
+)
+
+// stage is where in a run of a transaction an error happened.
+type stage uint8
+
+const (
+	stageBegin stage = iota + 1
+	stageFn
+	stageCommit
+)
+
+// txError is an error of one run of a transaction, with the stage it
+// happened at: Classify needs it to tell a failed COMMIT from the rest.
+type txError struct {
+	stage stage
+	err   error
+}
+
+func (e *txError) Error() string {
+	switch e.stage {
+	case stageBegin:
+		return "sqlretry: begin: " + e.err.Error()
+	case stageCommit:
+		return "sqlretry: commit: " + e.err.Error()
+	}
+	return e.err.Error() // fn's error, as fn wrote it
+}
+
+func (e *txError) Unwrap() error { return e.err }
+
+// RetryInfo classifies the error for retry.Do and the loops around it.
+func (e *txError) RetryInfo() retry.Info { return Classify(e) }
+
+// sqlStater is the method by which drivers report the SQLSTATE of an error
+// the server sent: *pgconn.PgError (pgx), *pq.Error (lib/pq) and others.
+type sqlStater interface{ SQLState() string }
+
+// SQLSTATE codes, from PostgreSQL's Appendix A, "PostgreSQL Error Codes"
+// (https://www.postgresql.org/docs/current/errcodes-appendix.html), which
+// follows the SQL standard's classes.
+const (
+	serializationFailure     = "40001" // serialization_failure
+	deadlockDetected         = "40P01" // deadlock_detected
+	statementCompletionUnkwn = "40003" // statement_completion_unknown
+	lockNotAvailable         = "55P03" // lock_not_available (NOWAIT, lock_timeout)
+	queryCanceled            = "57014" // query_canceled (statement_timeout, a cancel request)
+)
+
+// Classify reports what err, an error of a transaction, says about running
+// the transaction again. It is the classification Tx and PgxTx use, and what
+// a loop around them sees of a failure they leave to it.
+//
+//   - SQLSTATE 40001 (serialization_failure) and 40P01 (deadlock_detected),
+//     wherever they happen: Safe, a server fault. The server rolled the
+//     transaction back and asks for it to be run again: PostgreSQL's
+//     "Serialization Failure Handling"
+//     (https://www.postgresql.org/docs/current/mvcc-serialization-failure-handling.html).
+//   - An error of COMMIT without a SQLSTATE (a lost connection, a cancelled
+//     context), or with one of class 08 (connection exception), 57
+//     (operator intervention: a server shutting down), 58 (system error) or
+//     XX (internal error), and 40003 (statement_completion_unknown)
+//     anywhere: Unsafe. The transaction may have committed; running it
+//     again could apply it twice.
+//   - Before COMMIT, class 08, class 53 (insufficient resources: too many
+//     connections, out of memory) and 57P01 to 57P03 (the server shutting
+//     down or starting): Safe, a server fault, for a strategy made for
+//     outages, as the caller's loop is. 55P03 (lock_not_available): Safe, a
+//     server fault. 57014 (query_canceled, a statement_timeout): a server
+//     timeout.
+//   - Any other SQLSTATE (23505 unique_violation, 42601 syntax_error, …): a
+//     client fault, never retried.
+//   - An error without a SQLSTATE: retry.Classify's answer (an error of fn's
+//     own marked retry.Transient, a cancelled context, a refused dial).
+//
+// Any driver whose errors have a method SQLState() string (pgx's
+// *pgconn.PgError, lib/pq's *pq.Error) is classified the same way. A mark
+// wrapped around the driver's error (retry.Permanent) overrides it, as in
+// retry.Classify, and the give-up of another retry loop (a *retry.Error,
+// such as a Tx run inside fn) is Unsafe whatever it wraps, so that retries
+// never nest.
+func Classify(err error) retry.Info {
+	if err == nil {
+		return retry.Info{}
+	}
+	w := inspect(err)
+	switch {
+	case w.mark != nil:
+		return *w.mark
+	case w.code == serializationFailure || w.code == deadlockDetected:
+		return retry.Info{Safety: retry.Safe, Fault: retry.FaultServer}
+	case w.code == statementCompletionUnkwn:
+		return retry.Info{Safety: retry.Unsafe, Fault: retry.FaultServer}
+	case w.commit && ambiguous(w.code):
+		return retry.Info{Safety: retry.Unsafe}
+	case w.code != "":
+		return classifyCode(w.code)
+	}
+	// No SQLSTATE: what the standard library and retry's marks say, of the
+	// error under the run's stage (whose RetryInfo would come back here).
+	if te, ok := err.(*txError); ok {
+		err = te.err
+	}
+	return retry.Classify(err)
+}
+
+// ambiguous reports whether a COMMIT that failed with code may have
+// committed: the server did not answer that it rolled back.
+func ambiguous(code string) bool {
+	if code == "" {
+		return true
+	}
+	switch code[:min(len(code), 2)] {
+	case "08", "57", "58", "XX":
+		return true
+	}
+	return false
+}
+
+// classifyCode classifies a SQLSTATE other than a conflict, before COMMIT or
+// one that says the transaction did not commit.
+func classifyCode(code string) retry.Info {
+	switch {
+	case strings.HasPrefix(code, "08"), strings.HasPrefix(code, "53"),
+		code == "57P01", code == "57P02", code == "57P03", code == lockNotAvailable:
+		return retry.Info{Safety: retry.Safe, Fault: retry.FaultServer}
+	case code == queryCanceled:
+		return retry.Info{Timeout: true, Fault: retry.FaultServer}
+	}
+	return retry.Info{Fault: retry.FaultClient}
+}
+
+// found is what a walk over an error's chain found.
+type found struct {
+	code   string      // the first SQLSTATE, "" if none
+	commit bool        // the SQLSTATE, or the chain's end, is under a failed COMMIT
+	mark   *retry.Info // a RetryInfo method above the SQLSTATE, or a give-up
+}
+
+// conflict reports whether the walk found a serialization failure or a
+// deadlock that no mark overrides.
+func (f found) conflict() bool {
+	return f.mark == nil && (f.code == serializationFailure || f.code == deadlockDetected)
+}
+
+// maxVisits bounds a walk, so that a cyclic chain cannot hang it.
+const maxVisits = 256
+
+// inspect walks err's chain, depth first, for a SQLSTATE, noting a failed
+// COMMIT on the way, and stopping at a mark (a RetryInfo method other than
+// this package's own) or a loop's give-up.
+func inspect(err error) found {
+	var f found
+	budget := maxVisits
+	walk(err, &f, &budget)
+	return f
+}
+
+// walk visits err and its chain; it reports whether it found what ends the
+// walk.
+func walk(err error, f *found, budget *int) bool {
+	for err != nil && *budget > 0 {
+		*budget--
+		switch e := err.(type) {
+		case *txError:
+			if e.stage == stageCommit {
+				f.commit = true
+			}
+			err = e.err
+			continue
+		case *retry.Error:
+			if e.Reason == retry.ErrOuterLoop {
+				err = e.Err // one attempt, its failure left to this loop
+				continue
+			}
+			// The give-up of a loop: Unsafe, whatever it wraps.
+			info := retry.Classify(e)
+			f.mark = &info
+			return true
+		case sqlStater:
+			f.code = e.SQLState()
+			return true
+		case interface{ RetryInfo() retry.Info }:
+			info := e.RetryInfo()
+			f.mark = &info
+			return true
+		}
+		switch u := err.(type) {
+		case interface{ Unwrap() error }:
+			err = u.Unwrap()
+		case interface{ Unwrap() []error }:
+			for _, e := range u.Unwrap() {
+				if walk(e, f, budget) {
+					return true
+				}
+			}
+			return false
+		default:
+			return false
+		}
+	}
+	return false
+}

@@ -1,0 +1,75 @@
+package sqlretry_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/sqlretry"
+)
+
+// A connection lost during COMMIT leaves the transaction's outcome unknown,
+// so it is not run again, not by Tx and not by a loop around it. To lose it
+// at the right moment, COMMIT runs a deferred constraint trigger that sleeps,
+// and another connection terminates the backend (pg_terminate_backend) once
+// pg_stat_activity shows it in that COMMIT.
+func TestLostConnectionAtCommit(t *testing.T) {
+	forAPIs(t, func(t *testing.T, a api, table string) {
+		exec(t, "DROP TABLE IF EXISTS "+table,
+			"CREATE TABLE "+table+" (k int PRIMARY KEY)",
+			`CREATE OR REPLACE FUNCTION `+table+`_slow() RETURNS trigger LANGUAGE plpgsql AS $$
+			BEGIN PERFORM pg_sleep(5); RETURN NULL; END $$`,
+			"CREATE CONSTRAINT TRIGGER slow_commit AFTER INSERT ON "+table+
+				" DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION "+table+"_slow()")
+		pids := make(chan int64, 10)
+		terminated := make(chan error, 1)
+		go func() {
+			pid := <-pids
+			deadline := time.Now().Add(5 * time.Second)
+			for time.Now().Before(deadline) {
+				var n int64
+				err := pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
+					WHERE pid = $1 AND state = 'active' AND query ILIKE 'commit%' AND wait_event = 'PgSleep'`, pid).Scan(&n)
+				if err != nil {
+					terminated <- err
+					return
+				}
+				if n == 1 {
+					_, err := pool.Exec(context.Background(), "SELECT pg_terminate_backend($1)", pid)
+					terminated <- err
+					return
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			terminated <- errors.New("the backend never reached COMMIT")
+		}()
+		outer := 0
+		runs := 0
+		err := retry.Do(t.Context(), &retry.Simple{MaxAttempts: 3, Backoff: retry.Constant(0)}, func(ctx context.Context) error {
+			outer++
+			return a.run(ctx, func(ctx context.Context, tx q) error {
+				runs++
+				pid, err := tx.Int(ctx, "SELECT pg_backend_pid()")
+				if err != nil {
+					return err
+				}
+				pids <- pid
+				return tx.Exec(ctx, "INSERT INTO "+table+" VALUES (1)")
+			}, sqlretry.WithStrategy(&retry.Simple{MaxAttempts: 5, Backoff: retry.Constant(0)}))
+		})
+		if err := <-terminated; err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%v", err)
+		if err == nil || outer != 1 || runs != 1 {
+			t.Fatalf("outer attempts %d, runs %d, %v; want 1, 1, an error", outer, runs, err)
+		}
+		var inner *retry.Error
+		if !errors.As(err.(*retry.Error).Err, &inner) || !errors.Is(inner.Reason, retry.ErrNotRetryable) ||
+			sqlretry.Classify(inner.Err).Safety != retry.Unsafe {
+			t.Fatalf("the transaction's give-up: %#v; want not retryable, the COMMIT's error Unsafe", inner)
+		}
+	})
+}

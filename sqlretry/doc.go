@@ -1,0 +1,94 @@
+// Package sqlretry runs database transactions that retry serialization
+// failures and deadlocks, through retry.Do.
+//
+// Under SERIALIZABLE isolation, often under REPEATABLE READ, and with
+// deadlocks at any level, PostgreSQL (and CockroachDB) abort a transaction
+// with SQLSTATE 40001 (serialization_failure) or 40P01 (deadlock_detected)
+// and expect the client to run the whole transaction again. PostgreSQL's
+// documentation says so in "Serialization Failure Handling"
+// (https://www.postgresql.org/docs/current/mvcc-serialization-failure-handling.html)
+// and "Transaction Isolation"
+// (https://www.postgresql.org/docs/current/transaction-iso.html); the codes
+// are in its Appendix A
+// (https://www.postgresql.org/docs/current/errcodes-appendix.html).
+//
+//	err := sqlretry.Tx(ctx, db, func(ctx context.Context, tx *sql.Tx) error {
+//		var balance int64
+//		if err := tx.QueryRowContext(ctx, "SELECT balance FROM accounts WHERE id = $1", from).Scan(&balance); err != nil {
+//			return err
+//		}
+//		if balance < amount {
+//			return errInsufficientFunds // rolled back, returned at once
+//		}
+//		_, err := tx.ExecContext(ctx, "UPDATE accounts SET balance = balance - $1 WHERE id = $2", amount, from)
+//		return err
+//	}, sqlretry.WithTxOptions(&sql.TxOptions{Isolation: sql.LevelSerializable}))
+//
+// Tx takes a *sql.DB (any driver whose errors have a SQLState() string
+// method: pgx's stdlib driver, lib/pq); PgxTx takes a *pgxpool.Pool or a
+// *pgx.Conn. Both follow the same rules:
+//
+//   - A conflict (40001, 40P01), at BEGIN, in fn or at COMMIT, rolls the
+//     transaction back and runs all of it again, fn included.
+//   - Any other error rolls back and is returned at once: a unique
+//     violation, a syntax error, an error fn returns of its own, a cancelled
+//     context.
+//   - An error at COMMIT that does not say the server rolled back (the
+//     connection lost, the context cancelled during COMMIT, a server shutting
+//     down) leaves the outcome unknown: the transaction may have committed.
+//     It is never run again, by this package or by a loop around it
+//     (Classify reports it Unsafe), since running it again could apply a
+//     payment twice.
+//   - Every failure returns the *retry.Error of retry.Do, wrapping the last
+//     error: errors.As reaches the driver's *pgconn.PgError, errors.Is the
+//     reason retrying stopped.
+//
+// # The default strategy
+//
+// Conflicts are the database working as designed, not a sign of overload, so
+// the default strategy (DefaultStrategy) is made for contention: up to 10 runs
+// with full-jitter exponential backoff from 5 ms to 500 ms, and no retry
+// quota or failure streak that would stop retrying the moment contention
+// peaks. The bound, 10 runs and about 1.6 s of waiting, still stops a
+// transaction that can never commit. With 32 goroutines incrementing one row
+// under SERIALIZABLE it commits every call, with about one aborted run per
+// commit (README.md has the numbers). The default retries conflicts only:
+// for a refused connection or a server shutting down, which a strategy built
+// for outages should judge (retry.Adaptive, with its protection against
+// retry storms), pass WithStrategy, or leave it to the caller's loop.
+//
+// # Retries at one layer
+//
+// retrykit's rule (see retry.CallerRetries) is that when a caller's loop
+// retries, the integrations inside it make one attempt for the failures the
+// caller will retry anyway. A transaction's conflicts are the exception: only
+// the transaction can run itself again, BEGIN to COMMIT, and the caller's loop
+// would see its give-up as final. So inside an outer retry.Do:
+//
+//   - The transaction retries its conflicts with its own strategy, whatever
+//     the caller's mark says, and commits at most once per call. When it
+//     gives up, its *retry.Error is Unsafe to the caller's loop, which does
+//     not multiply the runs.
+//   - Any other failure that may be retried (a refused connection at BEGIN,
+//     class 08 or 53 before COMMIT, an error of fn marked retry.Transient) is
+//     left to the caller: one run, a give-up with retry.ErrOuterLoop, and the
+//     caller's loop retries the whole call with its own backoff and quota.
+//   - The transaction's loop does not mark the context it gives fn
+//     (retry.Unmarked): it is not a layer of retries for the clients fn
+//     calls, so a retrying client in fn (httpretry, grpcretry) keeps its rule
+//     with the caller's loop, and a failure it leaves to that loop passes
+//     through the transaction's.
+//
+// # What fn must do
+//
+// fn runs again from the start after a conflict: it must do its work through
+// the transaction it is given, and must not have effects outside it (a
+// message sent, a value kept in memory) that a second run would repeat. It
+// must return the transaction's errors as they are, or wrapped with %w, so
+// that a conflict is seen as one: an error turned into a string hides it.
+//
+// CockroachDB's client-side retry protocol (SAVEPOINT cockroach_restart) is
+// not implemented: PostgreSQL, which the tests run against, cannot test it.
+// Tx and PgxTx work with CockroachDB as with PostgreSQL, by running the whole
+// transaction again.
+package sqlretry
