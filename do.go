@@ -217,17 +217,27 @@ func builtin(s Strategy) engine {
 // cheap; it returns the timer its waits used, for the caller to stop.
 func run[T any](ctx context.Context, s Strategy, op func(context.Context) (T, error), c *config, pre *first[T]) (v T, _ *time.Timer, _ error) {
 	d := driver{s: s, e: builtin(s)}
+	brk := c.breaker.at(c.scope) // the zero breakerAt without WithBreaker
 	if pre != nil {
 		d.st = pre.st
 	} else if err := ctx.Err(); err != nil {
 		return v, nil, c.giveUp(ctx, 0, nil, err)
+	} else if brk.refuses(0) {
+		// The circuit is open: the strategy is not even asked.
+		return v, d.timer, c.circuitOpen(ctx, brk, 0, nil)
 	} else if err := d.begin(c.scope); err != nil {
 		c.marks = false // one attempt, which a client inside it may retry
-		v, opErr, _, _ := runAttempt(ctx, c, 1, op)
+		p := brk.allow()
+		if p == refused {
+			return v, d.timer, c.circuitOpen(ctx, brk, 0, nil)
+		}
+		v, opErr, timedOut, _ := runAttempt(ctx, c, 1, op)
 		if opErr == nil {
+			brk.succeeded(p)
 			c.succeeded(ctx, 1)
 			return v, d.timer, nil
 		}
+		brk.failed(ctx, p, timing(opErr, timedOut))
 		c.attemptFailed(ctx, 1, opErr)
 		return v, d.timer, c.giveUp(ctx, 1, opErr, c.passOn(ctx, opErr, err))
 	}
@@ -246,30 +256,36 @@ func run[T any](ctx context.Context, s Strategy, op func(context.Context) (T, er
 			timedOut bool
 			left     *Info
 		)
+		// The breaker, if any, is consulted as the attempt starts: after
+		// the wait, so that it judges by the latest verdicts.
+		p := brk.allow()
+		if p == refused {
+			d.release()
+			return v, d.timer, c.circuitOpen(ctx, brk, attempt-1, lastErr)
+		}
 		if attempt == 1 && pre != nil {
 			v, opErr, left = pre.v, pre.err, pre.left
 		} else {
 			v, opErr, timedOut, left = runAttempt(ctx, c, attempt, op)
 		}
 		if opErr == nil {
+			brk.succeeded(p)
 			d.success()
 			c.succeeded(ctx, attempt)
 			return v, d.timer, nil
 		}
-		// The failure as the loop judges it, for the strategy, the hooks and
-		// the *Error alike: what an inner loop left to the attempt, if the
-		// operation's own error says nothing about retrying.
+		// The failure as the loop judges it, for the strategy, the hooks,
+		// the breaker and the *Error alike: what an inner loop left to the
+		// attempt, if the operation's own error says nothing about retrying.
 		opErr = judged(opErr, left)
 		lastErr = opErr
+		classified := timing(opErr, timedOut)
+		brk.failed(ctx, p, classified)
 		c.attemptFailed(ctx, attempt, opErr)
 		if err := ctx.Err(); err != nil {
 			// The caller gave up. The token is abandoned rather than refreshed:
 			// refreshing could charge the quota for a retry that will not happen.
 			return v, d.timer, c.giveUp(ctx, attempt, opErr, err)
-		}
-		classified := opErr
-		if timedOut {
-			classified = &attemptTimeoutError{opErr}
 		}
 		if c.vet != nil {
 			if reason := c.vet(ctx, attempt, opErr); reason != nil {
@@ -296,6 +312,12 @@ func run[T any](ctx context.Context, s Strategy, op func(context.Context) (T, er
 			d.release()
 			return v, d.timer, c.giveUp(ctx, attempt, opErr, ErrDeadline)
 		}
+		if brk.refuses(delay) {
+			// The circuit is open past the wait: the retry would be refused
+			// after it, so it is refused now.
+			d.release()
+			return v, d.timer, c.circuitOpen(ctx, brk, attempt, opErr)
+		}
 		if c.retrying != nil {
 			c.retrying(ctx, attempt, delay, opErr)
 		}
@@ -306,6 +328,31 @@ func run[T any](ctx context.Context, s Strategy, op func(context.Context) (T, er
 			c.logRetry(ctx, attempt, delay, opErr)
 		}
 	}
+}
+
+// timing returns err as the strategy and the breaker judge it: classified
+// as a timeout if the attempt was cut short by AttemptTimeout.
+func timing(err error, timedOut bool) error {
+	if timedOut {
+		return &attemptTimeoutError{err}
+	}
+	return err
+}
+
+// circuitOpen gives up because the breaker refused the next attempt, after
+// attempts made, the last with last. With LongPoll it first waits until the
+// circuit lets probes through, never past the deadline, so that a poller
+// cannot spin against the open circuit.
+func (c *config) circuitOpen(ctx context.Context, brk breakerAt, attempts int, last error) *Error {
+	if c.longPoll {
+		if wait := brk.openLeft(); wait > 0 {
+			if deadline, ok := ctx.Deadline(); ok {
+				wait = min(wait, time.Until(deadline)-1)
+			}
+			_ = Sleep(ctx, wait)
+		}
+	}
+	return c.giveUp(ctx, attempts, last, ErrCircuitOpen)
 }
 
 // driver runs a request through a strategy: directly for this package's

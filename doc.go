@@ -87,6 +87,25 @@
 // and a Quota shared by a fleet (redisquota) bound retries further where a
 // process's own signals are too weak.
 //
+// # Circuit breaking
+//
+// Retries decide whether to repeat an attempt; a circuit breaker decides
+// whether to make one at all. A Breaker, given to Do and DoValue with
+// WithBreaker, is the pattern of Michael Nygard's Release It!: when at
+// least half of a scope's last 20 or more counted attempts over 10 s
+// failed, it opens, and calls in that scope fail at once with
+// ErrCircuitOpen, the operation not called (Attempts 0 for a first attempt
+// refused), instead of adding load to a service that is down, which is
+// the client-side load shedding the Google SRE book recommends. After 5 s
+// it lets a probe through: its success closes the circuit, its failure
+// opens it for twice as long, up to a minute. It is consulted before every
+// attempt, first attempts included, and counts each attempt once, by the
+// same classification as retries: the service's faults and timeouts fail,
+// successes succeed, and answers that blame the client, throttling and the
+// caller's own cancellation count as neither, so that a breaker does not
+// trip against a healthy service. Scopes have circuits of their own. A
+// closed circuit costs a call a few atomic operations and no allocation.
+//
 // # Retry at one layer
 //
 // Retries that nest multiply: three attempts, each through a client that

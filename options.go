@@ -21,6 +21,7 @@ type Option struct {
 	retrying func(ctx context.Context, attempt int, delay time.Duration, err error)
 	gaveUp   func(ctx context.Context, err *Error)
 	logger   *slog.Logger
+	breaker  *Breaker
 }
 
 type optionKind uint8
@@ -38,6 +39,7 @@ const (
 	optOnGiveUp
 	optLog
 	optUnmarked
+	optBreaker
 )
 
 // config is the loop's settings after its options are applied.
@@ -54,6 +56,7 @@ type config struct {
 	gaveUp         func(ctx context.Context, err *Error)
 	logger         *slog.Logger
 	marks          bool // the loop marks its attempts' contexts
+	breaker        *Breaker
 }
 
 // apply sets c from opts.
@@ -81,6 +84,8 @@ func (c *config) apply(opts []Option) {
 			c.gaveUp = giveUpBoth(c.gaveUp, o.gaveUp)
 		case optLog:
 			c.logger = o.logger
+		case optBreaker:
+			c.breaker = o.breaker
 		}
 	}
 }
@@ -144,6 +149,22 @@ func OnRetry(f func(ctx context.Context, attempt int, delay time.Duration, err e
 // attempts made, the last error, and the reason retrying stopped.
 func OnGiveUp(f func(ctx context.Context, err *Error)) Option {
 	return Option{kind: optOnGiveUp, gaveUp: f}
+}
+
+// WithBreaker has Do and DoValue consult b before every attempt, first
+// attempts included, in the call's scope (see Scope), and tell it how the
+// attempt went; see Breaker. An attempt b refuses is not made: a refused
+// first attempt gives up with 0 attempts, a refused retry with those made
+// so far, both with ErrCircuitOpen as the Reason. With LongPoll, a refusal
+// first waits until the circuit lets probes through (never past the
+// context's deadline), so that a caller polling in a loop cannot spin. A
+// nil b is the zero Option. Of several WithBreaker options, the last
+// applies.
+func WithBreaker(b *Breaker) Option {
+	if b == nil {
+		return Option{}
+	}
+	return Option{kind: optBreaker, breaker: b}
 }
 
 // Options of the same kind add up, in the order given: a hook an integration

@@ -1,0 +1,446 @@
+package retry
+
+import (
+	"context"
+	"errors"
+	"math"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// ErrCircuitOpen is the Reason of the *Error that Do and DoValue return when
+// a Breaker refused an attempt because its circuit was open: the service has
+// been failing, and the operation was not called. A refused first attempt
+// gives up after 0 attempts; a refused retry, after the attempts made.
+var ErrCircuitOpen = errors.New("retry: circuit open, attempt not made")
+
+// Defaults of BreakerOptions.
+const (
+	DefaultBreakerFailureRate = 0.5
+	DefaultBreakerMinAttempts = 20
+	DefaultBreakerWindow      = 10 * time.Second
+	DefaultBreakerOpenFor     = 5 * time.Second
+	DefaultBreakerMaxOpenFor  = time.Minute
+	DefaultBreakerProbes      = 1
+)
+
+// BreakerOptions configure a Breaker. Each zero field takes its default.
+type BreakerOptions struct {
+	// FailureRate is the share of a scope's counted attempts over Window
+	// that must have failed for the circuit to open. 0 (or less, or NaN)
+	// = 0.5; above 1 the circuit never opens.
+	FailureRate float64
+	// MinAttempts is how many counted attempts the window must hold
+	// before the circuit may open: a handful of attempts says too little.
+	// 0 or less = 20.
+	MinAttempts int
+	// Window is how long counted attempts stay counted. 0 = 10 s.
+	Window time.Duration
+	// OpenFor is how long the circuit stays open before it lets probes
+	// through. Each failed probe doubles it, up to MaxOpenFor; closing
+	// the circuit resets it. 0 = 5 s.
+	OpenFor time.Duration
+	// MaxOpenFor caps OpenFor's doubling. 0 = 1 min; never below OpenFor.
+	MaxOpenFor time.Duration
+	// Probes is how many attempts the half-open circuit lets through, all
+	// of which must succeed for it to close. 0 or less = 1.
+	Probes int
+	// Now is the breaker's clock; nil = time.Now. Simulations and tests
+	// set it.
+	Now func() time.Time
+}
+
+// BreakerState is the state of a Breaker's circuit in one scope.
+type BreakerState uint8
+
+const (
+	// BreakerClosed: attempts go through and are counted.
+	BreakerClosed BreakerState = iota
+	// BreakerOpen: attempts are refused with ErrCircuitOpen, without
+	// calling the operation, until OpenFor has passed.
+	BreakerOpen
+	// BreakerHalfOpen: OpenFor has passed; the next Probes attempts go
+	// through and decide, and the others are refused meanwhile.
+	BreakerHalfOpen
+)
+
+// String returns "closed", "open" or "half-open".
+func (s BreakerState) String() string {
+	switch s {
+	case BreakerClosed:
+		return "closed"
+	case BreakerOpen:
+		return "open"
+	case BreakerHalfOpen:
+		return "half-open"
+	}
+	return "BreakerState(" + strconv.Itoa(int(s)) + ")"
+}
+
+// A Breaker is a circuit breaker, the pattern of Michael Nygard's Release
+// It! (2007; 2nd ed. 2018, "Circuit Breaker"): when most recent attempts
+// at a service have failed, it stops calling the service for a while, so
+// that callers fail at once instead of waiting on it and a service that is
+// down is not kept down by the load of calls it cannot serve (what the
+// Google SRE book, "Handling Overload" and "Addressing Cascading Failures",
+// calls shedding load at the client). Pass it to Do and DoValue with
+// WithBreaker: they consult it before every attempt, the first included,
+// and tell it how each attempt went.
+//
+// Per scope (the call's Scope; "" by default), each independent of the
+// others:
+//
+//   - Closed, it lets every attempt through and counts them over a sliding
+//     Window (10 s). When the window holds at least MinAttempts (20)
+//     counted attempts and the share of them that failed reaches
+//     FailureRate (0.5), it opens.
+//   - Open, it refuses every attempt: the operation is not called, and the
+//     call gives up with ErrCircuitOpen. After OpenFor (5 s) it is half-open.
+//   - Half-open, it lets the next Probes (1) attempts through and refuses
+//     the others. If all of them succeed, it closes, with a fresh window and
+//     OpenFor back to its start; if one fails, it opens again for twice the
+//     previous OpenFor, at most MaxOpenFor (1 min).
+//
+// What counts is read from the same classification as retries (Classify).
+// An attempt that failed for the service's fault counts as a failure: a
+// server fault (Info.Fault == FaultServer), a timeout, or a retryable
+// failure nobody blamed on either side, such as a connection that could
+// not be made or an error marked Transient. A success counts as a success.
+// An answer that blames the client (an HTTP 404) shows a service at work, a
+// throttle (an HTTP 429) is the service asking for less, not failing, the
+// caller's own cancellation or deadline says nothing about the service, and
+// an error nobody classified (the zero Info) may be the caller's own bug:
+// these count as neither, so that a breaker does not trip against a healthy
+// service because its callers give up, ask for what is not there or are
+// asked to slow down. Each attempt is one verdict: a call's retries are
+// attempts of their own. A probe that ends as neither frees its place for
+// another probe without deciding anything. A probe whose verdict never
+// comes (its operation panicked, or hangs) does not hold the circuit
+// half-open for ever: once every probe place is taken and OpenFor has
+// passed since the last was, the places are handed out afresh, and the
+// late verdict decides nothing.
+//
+// The number of scopes is bounded (1024). Beyond it, the least recently
+// used scope is dropped, a closed one first, and the new scope starts
+// closed: a breaker fails open, as if it were not there, rather than
+// refusing a scope for what another one did.
+//
+// A closed circuit costs an attempt a few atomic operations and no
+// allocation; it reads the clock only on a failure and every 64th success.
+// A Breaker is safe for concurrent use, and should be shared by every
+// caller of a service in a process. Its zero value uses the defaults;
+// NewBreaker sets options. It must not be copied after first use.
+type Breaker struct {
+	opts   BreakerOptions
+	scopes scopes[breakerScope, *breakerScope]
+	clock  clock
+}
+
+// NewBreaker returns a Breaker with the given options.
+func NewBreaker(opts BreakerOptions) *Breaker { return &Breaker{opts: opts} }
+
+// State returns the state of scope's circuit now. A scope the breaker has
+// not seen is closed, and State does not create it. An open circuit whose
+// OpenFor has passed is half-open: its next attempts are probes.
+func (b *Breaker) State(scope string) BreakerState {
+	sc := b.scopes.peek(scope)
+	if sc == nil {
+		return BreakerClosed
+	}
+	st := BreakerState(sc.state.Load())
+	if st == BreakerOpen && b.now() >= sc.until.Load() {
+		return BreakerHalfOpen
+	}
+	return st
+}
+
+// breakerScope is a Breaker's circuit for one scope.
+type breakerScope struct {
+	state  atomic.Uint32 // a BreakerState; only the half-open transition is made lazily
+	until  atomic.Int64  // when open: the end of the open spell, a reading of the breaker's clock
+	window outcomes      // counted attempts (all) and successes (accepts) while closed
+
+	mu      sync.Mutex    // guards what follows and every change of state
+	round   uint64        // the probe round; a probe decides only in its own
+	taken   int           // probe places of this round whose verdict is pending
+	passed  int           // probes of this round that succeeded
+	granted int64         // when this round's last probe was let through
+	openFor time.Duration // the current open spell; 0 = OpenFor
+}
+
+func (sc *breakerScope) init(scopeConfig) {}
+
+// idle: a closed circuit loses at most a window of counts when dropped.
+func (sc *breakerScope) idle() bool { return BreakerState(sc.state.Load()) == BreakerClosed }
+
+// inherit takes nothing: a new scope starts closed (see Breaker).
+func (sc *breakerScope) inherit(any) {}
+
+// pass is what the loop holds for an attempt a breaker let through, to
+// report its verdict with: the probe round the attempt belongs to, or 0 if
+// it is no probe (rounds start at 1); refused if the breaker refused it.
+type pass uint64
+
+const refused = ^pass(0)
+
+// verdicts of an attempt, as a breaker counts them.
+const (
+	neither = iota
+	succeeded
+	failedAttempt
+)
+
+// breakerAt is a breaker and its circuit for a call's scope, as the loop
+// holds them. The zero value is no breaker: every method lets everything
+// through at the cost of a nil check.
+type breakerAt struct {
+	b  *Breaker
+	sc *breakerScope
+}
+
+// at returns b's circuit for scope, creating it if needed; a nil b gives
+// the zero breakerAt.
+func (b *Breaker) at(scope string) breakerAt {
+	if b == nil {
+		return breakerAt{}
+	}
+	return breakerAt{b, b.scopes.get(scope, scopeConfig{}, defaultMaxScopes)}
+}
+
+// refuses reports whether the circuit is open and stays open for at least
+// after: an attempt that would start then is refused, so the loop need not
+// wait for it. It takes no probe place (allow does).
+func (a breakerAt) refuses(after time.Duration) bool {
+	return a.sc != nil && a.sc.state.Load() == uint32(BreakerOpen) && a.openPast(after)
+}
+
+// openPast reports whether an open circuit is open still after from now.
+func (a breakerAt) openPast(after time.Duration) bool {
+	return a.b.now()+int64(after) < a.sc.until.Load()
+}
+
+// openLeft is how long the circuit stays open from now; 0 if it is not
+// open, or lets probes through already.
+func (a breakerAt) openLeft() time.Duration {
+	if a.sc == nil || BreakerState(a.sc.state.Load()) != BreakerOpen {
+		return 0
+	}
+	return time.Duration(max(a.sc.until.Load()-a.b.now(), 0))
+}
+
+// allow is the consultation before an attempt: refused, or the pass to
+// report its verdict with. A closed circuit (or none) costs a load.
+func (a breakerAt) allow() pass {
+	if a.sc == nil || a.sc.state.Load() == uint32(BreakerClosed) {
+		return 0
+	}
+	return a.consult()
+}
+
+// consult is allow for a circuit that was not closed.
+func (a breakerAt) consult() pass {
+	sc := a.sc
+	now := a.b.now()
+	if BreakerState(sc.state.Load()) == BreakerOpen && now < sc.until.Load() {
+		return refused
+	}
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	switch BreakerState(sc.state.Load()) {
+	case BreakerClosed:
+		return 0
+	case BreakerOpen:
+		if now < sc.until.Load() {
+			return refused
+		}
+		sc.state.Store(uint32(BreakerHalfOpen))
+		sc.newRound()
+	}
+	if sc.taken+sc.passed >= a.b.probes() {
+		if now-sc.granted < int64(a.b.openFor()) {
+			return refused
+		}
+		// Every place is taken and none has decided for OpenFor: the
+		// probes were abandoned (a panic, a hang). A new round starts;
+		// the old probes' verdicts no longer count.
+		sc.newRound()
+	}
+	sc.taken++
+	sc.granted = now
+	return pass(sc.round)
+}
+
+// newRound starts a round of probes. Callers hold mu.
+func (sc *breakerScope) newRound() {
+	sc.round++
+	sc.taken, sc.passed = 0, 0
+}
+
+// succeeded reports the success of an attempt made with p. In a closed
+// circuit it costs an atomic add.
+func (a breakerAt) succeeded(p pass) {
+	if a.sc != nil {
+		a.success(p)
+	}
+}
+
+func (a breakerAt) success(p pass) {
+	if p != 0 || a.sc.window.success()%breakerPlaceEvery == 0 {
+		a.report(p, succeeded)
+	}
+}
+
+// failed reports the failure of an attempt made with p, with err, in ctx,
+// the call's context.
+func (a breakerAt) failed(ctx context.Context, p pass, err error) {
+	if a.sc != nil {
+		a.failure(ctx, p, err)
+	}
+}
+
+func (a breakerAt) failure(ctx context.Context, p pass, err error) {
+	a.report(p, verdict(ctx, err))
+}
+
+// report is the verdict v of an attempt made with p, but for the common
+// success (see succeeded): a success to place in the window, a failure, a
+// probe's verdict.
+func (a breakerAt) report(p pass, v int) {
+	sc := a.sc
+	if p == 0 {
+		switch v {
+		case succeeded:
+			// Place the successes now and then, so that they leave the
+			// window as they age rather than all at once.
+			sc.window.count(a.b.now(), a.b.window())
+		case failedAttempt:
+			a.trip()
+		}
+		return
+	}
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	if BreakerState(sc.state.Load()) != BreakerHalfOpen || sc.round != uint64(p) {
+		return // a probe of a round that has ended: it decides nothing
+	}
+	sc.taken--
+	switch v {
+	case succeeded:
+		if sc.passed++; sc.passed >= a.b.probes() {
+			a.close()
+		}
+	case failedAttempt:
+		spell, most := a.b.spell(sc), a.b.maxOpenFor()
+		sc.openFor = most
+		if spell < most/2 { // twice spell, without overflowing
+			sc.openFor = 2 * spell
+		}
+		a.open(a.b.now())
+	}
+}
+
+// trip counts a failure in the window of a circuit that was closed when
+// the attempt began, and opens it if the window says so.
+func (a breakerAt) trip() {
+	sc := a.sc
+	now := a.b.now()
+	attempts, successes := sc.window.failure(now, a.b.window())
+	if !a.b.trips(attempts, successes) {
+		return
+	}
+	sc.mu.Lock()
+	if BreakerState(sc.state.Load()) == BreakerClosed {
+		a.open(now)
+	}
+	sc.mu.Unlock()
+}
+
+// breakerPlaceEvery is how many successes a closed circuit counts between
+// placements in its window (a power of two).
+const breakerPlaceEvery = 64
+
+// open opens the circuit at now for the current spell. Callers hold mu.
+func (a breakerAt) open(now int64) {
+	sc := a.sc
+	sc.until.Store(now + int64(a.b.spell(sc)))
+	sc.state.Store(uint32(BreakerOpen))
+	sc.newRound()
+}
+
+// close closes the circuit with a fresh window and the first spell.
+// Callers hold mu.
+func (a breakerAt) close() {
+	sc := a.sc
+	sc.openFor = 0
+	w := &sc.window
+	w.taken.Store(w.total.Load())
+	for i := range rollingSlots {
+		w.attempts.slots[i].Store(0)
+		w.accepts.slots[i].Store(0)
+	}
+	w.placed.Store(a.b.now())
+	sc.state.Store(uint32(BreakerClosed))
+	sc.newRound()
+}
+
+// verdict judges a failed attempt: a failure if the service is at fault,
+// the attempt timed out, or it failed in a way marked retryable (Safe) that
+// nobody blamed on the client, as a failed dial is or an error marked
+// Transient; neither for an answer that blames the client, a throttle, the
+// caller's own cancellation or deadline, or an error that says nothing
+// about retrying.
+func verdict(ctx context.Context, err error) int {
+	if ctx.Err() != nil {
+		return neither // the caller gave up: nothing about the service
+	}
+	info := Classify(err)
+	switch {
+	case info.Throttle:
+		return neither
+	case info.Fault != FaultServer && callerGaveUp(err):
+		return neither
+	case info.Fault == FaultServer || info.Timeout:
+		return failedAttempt
+	case info.Fault == FaultUnknown && info.Safety == Safe:
+		return failedAttempt
+	}
+	return neither
+}
+
+// trips reports whether a closed window's counts open the circuit.
+func (b *Breaker) trips(attempts, successes float64) bool {
+	rate := b.opts.FailureRate
+	if rate <= 0 || math.IsNaN(rate) {
+		rate = DefaultBreakerFailureRate
+	}
+	if attempts < float64(orDefault(b.opts.MinAttempts, DefaultBreakerMinAttempts)) {
+		return false
+	}
+	// A hair of tolerance: the window's counts are in thousandths.
+	return attempts-successes >= rate*attempts-1e-6
+}
+
+// spell is the scope's current open spell.
+func (b *Breaker) spell(sc *breakerScope) time.Duration {
+	if sc.openFor > 0 {
+		return sc.openFor
+	}
+	return b.openFor()
+}
+
+func (b *Breaker) openFor() time.Duration {
+	return orDuration(b.opts.OpenFor, DefaultBreakerOpenFor)
+}
+
+func (b *Breaker) maxOpenFor() time.Duration {
+	return max(orDuration(b.opts.MaxOpenFor, DefaultBreakerMaxOpenFor), b.openFor())
+}
+
+func (b *Breaker) probes() int { return orDefault(b.opts.Probes, DefaultBreakerProbes) }
+
+func (b *Breaker) window() time.Duration { return orDuration(b.opts.Window, DefaultBreakerWindow) }
+
+// now reads the breaker's clock (see clock): monotonic, in nanoseconds.
+func (b *Breaker) now() int64 { return b.clock.read(b.opts.Now) }

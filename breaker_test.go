@@ -1,0 +1,686 @@
+package retry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+var (
+	errBrk500     = WithInfo(errors.New("500"), Info{Safety: Safe, Fault: FaultServer})
+	errBrk404     = WithInfo(errors.New("404"), Info{Fault: FaultClient})
+	errBrk429     = WithInfo(errors.New("429"), Info{Safety: Safe, Throttle: true, Fault: FaultClient})
+	errBrkTimeout = WithInfo(errors.New("timed out"), Info{Safety: Safe, Timeout: true})
+)
+
+// brk is a Breaker on a hand clock, with the calls the tests make through
+// it: one attempt each (No), so that each call is one verdict.
+type brk struct {
+	t     *testing.T
+	b     *Breaker
+	clock *handClock
+	calls int // operations called
+}
+
+func newBrk(t *testing.T, opts BreakerOptions) *brk {
+	c := newHandClock()
+	opts.Now = c.Now
+	return &brk{t: t, b: NewBreaker(opts), clock: c}
+}
+
+// call makes one call of one attempt in scope whose operation returns err,
+// and returns the call's error.
+func (k *brk) call(scope string, err error) error {
+	return Do(context.Background(), &No{}, func(context.Context) error {
+		k.calls++
+		return err
+	}, WithBreaker(k.b), Scope(scope))
+}
+
+func (k *brk) want(scope string, want BreakerState) {
+	k.t.Helper()
+	if got := k.b.State(scope); got != want {
+		k.t.Fatalf("State(%q) = %v, want %v", scope, got, want)
+	}
+}
+
+// refused checks that a call in scope is refused without calling the
+// operation.
+func (k *brk) refused(scope string) {
+	k.t.Helper()
+	before := k.calls
+	err := k.call(scope, nil)
+	var e *Error
+	if !errors.As(err, &e) || !errors.Is(err, ErrCircuitOpen) || e.Attempts != 0 || e.Err != nil {
+		k.t.Fatalf("call in %q: %v, want an *Error with ErrCircuitOpen after 0 attempts", scope, err)
+	}
+	if k.calls != before {
+		k.t.Fatalf("call in %q: the operation was called while the circuit was open", scope)
+	}
+}
+
+// TestBreakerOpensAtRateAndMinimum: the circuit opens when the window holds
+// MinAttempts counted attempts and the failed share reaches FailureRate,
+// not before.
+func TestBreakerOpensAtRateAndMinimum(t *testing.T) {
+	t.Run("minimum", func(t *testing.T) {
+		k := newBrk(t, BreakerOptions{MinAttempts: 10})
+		for i := range 9 {
+			if err := k.call("", errBrk500); !errors.Is(err, errBrk500) {
+				t.Fatalf("failure %d: %v", i+1, err)
+			}
+		}
+		k.want("", BreakerClosed) // 9 of 9 failed, but fewer than 10 attempts
+		_ = k.call("", errBrk500)
+		k.want("", BreakerOpen)
+		k.refused("")
+	})
+	t.Run("rate", func(t *testing.T) {
+		k := newBrk(t, BreakerOptions{MinAttempts: 10, FailureRate: 0.5})
+		for range 10 {
+			_ = k.call("", nil)
+		}
+		for range 9 {
+			_ = k.call("", errBrk500)
+		}
+		k.want("", BreakerClosed) // 9 of 19
+		_ = k.call("", errBrk500)
+		k.want("", BreakerOpen) // 10 of 20
+	})
+	t.Run("rate 0.8", func(t *testing.T) {
+		k := newBrk(t, BreakerOptions{MinAttempts: 5, FailureRate: 0.8})
+		_ = k.call("", nil)
+		for range 3 {
+			_ = k.call("", errBrk500)
+		}
+		_ = k.call("", errBrkTimeout) // a timeout is a failure too
+		k.want("", BreakerOpen)       // 4 of 5
+	})
+	t.Run("window slides", func(t *testing.T) {
+		k := newBrk(t, BreakerOptions{MinAttempts: 10, Window: 10 * time.Second})
+		for range 9 {
+			_ = k.call("", errBrk500)
+		}
+		k.clock.Advance(11 * time.Second) // they left the window
+		_ = k.call("", errBrk500)
+		k.want("", BreakerClosed)
+	})
+	t.Run("rate above 1 never opens", func(t *testing.T) {
+		k := newBrk(t, BreakerOptions{MinAttempts: 2, FailureRate: 1.5})
+		for range 50 {
+			_ = k.call("", errBrk500)
+		}
+		k.want("", BreakerClosed)
+	})
+}
+
+// TestBreakerNeitherCounts: an answered client fault, a throttle, the
+// caller's own cancellation or deadline, and an error nobody classified
+// count as neither success nor failure.
+func TestBreakerNeitherCounts(t *testing.T) {
+	k := newBrk(t, BreakerOptions{MinAttempts: 4})
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	neither := map[string]func() error{
+		"client fault": func() error { return k.call("", errBrk404) },
+		"throttle":     func() error { return k.call("", errBrk429) },
+		"server throttle": func() error {
+			return k.call("", WithInfo(errors.New("503 slow down"), Info{Safety: Safe, Throttle: true, Fault: FaultServer}))
+		},
+		"unclassified":        func() error { return k.call("", errors.New("boom")) },
+		"permanent":           func() error { return k.call("", Permanent(errors.New("bad request"))) },
+		"context.Canceled":    func() error { return k.call("", context.Canceled) },
+		"deadline of its own": func() error { return k.call("", fmt.Errorf("wrapped: %w", context.DeadlineExceeded)) },
+		"caller cancelled during the attempt": func() error {
+			ctx, cancel := context.WithCancel(context.Background())
+			return Do(ctx, &No{}, func(context.Context) error {
+				cancel()
+				return errBrk500 // a server fault, but the caller had given up
+			}, WithBreaker(k.b))
+		},
+		"caller cancelled before": func() error {
+			return Do(cancelled, &No{}, func(context.Context) error { return errBrk500 }, WithBreaker(k.b))
+		},
+	}
+	for name, call := range neither {
+		for range 50 {
+			if err := call(); err == nil {
+				t.Fatalf("%s: nil error", name)
+			}
+		}
+		k.want("", BreakerClosed)
+	}
+	// None of them counted as a success either: three failures are three
+	// of three counted attempts, and a fourth opens the circuit.
+	for range 3 {
+		_ = k.call("", errBrk500)
+	}
+	k.want("", BreakerClosed)
+	_ = k.call("", errBrk500)
+	k.want("", BreakerOpen)
+}
+
+// TestBreakerVerdict: how a failed attempt is judged.
+func TestBreakerVerdict(t *testing.T) {
+	ctx := context.Background()
+	done, cancel := context.WithCancel(ctx)
+	cancel()
+	dial := &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused")}
+	tests := []struct {
+		name string
+		ctx  context.Context
+		err  error
+		want int
+	}{
+		{"server fault", ctx, errBrk500, failedAttempt},
+		{"unsafe server fault", ctx, WithInfo(errBrk500, Info{Safety: Unsafe, Fault: FaultServer}), failedAttempt},
+		{"timeout", ctx, errBrkTimeout, failedAttempt},
+		{"attempt timeout", ctx, &attemptTimeoutError{context.DeadlineExceeded}, failedAttempt},
+		{"refused connection", ctx, dial, failedAttempt},
+		{"transient", ctx, Transient(errors.New("x")), failedAttempt},
+		{"client fault", ctx, errBrk404, neither},
+		{"throttle", ctx, errBrk429, neither},
+		{"canceled", ctx, context.Canceled, neither},
+		{"unclassified", ctx, errors.New("x"), neither},
+		{"caller gave up", done, errBrk500, neither},
+	}
+	for _, tt := range tests {
+		if got := verdict(tt.ctx, tt.err); got != tt.want {
+			t.Errorf("%s: verdict %d, want %d", tt.name, got, tt.want)
+		}
+	}
+}
+
+// TestBreakerRefusesFirstAttempt: while open, Do and DoValue do not call
+// the operation: an *Error with 0 attempts and ErrCircuitOpen, hooks told.
+func TestBreakerRefusesFirstAttempt(t *testing.T) {
+	k := newBrk(t, BreakerOptions{MinAttempts: 1})
+	_ = k.call("", errBrk500)
+	k.want("", BreakerOpen)
+	k.refused("")
+
+	var gaveUp *Error
+	called := false
+	v, err := DoValue(context.Background(), NewAdaptive(AdaptiveOptions{}), func(context.Context) (int, error) {
+		called = true
+		return 1, nil
+	}, WithBreaker(k.b), OnGiveUp(func(_ context.Context, e *Error) { gaveUp = e }))
+	var e *Error
+	if called || v != 0 || !errors.As(err, &e) || e.Attempts != 0 || e.Reason != ErrCircuitOpen || e.Err != nil {
+		t.Fatalf("DoValue: %v, %v (called %v), want 0 and an *Error with ErrCircuitOpen after 0 attempts", v, err, called)
+	}
+	if gaveUp != e {
+		t.Errorf("OnGiveUp got %v, want the *Error returned", gaveUp)
+	}
+	if Classify(err).Retryable() {
+		t.Error("a refusal classifies as retryable: an outer loop would retry it")
+	}
+	// Without a strategy: one attempt, consulted the same.
+	if err := Do(context.Background(), nil, func(context.Context) error {
+		t.Fatal("called")
+		return nil
+	}, WithBreaker(k.b)); !errors.Is(err, ErrCircuitOpen) {
+		t.Fatalf("nil strategy: %v, want ErrCircuitOpen", err)
+	}
+}
+
+// TestBreakerRefusesRetry: a retry the breaker refuses ends the loop with
+// ErrCircuitOpen and the attempts made so far, the last error wrapped.
+func TestBreakerRefusesRetry(t *testing.T) {
+	k := newBrk(t, BreakerOptions{MinAttempts: 3})
+	s := &Simple{MaxAttempts: 10, Backoff: Constant(0)}
+	calls := 0
+	err := Do(context.Background(), s, func(context.Context) error {
+		calls++
+		return errBrk500
+	}, WithBreaker(k.b))
+	var e *Error
+	if !errors.As(err, &e) || e.Attempts != 3 || !errors.Is(err, ErrCircuitOpen) || !errors.Is(err, errBrk500) {
+		t.Fatalf("%v, want an *Error after 3 attempts with ErrCircuitOpen and the 500", err)
+	}
+	if calls != 3 {
+		t.Fatalf("%d calls, want 3", calls)
+	}
+}
+
+// TestBreakerRefusesRetryBeforeItsWait: a retry whose wait would end while
+// the circuit is still open is refused at once, not after the wait, and
+// OnRetry does not announce it; one that waits past OpenFor is a probe.
+func TestBreakerRefusesRetryBeforeItsWait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := NewBreaker(BreakerOptions{MinAttempts: 2, OpenFor: 5 * time.Second})
+		retried := 0
+		start := time.Now()
+		err := Do(t.Context(), &Simple{MaxAttempts: 5, Backoff: Constant(time.Second)}, func(context.Context) error {
+			return errBrk500
+		}, WithBreaker(b), OnRetry(func(context.Context, int, time.Duration, error) { retried++ }))
+		var e *Error
+		if !errors.As(err, &e) || e.Attempts != 2 || e.Reason != ErrCircuitOpen {
+			t.Fatalf("%v, want ErrCircuitOpen after 2 attempts", err)
+		}
+		if waited := time.Since(start); waited != time.Second || retried != 1 {
+			t.Fatalf("waited %v with %d retries announced, want 1s (the one retry made) and 1", waited, retried)
+		}
+
+		// A wait that outlasts OpenFor ends half-open: the retry is the
+		// probe, and its success closes the circuit.
+		b = NewBreaker(BreakerOptions{MinAttempts: 1, OpenFor: 5 * time.Second})
+		n := 0
+		start = time.Now()
+		err = Do(t.Context(), &Simple{MaxAttempts: 2, Backoff: Constant(10 * time.Second)}, func(context.Context) error {
+			if n++; n == 1 {
+				return errBrk500 // opens the circuit
+			}
+			return nil
+		}, WithBreaker(b))
+		if err != nil || n != 2 || time.Since(start) != 10*time.Second {
+			t.Fatalf("%v after %d attempts and %v, want success on the second after 10s", err, n, time.Since(start))
+		}
+		if got := b.State(""); got != BreakerClosed {
+			t.Fatalf("after the probe succeeded: %v, want closed", got)
+		}
+	})
+}
+
+// TestBreakerProbes: after OpenFor, Probes attempts go through and others
+// are refused; all succeed: closed.
+func TestBreakerProbes(t *testing.T) {
+	k := newBrk(t, BreakerOptions{MinAttempts: 1, OpenFor: time.Second, Probes: 2})
+	_ = k.call("", errBrk500)
+	k.want("", BreakerOpen)
+	k.clock.Advance(999 * time.Millisecond)
+	k.want("", BreakerOpen)
+	k.refused("")
+	k.clock.Advance(time.Millisecond)
+	k.want("", BreakerHalfOpen)
+
+	// Two probes in flight at once; a third call is refused meanwhile.
+	release := make(chan struct{})
+	started := make(chan struct{}, 2)
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	for i := range 2 {
+		wg.Go(func() {
+			errs[i] = Do(context.Background(), &No{}, func(context.Context) error {
+				started <- struct{}{}
+				<-release
+				return nil
+			}, WithBreaker(k.b))
+		})
+	}
+	<-started
+	<-started
+	k.want("", BreakerHalfOpen)
+	k.refused("")
+	close(release)
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	k.want("", BreakerClosed)
+}
+
+// TestBreakerProbeFailureDoubles: a failed probe opens the circuit again
+// for twice the previous OpenFor, at most MaxOpenFor; closing resets it
+// and the window.
+func TestBreakerProbeFailureDoubles(t *testing.T) {
+	k := newBrk(t, BreakerOptions{MinAttempts: 3, OpenFor: time.Second, MaxOpenFor: 5 * time.Second})
+	for range 3 {
+		_ = k.call("", errBrk500)
+	}
+	k.want("", BreakerOpen)
+	for _, spell := range []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 5 * time.Second, 5 * time.Second} {
+		k.clock.Advance(spell - time.Millisecond)
+		k.refused("")
+		k.clock.Advance(time.Millisecond)
+		k.want("", BreakerHalfOpen)
+		if err := k.call("", errBrk500); !errors.Is(err, errBrk500) {
+			t.Fatalf("probe: %v, want its failure", err)
+		}
+		k.want("", BreakerOpen) // for twice as long, up to 5 s
+	}
+	k.clock.Advance(5 * time.Second)
+	if err := k.call("", nil); err != nil {
+		t.Fatal(err)
+	}
+	k.want("", BreakerClosed)
+
+	// A fresh window: the failures before the circuit opened are gone
+	// (the window is 10 s and only 17 s passed, most of it open).
+	for range 2 {
+		_ = k.call("", errBrk500)
+	}
+	k.want("", BreakerClosed)
+	_ = k.call("", errBrk500)
+	k.want("", BreakerOpen)
+	// OpenFor was reset: one second again.
+	k.clock.Advance(time.Second)
+	k.want("", BreakerHalfOpen)
+}
+
+// TestBreakerProbeNeitherFreesItsPlace: a probe that ends as neither (a
+// client fault, a throttle, the caller's cancellation) decides nothing and
+// lets another probe through.
+func TestBreakerProbeNeitherFreesItsPlace(t *testing.T) {
+	k := newBrk(t, BreakerOptions{MinAttempts: 1, OpenFor: time.Second})
+	_ = k.call("", errBrk500)
+	k.clock.Advance(time.Second)
+	for _, err := range []error{errBrk404, errBrk429, errors.New("unclassified")} {
+		if got := k.call("", err); !errors.Is(got, err) {
+			t.Fatalf("probe: %v, want %v", got, err)
+		}
+		k.want("", BreakerHalfOpen)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	_ = Do(ctx, &No{}, func(context.Context) error { cancel(); return errBrk500 }, WithBreaker(k.b))
+	k.want("", BreakerHalfOpen)
+	if err := k.call("", nil); err != nil {
+		t.Fatal(err)
+	}
+	k.want("", BreakerClosed)
+}
+
+// TestBreakerAbandonedProbe: a probe that never reports (its operation
+// panicked, or hangs) does not wedge the circuit: its place is handed out
+// again OpenFor after it was taken, and its late verdict decides nothing.
+func TestBreakerAbandonedProbe(t *testing.T) {
+	k := newBrk(t, BreakerOptions{MinAttempts: 1, OpenFor: time.Second})
+	_ = k.call("", errBrk500)
+	k.clock.Advance(time.Second)
+
+	func() {
+		defer func() { _ = recover() }()
+		_ = Do(context.Background(), &No{}, func(context.Context) error { panic("probe lost") }, WithBreaker(k.b))
+	}()
+	k.want("", BreakerHalfOpen)
+	k.refused("") // the lost probe holds the place...
+	k.clock.Advance(time.Second)
+
+	// ...until OpenFor passed: a new probe goes, and hangs.
+	hung, release := make(chan struct{}), make(chan struct{})
+	done := make(chan error)
+	go func() {
+		done <- Do(context.Background(), &No{}, func(context.Context) error {
+			close(hung)
+			<-release
+			return errBrk500 // a late failure
+		}, WithBreaker(k.b))
+	}()
+	<-hung
+	k.refused("")
+	k.clock.Advance(time.Second)
+	if err := k.call("", nil); err != nil { // the next round's probe
+		t.Fatal(err)
+	}
+	k.want("", BreakerClosed)
+	close(release)
+	<-done
+	k.want("", BreakerClosed) // the hung probe's round had ended
+}
+
+// TestBreakerScopesIndependent: one scope's circuit opening refuses no
+// call in another.
+func TestBreakerScopesIndependent(t *testing.T) {
+	k := newBrk(t, BreakerOptions{MinAttempts: 2})
+	for range 2 {
+		_ = k.call("a", errBrk500)
+	}
+	k.want("a", BreakerOpen)
+	k.want("b", BreakerClosed)
+	k.want("", BreakerClosed)
+	for range 2 {
+		if err := k.call("b", nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_ = k.call("b", errBrk500)
+	k.want("b", BreakerClosed) // 1 of 3 failed
+	_ = k.call("", errBrk500)
+	k.want("", BreakerClosed) // 1 attempt: each scope counts its own
+	k.refused("a")
+	_ = k.call("b", errBrk500)
+	k.want("b", BreakerOpen) // 2 of 4
+	k.want("", BreakerClosed)
+}
+
+// TestBreakerZeroValue: the zero Breaker works, with the defaults: 20
+// attempts, half failed, 5 s open, one probe.
+func TestBreakerZeroValue(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var b Breaker
+		call := func(err error) error {
+			return Do(t.Context(), &No{}, func(context.Context) error { return err }, WithBreaker(&b))
+		}
+		for range 10 {
+			_ = call(nil)
+		}
+		for range 9 {
+			_ = call(errBrk500)
+		}
+		if got := b.State(""); got != BreakerClosed {
+			t.Fatalf("9 of 19 failed: %v", got)
+		}
+		_ = call(errBrk500)
+		if got := b.State(""); got != BreakerOpen {
+			t.Fatalf("10 of 20 failed: %v", got)
+		}
+		time.Sleep(5*time.Second - time.Nanosecond)
+		if err := call(nil); !errors.Is(err, ErrCircuitOpen) {
+			t.Fatalf("before 5 s: %v", err)
+		}
+		time.Sleep(time.Nanosecond)
+		if got := b.State(""); got != BreakerHalfOpen {
+			t.Fatalf("after 5 s: %v", got)
+		}
+		if err := call(nil); err != nil {
+			t.Fatal(err)
+		}
+		if got := b.State(""); got != BreakerClosed {
+			t.Fatalf("after the probe: %v", got)
+		}
+	})
+}
+
+// TestBreakerAttemptTimeoutCounts: an attempt cut short by AttemptTimeout
+// is a timeout, and counts as a failure.
+func TestBreakerAttemptTimeoutCounts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := NewBreaker(BreakerOptions{MinAttempts: 2})
+		for range 2 {
+			_ = Do(t.Context(), &No{}, func(ctx context.Context) error {
+				<-ctx.Done()
+				return ctx.Err()
+			}, WithBreaker(b), AttemptTimeout(time.Second))
+		}
+		if got := b.State(""); got != BreakerOpen {
+			t.Fatalf("after two attempt timeouts: %v, want open", got)
+		}
+	})
+}
+
+// TestBreakerLongPoll: with LongPoll, a refusal waits until the circuit
+// lets probes through, never past the deadline.
+func TestBreakerLongPoll(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := NewBreaker(BreakerOptions{MinAttempts: 1, OpenFor: 5 * time.Second})
+		_ = Do(t.Context(), &No{}, func(context.Context) error { return errBrk500 }, WithBreaker(b))
+		start := time.Now()
+		err := Do(t.Context(), &No{}, func(context.Context) error { return nil }, WithBreaker(b), LongPoll())
+		if !errors.Is(err, ErrCircuitOpen) || time.Since(start) != 5*time.Second {
+			t.Fatalf("%v after %v, want ErrCircuitOpen after 5s", err, time.Since(start))
+		}
+		_ = Do(t.Context(), &No{}, func(context.Context) error { return errBrk500 }, WithBreaker(b)) // the probe fails: 10 s
+		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+		defer cancel()
+		start = time.Now()
+		err = Do(ctx, &No{}, func(context.Context) error { return nil }, WithBreaker(b), LongPoll())
+		if !errors.Is(err, ErrCircuitOpen) || time.Since(start) >= 2*time.Second {
+			t.Fatalf("%v after %v, want ErrCircuitOpen before the 2s deadline", err, time.Since(start))
+		}
+	})
+}
+
+// TestBreakerConcurrent: many goroutines through one breaker (run it with
+// -race). While the circuit is open no operation runs; half-open, exactly
+// Probes do; their successes close it; the probe bookkeeping stays
+// consistent throughout.
+func TestBreakerConcurrent(t *testing.T) {
+	const (
+		workers = 32
+		probes  = 3
+	)
+	clock := newHandClock()
+	b := NewBreaker(BreakerOptions{MinAttempts: 50, Probes: probes, OpenFor: time.Second, Now: clock.Now})
+	var calls atomic.Int64
+	run := func(op func(context.Context) error, n int) []error {
+		var (
+			wg   sync.WaitGroup
+			mu   sync.Mutex
+			errs []error
+		)
+		for range workers {
+			wg.Go(func() {
+				for range n {
+					err := Do(context.Background(), &Simple{MaxAttempts: 2, Backoff: Constant(0)}, func(ctx context.Context) error {
+						calls.Add(1)
+						return op(ctx)
+					}, WithBreaker(b))
+					_ = b.State("")
+					mu.Lock()
+					errs = append(errs, err)
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+		return errs
+	}
+	consistent := func() {
+		t.Helper()
+		sc := b.scopes.peek("")
+		sc.mu.Lock()
+		defer sc.mu.Unlock()
+		if sc.taken < 0 || sc.passed < 0 || sc.taken+sc.passed > probes {
+			t.Fatalf("probe places: %d taken, %d passed, of %d", sc.taken, sc.passed, probes)
+		}
+	}
+
+	// Healthy with a few failures: stays closed.
+	var n atomic.Int64
+	run(func(context.Context) error {
+		if n.Add(1)%5 == 0 {
+			return errBrk500
+		}
+		return nil
+	}, 100)
+	if got := b.State(""); got != BreakerClosed {
+		t.Fatalf("20%% failures: %v", got)
+	}
+	// An outage, once the successes have left the window: opens, and the
+	// calls after it are refused.
+	clock.Advance(11 * time.Second)
+	errs := run(func(context.Context) error { return errBrk500 }, 20)
+	if got := b.State(""); got != BreakerOpen {
+		t.Fatalf("outage: %v", got)
+	}
+	if !errors.Is(errs[len(errs)-1], ErrCircuitOpen) {
+		t.Fatalf("last call of the outage: %v, want ErrCircuitOpen", errs[len(errs)-1])
+	}
+	consistent()
+	before := calls.Load()
+	for _, err := range run(func(context.Context) error { return nil }, 20) {
+		if !errors.Is(err, ErrCircuitOpen) {
+			t.Fatalf("while open: %v", err)
+		}
+	}
+	if calls.Load() != before {
+		t.Fatalf("%d operations ran while the circuit was open", calls.Load()-before)
+	}
+	// Half-open: exactly `probes` operations run, all at once, the others
+	// are refused; then the probes succeed and close it.
+	clock.Advance(time.Second)
+	release := make(chan struct{})
+	var inFlight atomic.Int64
+	go func() {
+		for inFlight.Load() < probes {
+			time.Sleep(time.Millisecond)
+		}
+		time.Sleep(20 * time.Millisecond) // let the refusals happen
+		consistent()
+		close(release)
+	}()
+	before = calls.Load()
+	refusals := 0
+	for _, err := range run(func(context.Context) error {
+		inFlight.Add(1)
+		<-release
+		return nil
+	}, 1) {
+		if errors.Is(err, ErrCircuitOpen) {
+			refusals++
+		} else if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := calls.Load() - before; got != probes || refusals != workers-probes {
+		t.Fatalf("half-open: %d operations ran, %d refused; want %d and %d", got, refusals, probes, workers-probes)
+	}
+	if got := b.State(""); got != BreakerClosed {
+		t.Fatalf("after the probes: %v", got)
+	}
+	consistent()
+	// Closed again, and every call goes through.
+	for _, err := range run(func(context.Context) error { return nil }, 50) {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestBreakerAllocations: a closed breaker allocates nothing.
+func TestBreakerAllocations(t *testing.T) {
+	if raceEnabled || testing.Short() {
+		t.Skip("allocation counts are not meaningful under -race or -short")
+	}
+	ctx := context.Background()
+	s := NewStandard(StandardOptions{})
+	for _, opts := range [][]Option{
+		{WithBreaker(NewBreaker(BreakerOptions{})), Unmarked()},
+		{WithBreaker(NewBreaker(BreakerOptions{})), Scope("svc"), Unmarked()},
+	} {
+		_ = Do(ctx, s, succeed, opts...)
+		if got := testing.AllocsPerRun(1000, func() { _ = Do(ctx, s, succeed, opts...) }); got != 0 {
+			t.Errorf("%v allocations per call with a closed breaker, want 0", got)
+		}
+	}
+	// A refusal costs what any give-up does: the *Error.
+	fail := func(context.Context) error { return errBrk500 }
+	giveUp := testing.AllocsPerRun(1000, func() { _ = Do(ctx, &No{}, fail, Unmarked()) })
+	b := NewBreaker(BreakerOptions{MinAttempts: 1, OpenFor: time.Hour})
+	_ = Do(ctx, &No{}, fail, WithBreaker(b))
+	opts := []Option{WithBreaker(b), Unmarked()}
+	if got := testing.AllocsPerRun(1000, func() { _ = Do(ctx, s, succeed, opts...) }); got > giveUp {
+		t.Errorf("%v allocations per refusal, want at most %v, a give-up's", got, giveUp)
+	}
+}
+
+// TestBreakerOptionAndState: WithBreaker(nil) is the zero Option; the
+// states' names.
+func TestBreakerOptionAndState(t *testing.T) {
+	if !none([]Option{WithBreaker(nil)}) {
+		t.Error("WithBreaker(nil) is not the zero Option")
+	}
+	for s, want := range map[BreakerState]string{BreakerClosed: "closed", BreakerOpen: "open", BreakerHalfOpen: "half-open", 7: "BreakerState(7)"} {
+		if s.String() != want {
+			t.Errorf("%d: %q, want %q", s, s.String(), want)
+		}
+	}
+}
