@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/retrykit/retry/sqlretry"
+	"github.com/retrykit/retry/sqlretry/pgtest"
 )
 
 // The PostgreSQL server of the SQL benchmarks, started on first use by a
@@ -23,7 +24,7 @@ import (
 // thread), and stopped by TestMain.
 var (
 	pgOnce    sync.Once
-	pgCluster *Cluster
+	pgCluster *pgtest.Cluster
 	pgErr     error
 )
 
@@ -41,14 +42,14 @@ func postgres(b *testing.B) *pgxpool.Pool {
 		done := make(chan struct{})
 		go func() {
 			runtime.LockOSThread()
-			pgCluster, pgErr = Start(context.Background(), "max_connections=200", "deadlock_timeout=20ms")
+			pgCluster, pgErr = pgtest.Start(context.Background(), "max_connections=200", "deadlock_timeout=20ms")
 			close(done)
 			select {} // keep the thread, and the server with it
 		}()
 		<-done
 	})
-	if errors.Is(pgErr, ErrNoPostgres) {
-		b.Skip(pgErr)
+	if pgtest.Missing(pgErr) && !pgtest.Required() {
+		b.Skip(pgErr) // no initdb or postgres here: the benchmarks need them
 	}
 	if pgErr != nil {
 		b.Fatal(pgErr)

@@ -16,7 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver
 	"github.com/retrykit/retry/sqlretry"
-	"github.com/retrykit/retry/sqlretry/internal/pgtest"
+	"github.com/retrykit/retry/sqlretry/pgtest"
 )
 
 // The handles of the server TestMain starts (or SQLRETRY_TEST_DSN names),

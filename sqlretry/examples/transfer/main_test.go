@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/retrykit/retry/sqlretry/internal/pgtest"
+	"github.com/retrykit/retry/sqlretry/pgtest"
 )
 
 var dsn, noServer string

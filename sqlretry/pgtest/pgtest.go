@@ -1,8 +1,13 @@
-// Package pgtest starts a throwaway PostgreSQL cluster for the tests of
-// sqlretry: initdb into a temporary directory and a postgres server on a unix
-// socket in it, run as a user other than root (initdb refuses root), stopped
-// and removed by Stop. It never runs the test binary again: it only runs
-// PostgreSQL's own programs.
+//go:build linux
+
+// Package pgtest starts a throwaway PostgreSQL cluster for tests, as
+// net/http/httptest starts a server: initdb into a temporary directory and a
+// postgres server on a unix socket in it, run as a user other than root
+// (initdb refuses root), stopped and removed by Stop. sqlretry's tests and
+// the repository's benchmarks use it; so may the tests of code that calls
+// sqlretry. It never runs the test binary again: it only runs PostgreSQL's
+// own programs. It needs Linux (the server is tied to its starter's thread,
+// so that no server outlives a test binary that died).
 package pgtest
 
 import (
