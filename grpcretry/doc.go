@@ -34,9 +34,10 @@
 //	  headers                                                                    ran, and A6 commits the call
 //	RESOURCE_EXHAUSTED from grpc's own      Unsafe, client fault               never
 //	  message-size limit
-//	the attempt's own timeout               Timeout, server fault; MaybeSafe   idempotent only, and only by a
-//	  (WithAttemptTimeout)                    if idempotent, else Unsafe         strategy that retries timeouts
-//	                                                                             or with the server's permission
+//	the attempt's own timeout               Timeout, server fault; MaybeSafe   idempotent only; by Adaptive, the
+//	  (WithAttemptTimeout)                    if idempotent, else Unsafe         default, while the service is
+//	                                                                             otherwise healthy, or with the
+//	                                                                             server's permission
 //	DEADLINE_EXCEEDED, INTERNAL, UNKNOWN,   MaybeSafe if idempotent, else      idempotent only: the server
 //	  ABORTED from the server                 Unsafe; server fault;              may have done the work;
 //	                                          DEADLINE_EXCEEDED is a Timeout     DEADLINE_EXCEEDED as above
