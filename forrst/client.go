@@ -73,6 +73,17 @@ type Client struct {
 	// then makes one attempt for an answered failure and leaves its retry to
 	// the caller, so that the two layers do not multiply.
 	Independent bool
+	// Breaker, if set, is a circuit breaker (see retry.Breaker) that every
+	// attempt consults first, scoped by URL, the scope of the call's retry
+	// quota, and that counts how each attempt went: an answer with a 5xx
+	// status (UNAVAILABLE, INTERNAL_ERROR, ...), a refused or reset
+	// connection and a timeout count as failures, a client fault
+	// (INVALID_ARGUMENT, NOT_FOUND, ...), RATE_LIMITED and the caller's own
+	// cancellation as neither. While the circuit is open, Call sends
+	// nothing and returns a *retry.Error whose Reason is
+	// retry.ErrCircuitOpen. Share one Breaker per server, across Clients
+	// that call it. A retry.WithBreaker in Options replaces it.
+	Breaker *retry.Breaker
 
 	once     sync.Once
 	strategy retry.Strategy
@@ -144,7 +155,7 @@ func (c *Client) Call(ctx context.Context, function string, args, result any, op
 		}
 		return c.attempt(ctx, &req, attempt, cfg.key != "", result)
 	}
-	ropts := append([]retry.Option{retry.Scope(c.URL), retry.BeforeRetry(serverLimit)}, c.Options...)
+	ropts := append([]retry.Option{retry.Scope(c.URL), retry.BeforeRetry(serverLimit), retry.WithBreaker(c.Breaker)}, c.Options...)
 	if !c.Independent {
 		ropts = append(ropts, retry.BeforeRetry(leaveAnswersToCaller))
 	}

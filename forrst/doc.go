@@ -46,7 +46,9 @@
 // strategy allows. Guidance the client cannot read is replaced by the table,
 // but its after still sets the least wait (an unknown unit as longer than any
 // cap), and its "allowed": false still stops. Calls carry an idempotency key kept across retries, so a
-// retry cannot run a side effect twice.
+// retry cannot run a side effect twice. Client.Breaker, a retry.Breaker
+// scoped by URL, makes calls fail at once with retry.ErrCircuitOpen while the
+// server is failing.
 //
 // # The server's permission
 //

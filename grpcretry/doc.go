@@ -14,7 +14,9 @@
 // through its hooks. The strategy (WithStrategy; by default a
 // retry.NewAdaptive(retry.AdaptiveOptions{}) owned by the interceptor,
 // scoped per ClientConn target) decides whether a retryable failure is
-// retried and how long to wait. Dial with grpc.WithDisableRetry(): otherwise
+// retried and how long to wait; WithBreaker adds a retry.Breaker, scoped as
+// the strategy, under which calls fail at once with retry.ErrCircuitOpen
+// while the service is failing. Dial with grpc.WithDisableRetry(): otherwise
 // a service config's retryPolicy makes grpc retry inside each of our
 // attempts, and the attempts multiply.
 //

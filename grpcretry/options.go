@@ -34,6 +34,7 @@ type config struct {
 	scope          func(cc *grpc.ClientConn, method string) string
 	retryOpts      []retry.Option
 	independent    bool
+	breaker        *retry.Breaker
 }
 
 func newConfig(opts []Option) *config {
@@ -49,6 +50,10 @@ func newConfig(opts []Option) *config {
 	}
 	if c.strategy == nil {
 		c.strategy = retry.NewAdaptive(retry.AdaptiveOptions{})
+	}
+	if c.breaker != nil {
+		// First, so that a retry.WithBreaker of WithRetryOptions replaces it.
+		c.retryOpts = append([]retry.Option{retry.WithBreaker(c.breaker)}, c.retryOpts...)
 	}
 	return c
 }
@@ -134,6 +139,25 @@ func WithScope(f func(cc *grpc.ClientConn, method string) string) Option {
 func WithRetryOptions(opts ...retry.Option) Option {
 	return func(c *config) { c.retryOpts = append(c.retryOpts, opts...) }
 }
+
+// WithBreaker has every call consult b, a circuit breaker (see
+// retry.Breaker), before each of its attempts, and tell it how the attempt
+// went, classified as the interceptors classify attempts: UNAVAILABLE, a
+// call that could not reach the server, and the server's INTERNAL, UNKNOWN
+// or DEADLINE_EXCEEDED count as failures, a client fault such as
+// INVALID_ARGUMENT or NOT_FOUND, RESOURCE_EXHAUSTED (a throttle) and the
+// caller's own cancellation or deadline as neither. The circuits are scoped
+// as the calls' quotas are: by WithScope, the ClientConn's target by
+// default. While a circuit is open, a call fails at once with a
+// *retry.Error whose Reason is retry.ErrCircuitOpen, and nothing reaches
+// the server: a unary call makes no attempt, and a stream is not opened
+// (while the circuit is half-open, a stream opened beyond the probes the
+// breaker lets through is cancelled before its first receive returns). A
+// hedged call is one attempt, as the retry loop sees it. Calls made with
+// the NoRetry call option bypass the interceptors, the breaker included.
+// Share one Breaker per service, across ClientConns that call it. A nil b
+// is no breaker; a retry.WithBreaker of WithRetryOptions replaces b.
+func WithBreaker(b *retry.Breaker) Option { return func(c *config) { c.breaker = b } }
 
 // WithIndependentRetries makes the interceptors retry as if alone even when
 // the caller retries too (retry.CallerRetries: a call made while serving a

@@ -57,6 +57,11 @@ func (i *interceptor) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grp
 	if noRetry {
 		return streamer(ctx, desc, cc, method, opts...)
 	}
+	if b := i.cfg.breaker; b != nil && b.State(i.cfg.scopeOf(cc, method)) == retry.BreakerOpen {
+		// The loop's first attempt is the stream opened here: an open
+		// circuit must refuse it before it is opened.
+		return nil, &retry.Error{Reason: retry.ErrCircuitOpen}
+	}
 	s := &retryStream{
 		i: i, ctx: ctx, desc: desc, cc: cc, method: method, streamer: streamer,
 		idempotent: idem || i.cfg.isIdempotent(method),

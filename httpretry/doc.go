@@ -111,4 +111,7 @@
 // throttles, and timeouts (a 504, an attempt that timed out) retried only
 // as retry.Adaptive allows, which may refuse them for fear of overload
 // unless the server gave its permission: a 504 with a Retry-After.
+// Transport.Breaker, a retry.Breaker scoped as the strategy (per host), stops
+// sending to a failing host for a while: RoundTrip then fails at once with
+// an error wrapping retry.ErrCircuitOpen, without dialling.
 package httpretry

@@ -69,6 +69,21 @@ type Transport struct {
 	Retries int
 	// Limiter, if set, must also allow every retry; see Limiter.
 	Limiter Limiter
+	// Breaker, if set, is a circuit breaker (see retry.Breaker) that every
+	// attempt consults first, scoped as the strategy is (Scope; by default
+	// the request's host), and that counts how each attempt went by the
+	// Transport's classification: a 5xx in Statuses, a refused or reset
+	// connection and a timeout count as failures, a 429 and a 5xx not in
+	// Statuses as neither, and a response the Transport returns as an
+	// answer (a 404 included: the host is at work) as a success.
+	// While a host's circuit is open, RoundTrip dials nothing: a request
+	// whose first attempt is refused returns a *retry.Error whose Reason is
+	// retry.ErrCircuitOpen, and a retry refused after a failed response
+	// returns that response, as when retrying stops for any other reason.
+	// It applies with Retries < 0 too. Share one Breaker per service, across
+	// Transports if several call it. A retry.WithBreaker in Options
+	// replaces it.
+	Breaker *retry.Breaker
 
 	// Methods are retried after any retryable failure; other methods only
 	// when the request never reached the server or carries an
@@ -178,7 +193,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		err    error
 		report Report
 	)
-	if t.Retries < 0 {
+	if t.Retries < 0 && t.Breaker != nil {
+		resp, report, err = t.single(req)
+	} else if t.Retries < 0 {
 		resp, err = t.base().RoundTrip(req)
 		report.Attempts = 1
 		if err != nil || t.isFailure(resp) {
@@ -200,6 +217,51 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	return resp, err
 }
+
+// single is RoundTrip with Retries < 0 and a Breaker: a single attempt, which
+// the breaker may refuse and which it counts, classified as the Transport
+// classifies its attempts.
+func (t *Transport) single(req *http.Request) (*http.Response, Report, error) {
+	var (
+		resp  *http.Response
+		rtErr error
+		made  bool
+	)
+	_, err := retry.DoValue(req.Context(), &noRetries, func(ctx context.Context) (struct{}, error) {
+		made = true
+		resp, rtErr = t.base().RoundTrip(req)
+		if resp == nil && rtErr == nil {
+			rtErr = errNoResponse
+		}
+		info, failed := t.Classify(resp, rtErr, t.idempotent(req))
+		if !failed {
+			if resp.StatusCode >= 500 {
+				return struct{}{}, errAnswered // neither, as in the loop
+			}
+			return struct{}{}, nil
+		}
+		return struct{}{}, retry.WithInfo(errRetriesOff, info)
+	}, retry.Scope(t.scope(req)), retry.WithBreaker(t.Breaker), retry.Unmarked())
+	if !made {
+		// Refused: the request was never sent, and a RoundTripper closes
+		// the body even on errors.
+		if req.Body != nil {
+			_ = req.Body.Close()
+		}
+		return nil, Report{Reason: retry.ErrCircuitOpen}, err
+	}
+	report := Report{Attempts: 1}
+	if rtErr != nil || t.isFailure(resp) {
+		report.Reason = errRetriesOff
+	}
+	if rtErr != nil {
+		return nil, report, &retry.Error{Attempts: 1, Err: rtErr, Reason: errRetriesOff}
+	}
+	return resp, report, nil
+}
+
+// noRetries is the strategy of one: one attempt, for the breaker to judge.
+var noRetries retry.No
 
 // reset lets go of everything of the request l served, field by field: a
 // copy of a whole loop over it would cost the success path more.
@@ -225,7 +287,7 @@ func (t *Transport) attemptHeader() string {
 // allocations.
 var loops = sync.Pool{New: func() any {
 	l := new(loop)
-	l.opts = [...]retry.Option{{}, retry.BeforeRetry(l.vet), retry.OnRetry(l.retrying), retry.OnGiveUp(l.gaveUp), retry.Unmarked()}
+	l.opts = [...]retry.Option{{}, retry.BeforeRetry(l.vet), retry.OnRetry(l.retrying), retry.OnGiveUp(l.gaveUp), retry.Unmarked(), {}}
 	return l
 }}
 
@@ -332,10 +394,11 @@ type loop struct {
 	attempts int
 	reason   error
 
-	// The request's scope, then the hooks bound to this loop. The attempts'
+	// The request's scope, then the hooks bound to this loop, then the
+	// Transport's Breaker (the zero Option without one). The attempts'
 	// context is the request's own, unmarked: marking it would copy the
 	// request, and nothing under a Transport is meant to retry.
-	opts [5]retry.Option
+	opts [6]retry.Option
 }
 
 // run makes the request's attempts through retry.DoValue.
@@ -348,6 +411,7 @@ func (l *loop) run() (*http.Response, error) {
 	defer l.body.release()
 	l.next = req
 	l.opts[0] = retry.Scope(l.t.scope(l.orig))
+	l.opts[5] = retry.WithBreaker(l.t.Breaker)
 	opts := l.opts[:]
 	if len(l.t.Options) > 0 {
 		opts = append(opts[:len(opts):len(opts)], l.t.Options...)

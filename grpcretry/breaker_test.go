@@ -1,0 +1,97 @@
+package grpcretry
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/retrykit/retry"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	testpb "google.golang.org/grpc/interop/grpc_testing"
+	"google.golang.org/grpc/status"
+)
+
+// handClock is a clock the test moves by hand.
+type handClock struct{ d atomic.Int64 }
+
+var handEpoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func (c *handClock) now() time.Time           { return handEpoch.Add(time.Duration(c.d.Load())) }
+func (c *handClock) advance(by time.Duration) { c.d.Add(int64(by)) }
+
+// TestBreakerUnavailable: against a real server that fails UNAVAILABLE, the
+// circuit of the ClientConn's target opens; then unary calls and streams
+// fail at once with retry.ErrCircuitOpen and the server sees no call; once
+// the server is back and OpenFor has passed, a probe closes the circuit.
+func TestBreakerUnavailable(t *testing.T) {
+	var down atomic.Bool
+	down.Store(true)
+	srv := &server{
+		unary: func(_ context.Context, n int, _ *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
+			if down.Load() {
+				return nil, status.Error(codes.Unavailable, "down")
+			}
+			return ok(n)
+		},
+		output: func(_ int, _ *testpb.StreamingOutputCallRequest, s testpb.TestService_StreamingOutputCallServer) error {
+			if down.Load() {
+				return status.Error(codes.Unavailable, "down")
+			}
+			return s.Send(&testpb.StreamingOutputCallResponse{Payload: payload(1)})
+		},
+	}
+	var clock handClock
+	b := retry.NewBreaker(retry.BreakerOptions{MinAttempts: 4, OpenFor: time.Second, Now: clock.now})
+	addr := serve(t, srv)
+	opts := []Option{WithStrategy(simple(3)), WithBreaker(b)}
+	c := dial(t, addr,
+		grpc.WithUnaryInterceptor(UnaryClientInterceptor(opts...)),
+		grpc.WithStreamInterceptor(StreamClientInterceptor(opts...)))
+	ctx := t.Context()
+	scope := addr // cc.Target(), the default scope
+
+	for i := 0; b.State(scope) != retry.BreakerOpen; i++ {
+		if i == 5 {
+			t.Fatalf("the circuit did not open after %d failed calls (%d attempts); state of %q: %v", i, srv.calls.Load(), scope, b.State(scope))
+		}
+		if _, err := c.UnaryCall(ctx, &testpb.SimpleRequest{}); status.Code(err) != codes.Unavailable {
+			t.Fatalf("call %d: %v, want UNAVAILABLE", i+1, err)
+		}
+	}
+	before := srv.calls.Load()
+	for range 5 {
+		_, err := c.UnaryCall(ctx, &testpb.SimpleRequest{})
+		var re *retry.Error
+		if !errors.Is(err, retry.ErrCircuitOpen) || !errors.As(err, &re) || re.Attempts != 0 {
+			t.Fatalf("unary call while open: %v, want retry.ErrCircuitOpen after 0 attempts", err)
+		}
+		if _, err := c.StreamingOutputCall(ctx, &testpb.StreamingOutputCallRequest{}); !errors.Is(err, retry.ErrCircuitOpen) {
+			t.Fatalf("stream while open: %v, want retry.ErrCircuitOpen", err)
+		}
+	}
+	if got := srv.calls.Load() - before; got != 0 {
+		t.Fatalf("the server saw %d calls while the circuit was open", got)
+	}
+
+	down.Store(false)
+	clock.advance(time.Second)
+	if _, err := c.UnaryCall(ctx, &testpb.SimpleRequest{}); err != nil {
+		t.Fatalf("probe: %v", err)
+	}
+	if s := b.State(scope); s != retry.BreakerClosed {
+		t.Fatalf("after a successful probe: %v, want closed", s)
+	}
+	st, err := c.StreamingOutputCall(ctx, &testpb.StreamingOutputCallRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Recv(); err != nil {
+		t.Fatalf("stream once closed: %v", err)
+	}
+	if got := srv.calls.Load() - before; got != 2 {
+		t.Fatalf("after the circuit closed: the server saw %d calls, want 2 (the probe, the stream)", got)
+	}
+}
