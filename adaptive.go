@@ -451,7 +451,7 @@ var (
 	errThrottledClient   = &refusal{ErrBudgetExhausted, "the service accepts too few attempts in this scope to retry (client-side throttling)"}
 	errThrottledAll      = &refusal{ErrBudgetExhausted, "the service accepts too few attempts across all scopes, and this scope's own attempts show no health of its own, to retry (client-side throttling)"}
 	errLimited           = &refusal{ErrBudgetExhausted, "the send-rate limiter of this scope, slowed by the service's throttling, has no room for a retry"}
-	errTimeoutNotRetried = &refusal{ErrNotRetryable, "the attempt timed out while many attempts in this scope time out, a sign of overload (AdaptiveOptions.RetryTimeouts allows it)"}
+	errTimeoutNotRetried = &refusal{ErrNotRetryable, "the attempt timed out and this scope's recent attempts do not show the service otherwise healthy (many time out, latency climbs, or no success was timed lately), so it may be overload (AdaptiveOptions.RetryTimeouts allows it)"}
 )
 
 // answer kinds, as Adaptive's signals count them.

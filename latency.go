@@ -22,13 +22,14 @@ type latency struct {
 	due  atomic.Bool   // the next attempt to begin is timed
 	next atomic.Uint32 // the accept count (outcomes' low word) that raises due
 
-	mu       sync.Mutex
-	lastAt   int64  // when the last probe ended, a clock reading; 0 = never
-	lastSeen uint32 // the accept count then
-	// The attempts counted (outcomes' high word) at the last two probes,
-	// and when: what the client sent recently, for the send-rate limiter.
-	sentAt [2]int64
-	sent   [2]uint32
+	mu sync.Mutex
+	// at holds when the last two probes ended, the newest last (0 = none),
+	// and sent the attempts counted then (outcomes' high word): what the
+	// client sent since, for the send-rate limiter.
+	at   [2]int64
+	sent [2]uint32
+	// seen is the accept count at the last probe, for the stride.
+	seen   uint32
 	stride uint32  // successes between probes; 0 = 1
 	latest float64 // the last probe's latency, ns; 0 = none
 	// typical is the latency of the probes before the latest, smoothed
@@ -37,8 +38,7 @@ type latency struct {
 	// The latest is left out, so that a climb is seen before it is
 	// averaged in, and a time constant, not a count, keeps a client that
 	// probes ten times a second from averaging a climb in within a second.
-	typical  float64
-	latestAt int64 // when the latest probe ended
+	typical float64
 }
 
 // Probes, and the reading of them.
@@ -82,9 +82,9 @@ func (l *latency) record(started, now int64, total uint64, window time.Duration)
 	count := uint32(total)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.lastAt != 0 && now > l.lastAt {
+	if last := l.at[1]; last != 0 && now > last {
 		// Successes per probeEvery since the last probe set the stride.
-		rate := float64(count-l.lastSeen) / float64(now-l.lastAt) // per ns
+		rate := float64(count-l.seen) / float64(now-last) // per ns
 		l.stride = uint32(min(max(rate*float64(probeEvery), 1), 1<<30))
 	}
 	switch {
@@ -92,13 +92,12 @@ func (l *latency) record(started, now int64, total uint64, window time.Duration)
 	case l.typical == 0:
 		l.typical = l.latest
 	default:
-		weight := min(float64(max(now-l.latestAt, 0))/float64(window), 1)
+		weight := min(float64(max(now-l.at[1], 0))/float64(window), 1)
 		l.typical += (l.latest - l.typical) * weight
 	}
-	l.lastAt, l.lastSeen = now, count
-	l.latest, l.latestAt = max(ns, 1), now // 0 means none
-	l.sentAt[0], l.sent[0] = l.sentAt[1], l.sent[1]
-	l.sentAt[1], l.sent[1] = now, uint32(total>>32)
+	l.seen, l.latest = count, max(ns, 1) // 0 means none
+	l.at[0], l.sent[0] = l.at[1], l.sent[1]
+	l.at[1], l.sent[1] = now, uint32(total>>32)
 }
 
 // healthy reports whether the probes show the scope's successes answered
@@ -111,7 +110,7 @@ func (l *latency) record(started, now int64, total uint64, window time.Duration)
 func (l *latency) healthy(now int64, window time.Duration) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.typical > 0 && now-l.latestAt <= int64(window) && l.latest <= climbFactor*l.typical
+	return l.typical > 0 && now-l.at[1] <= int64(window) && l.latest <= climbFactor*l.typical
 }
 
 // sendRate returns the attempts per second the scope sent recently: those
@@ -123,11 +122,11 @@ func (l *latency) sendRate(now int64, attempts uint32) (rate float64, ok bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	i := 0
-	if l.sentAt[0] == 0 {
+	if l.at[0] == 0 {
 		i = 1 // one probe so far
 	}
-	if l.sentAt[i] == 0 || now <= l.sentAt[i] {
+	if l.at[i] == 0 || now <= l.at[i] {
 		return 0, false
 	}
-	return float64(attempts-l.sent[i]) / seconds(now-l.sentAt[i]), true
+	return float64(attempts-l.sent[i]) / seconds(now-l.at[i]), true
 }
