@@ -65,6 +65,7 @@ type PanicError struct {
 	Stack []byte // runtime/debug.Stack() while the panic was under way
 }
 
+// Error says that the attempt panicked, and with what.
 func (e *PanicError) Error() string { return fmt.Sprintf("retry: the attempt panicked: %v", e.Value) }
 
 // Unwrap returns Value if it is an error.
