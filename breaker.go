@@ -87,7 +87,8 @@ func (s BreakerState) String() string {
 // Google SRE book, "Handling Overload" and "Addressing Cascading Failures",
 // calls shedding load at the client). Pass it to Do and DoValue with
 // WithBreaker: they consult it before every attempt, the first included,
-// and tell it how each attempt went.
+// and tell it how each attempt went. A loop of the caller's own (one that
+// does not call Do, a simulation) does the same with Allow, Done and Delay.
 //
 // Per scope (the call's Scope; "" by default), each independent of the
 // others:
@@ -145,6 +146,9 @@ func NewBreaker(opts BreakerOptions) *Breaker { return &Breaker{opts: opts} }
 // not seen is closed, and State does not create it. An open circuit whose
 // OpenFor has passed is half-open: its next attempts are probes.
 func (b *Breaker) State(scope string) BreakerState {
+	if b == nil {
+		return BreakerClosed
+	}
 	sc := b.scopes.peek(scope)
 	if sc == nil {
 		return BreakerClosed
@@ -154,6 +158,83 @@ func (b *Breaker) State(scope string) BreakerState {
 		return BreakerHalfOpen
 	}
 	return st
+}
+
+// Allow is the breaker's consultation before an attempt in scope, for a
+// loop of the caller's own: Do and DoValue make it before each of theirs.
+// If the circuit refuses the attempt, Allow returns ErrCircuitOpen, and
+// the attempt must not be made. Otherwise it returns the ticket whose Done
+// reports how the attempt went; in a half-open circuit the attempt is a
+// probe, and holds one of the Probes places until then. A nil b allows
+// every attempt.
+//
+// A loop that also calls Delay before each wait, and asks nothing of its
+// strategy for a first attempt while Delay is above zero, consults the
+// breaker exactly as Do does:
+//
+//	if b.Delay(scope) > wait {
+//		return retry.ErrCircuitOpen // refused after the wait: give up now
+//	}
+//	time.Sleep(wait)
+//	t, err := b.Allow(scope)
+//	if err != nil {
+//		return err
+//	}
+//	err = attempt(ctx)
+//	t.Done(ctx, err)
+func (b *Breaker) Allow(scope string) (BreakerTicket, error) {
+	a := b.at(scope)
+	p := a.allow()
+	if p == refused {
+		return BreakerTicket{}, ErrCircuitOpen
+	}
+	return BreakerTicket{a, p}, nil
+}
+
+// Delay returns how long from now the circuit of scope stays open: Allow
+// refuses every attempt until then. It is 0 for a closed circuit, for one
+// that lets probes through (Allow tells whether a probe's place is free),
+// for a scope the breaker has not seen (which Delay does not create) and
+// for a nil b. Do reads it before each wait: a retry whose wait would end
+// sooner is refused at once rather than after the wait, and while it is
+// above zero a call makes no first attempt and does not ask its strategy
+// for one.
+func (b *Breaker) Delay(scope string) time.Duration {
+	if b == nil {
+		return 0
+	}
+	sc := b.scopes.peek(scope)
+	if sc == nil {
+		return 0
+	}
+	return breakerAt{b, sc}.openLeft()
+}
+
+// A BreakerTicket is a Breaker's leave for one attempt, which Allow
+// gives: its Done reports the attempt's outcome. The zero BreakerTicket
+// reports to no breaker.
+type BreakerTicket struct {
+	at breakerAt
+	p  pass
+}
+
+// Done reports how the attempt of t went: err is nil if it succeeded, and
+// otherwise its failure, which the breaker judges by the retry
+// classification as it does Do's (see Breaker): the service's faults and
+// timeouts fail, and an answered client fault, a throttle, an error nobody
+// classified or any failure once ctx, the caller's context, is done counts
+// as neither. A nil ctx is context.Background. Done should be called once
+// per ticket, when the attempt is over: each call is a verdict. A probe
+// never reported stops holding its place after OpenFor (see Breaker).
+func (t BreakerTicket) Done(ctx context.Context, err error) {
+	if err == nil {
+		t.at.succeeded(t.p)
+		return
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	t.at.failed(ctx, t.p, err)
 }
 
 // breakerScope is a Breaker's circuit for one scope.

@@ -49,3 +49,33 @@ func ExampleWithBreaker() {
 	// <nil>
 	// closed
 }
+
+// A loop of one's own (here a poller that does not retry) consults a
+// Breaker as Do does: Allow before each attempt, Done with its outcome.
+func ExampleBreaker_Allow() {
+	now := time.Unix(1_700_000_000, 0) // a clock of the example's own
+	breaker := retry.NewBreaker(retry.BreakerOptions{
+		MinAttempts: 3,
+		OpenFor:     10 * time.Second,
+		Now:         func() time.Time { return now },
+	})
+	poll := func(ctx context.Context) error {
+		ticket, err := breaker.Allow("inventory")
+		if err != nil {
+			return err // the circuit is open: the service is not called
+		}
+		err = retry.WithInfo(errors.New("502 Bad Gateway"), retry.Info{Fault: retry.FaultServer})
+		ticket.Done(ctx, err)
+		return err
+	}
+	for range 4 {
+		fmt.Println(poll(context.Background()))
+	}
+	fmt.Println(breaker.State("inventory"), breaker.Delay("inventory"))
+	// Output:
+	// 502 Bad Gateway
+	// 502 Bad Gateway
+	// 502 Bad Gateway
+	// retry: circuit open, attempt not made
+	// open 10s
+}
