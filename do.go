@@ -40,61 +40,48 @@ func Do(ctx context.Context, s Strategy, op func(context.Context) error, opts ..
 	if op == nil {
 		return nilOperation(ctx, opts)
 	}
-	marked := marks(s, opts)
+	k := marker{batch: marks(s, opts)}
 	wrapped := func(ctx context.Context) (struct{}, error) { return struct{}{}, op(ctx) }
 	if none(opts) && ctx.Err() == nil {
-		// The strategies most calls use, on their own unscoped quota, are
-		// called directly: an interface call here costs a third of the
-		// whole success path.
+		// The one shortcut: the first attempt of a call to the strategies
+		// most calls use, on their own unscoped quota, is made here with
+		// the strategy called directly (an interface call costs a sixth of
+		// the success path), and a failure joins the loop (again). Every
+		// other call, DoValue's too, starts in doValue.
 		switch s := s.(type) {
 		case *Standard:
 			if b := s.local(); b != nil {
-				if err, left := once(ctx, marked, op); err != nil {
-					return again(ctx, marked, s, wrapped, state{bucket: b}, err, left)
+				if err, left := once(ctx, &k, op); err != nil {
+					return again(ctx, k, s, wrapped, state{bucket: b}, err, left)
 				}
 				s.firstSucceeded(b)
 				return nil
 			}
 		case *Simple, *No:
-			if err, left := once(ctx, marked, op); err != nil {
-				return again(ctx, marked, s, wrapped, state{}, err, left)
+			if err, left := once(ctx, &k, op); err != nil {
+				return again(ctx, k, s, wrapped, state{}, err, left)
 			}
 			return nil
 		case *Adaptive:
 			if sc := s.local(); sc != nil {
-				if err, left := once(ctx, marked, op); err != nil {
-					return again(ctx, marked, s, wrapped, state{bucket: sc}, err, left)
+				if err, left := once(ctx, &k, op); err != nil {
+					return again(ctx, k, s, wrapped, state{bucket: sc}, err, left)
 				}
 				s.firstSucceeded(sc)
 				return nil
 			}
 		}
-		// As in DoValue, without the wrapper on the first attempt.
-		if e := builtin(s); e != nil {
-			q, now := e.quick("")
-			if !now {
-				_, err := loop(ctx, marked, s, wrapped, nil) // the loop waits the first attempt's turn
-				return err
-			}
-			st := state{bucket: q}
-			err, left := once(ctx, marked, op)
-			if err == nil {
-				e.succeed(st.bucket, 0, 0, 0)
-				return nil
-			}
-			return again(ctx, marked, s, wrapped, st, err, left)
-		}
 	}
-	_, err := doValue(ctx, marked, s, wrapped, opts)
+	_, err := doValue(ctx, k, s, wrapped, opts)
 	return err
 }
 
 // once is attempt for Do's op, without a wrapper.
-func once(ctx context.Context, marked bool, op func(context.Context) error) (error, *Info) {
-	if !marked {
+func once(ctx context.Context, k *marker, op func(context.Context) error) (error, *Info) {
+	if k.batch == 0 {
 		return op(ctx), nil
 	}
-	m := &callerMark{Context: ctx}
+	m := k.mark(ctx)
 	defer m.stop() // when op returns, or panics
 	err := op(m)
 	return err, m.left.Load()
@@ -102,8 +89,8 @@ func once(ctx context.Context, marked bool, op func(context.Context) error) (err
 
 // again continues Do's loop after a first attempt, made in state st, failed
 // with err, an inner loop having left it left (see judged).
-func again(ctx context.Context, marked bool, s Strategy, op func(context.Context) (struct{}, error), st state, err error, left *Info) error {
-	c := config{marks: marked}
+func again(ctx context.Context, k marker, s Strategy, op func(context.Context) (struct{}, error), st state, err error, left *Info) error {
+	c := config{marker: k}
 	_, err = resume(ctx, s, op, &c, &first[struct{}]{st: st, err: err, left: left})
 	return err
 }
@@ -117,28 +104,28 @@ func DoValue[T any](ctx context.Context, s Strategy, op func(context.Context) (T
 		var zero T
 		return zero, nilOperation(ctx, opts)
 	}
-	return doValue(ctx, marks(s, opts), s, op, opts)
+	return doValue(ctx, marker{batch: marks(s, opts)}, s, op, opts)
 }
 
-// doValue is DoValue, marking its attempts if marked.
-func doValue[T any](ctx context.Context, marked bool, s Strategy, op func(context.Context) (T, error), opts []Option) (T, error) {
+// doValue is DoValue, marking its attempts with k's marks.
+func doValue[T any](ctx context.Context, k marker, s Strategy, op func(context.Context) (T, error), opts []Option) (T, error) {
 	if none(opts) {
 		// The common case, a built-in strategy without options, gets a path
 		// of its own for the first attempt; a failure joins the loop.
 		if e := builtin(s); e != nil && ctx.Err() == nil {
 			if q, now := e.quick(""); now {
 				st := state{bucket: q}
-				v, err, left := attempt(ctx, marked, op)
+				v, err, left := attempt(ctx, &k, op)
 				if err == nil {
 					e.succeed(st.bucket, 0, 0, 0)
 					return v, nil
 				}
-				c := config{marks: marked}
+				c := config{marker: k}
 				return resume(ctx, s, op, &c, &first[T]{st, v, err, left})
 			}
 		}
 	}
-	return loop(ctx, marked, s, op, opts)
+	return loop(ctx, k, s, op, opts)
 }
 
 // none reports whether opts change nothing in the loop: there are none, or
@@ -162,9 +149,9 @@ func nilOperation(ctx context.Context, opts []Option) error {
 	return c.giveUp(ctx, 0, nil, ErrNilOperation)
 }
 
-// loop runs the general loop with opts, marking its attempts if marked.
-func loop[T any](ctx context.Context, marked bool, s Strategy, op func(context.Context) (T, error), opts []Option) (T, error) {
-	c := config{marks: marked}
+// loop runs the general loop with opts, marking its attempts with k's marks.
+func loop[T any](ctx context.Context, k marker, s Strategy, op func(context.Context) (T, error), opts []Option) (T, error) {
+	c := config{marker: k}
 	c.apply(opts)
 	if c.maxElapsed > 0 {
 		var cancel context.CancelFunc
@@ -226,7 +213,7 @@ func run[T any](ctx context.Context, s Strategy, op func(context.Context) (T, er
 		// The circuit is open: the strategy is not even asked.
 		return v, d.timer, c.circuitOpen(ctx, brk, 0, nil)
 	} else if err := d.begin(c.scope); err != nil {
-		c.marks = false // one attempt, which a client inside it may retry
+		c.batch = 0 // one attempt, which a client inside it may retry
 		p := brk.allow()
 		if p == refused {
 			return v, d.timer, c.circuitOpen(ctx, brk, 0, nil)
@@ -466,8 +453,8 @@ func runAttempt[T any](ctx context.Context, c *config, n int, op func(context.Co
 // failed because that bound expired while ctx was alive, and what an inner
 // loop left to the attempt. The mark ends when the attempt ends.
 func call[T any](ctx context.Context, c *config, op func(context.Context) (T, error)) (v T, err error, timedOut bool, left *Info) {
-	if c.marks {
-		m := &callerMark{Context: ctx}
+	if c.batch > 0 {
+		m := c.mark(ctx)
 		defer m.stop() // when op returns, or panics
 		v, err, timedOut = bounded(m, c.attemptTimeout, op)
 		return v, err, timedOut, m.left.Load()
@@ -553,7 +540,7 @@ func (c *config) attemptFailed(ctx context.Context, attempt int, err error) {
 // Given up with its refusal instead, it would be an outcome the caller
 // cannot retry, and the failure no one's.
 func (c *config) passOn(ctx context.Context, err, reason error) error {
-	if !c.marks && CallerRetries(ctx) && errors.Is(err, ErrOuterLoop) {
+	if c.batch == 0 && CallerRetries(ctx) && errors.Is(err, ErrOuterLoop) {
 		return ErrOuterLoop
 	}
 	return reason

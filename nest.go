@@ -104,45 +104,86 @@ func (m *callerMark) Value(key any) any {
 // never reused.
 func (m *callerMark) stop() { m.ended.Store(true) }
 
-// marks reports whether a loop with strategy s and opts marks its attempts:
-// not if told Unmarked, nor if it cannot retry (no strategy, No, one
-// attempt), for then a client inside it retrying alone is the only retry.
-func marks(s Strategy, opts []Option) bool {
+// marks returns how many attempts a loop with strategy s and opts foresees
+// marking (see marker), 0 if it does not mark its attempts: not if told
+// Unmarked, nor if it cannot retry (no strategy, No, one attempt), for then a
+// client inside it retrying alone is the only retry. For this package's
+// strategies it is every attempt the call may make; a Strategy of another
+// type is foreseen the default MaxAttempts.
+func marks(s Strategy, opts []Option) int {
+	n := defaultMaxAttempts
 	switch s := s.(type) {
 	case nil, *No:
-		return false
+		return 0
 	case *Simple:
-		if single(s.MaxAttempts) {
-			return false
-		}
+		n = s.MaxAttempts
 	case *Standard:
-		if single(s.opts.MaxAttempts) {
-			return false
-		}
+		n = s.opts.MaxAttempts
 	case *Adaptive:
-		if single(s.opts.MaxAttempts) {
-			return false
-		}
+		n = s.opts.MaxAttempts
+	}
+	if single(n) {
+		return 0
 	}
 	for i := range opts {
 		if opts[i].kind == optUnmarked {
-			return false
+			return 0
 		}
 	}
-	return true
+	switch {
+	case n == 0:
+		return defaultMaxAttempts
+	case n > maxMarkBatch:
+		return maxMarkBatch // a rare call that retries this much allocates again
+	}
+	return n
 }
+
+// maxMarkBatch bounds the marks allocated at once for a strategy that allows
+// many attempts: most calls end after their first.
+const maxMarkBatch = 8
 
 // single reports whether a MaxAttempts setting allows one attempt only.
 func single(maxAttempts int) bool { return maxAttempts == 1 || maxAttempts < 0 }
 
-// attempt runs op once, with ctx marked for the attempt if marked, and
+// marker hands out the marks of one call's attempts. The first attempt's
+// mark is allocated alone, for most calls end with it; the first retry
+// allocates the marks of every attempt left together, so that a call costs
+// at most two allocations whatever its attempts. A mark is never reused: the
+// marks a call has not yet handed out are the only ones it may.
+type marker struct {
+	batch int          // the call's attempts (see marks); 0 if the loop does not mark
+	began bool         // the first attempt's mark was handed out
+	spare []callerMark // allocated for later attempts, not yet handed out
+}
+
+// mark returns the mark for an attempt made in ctx.
+func (k *marker) mark(ctx context.Context) *callerMark {
+	if !k.began {
+		k.began = true
+		return &callerMark{Context: ctx}
+	}
+	if len(k.spare) == 0 {
+		// A strategy that outlives the attempts foreseen gets twice as
+		// many each time, so that its allocations grow with the log of
+		// its attempts.
+		k.spare = make([]callerMark, max(k.batch-1, 1))
+		k.batch *= 2
+	}
+	m := &k.spare[0]
+	k.spare = k.spare[1:]
+	m.Context = ctx
+	return m
+}
+
+// attempt runs op once, with ctx marked for the attempt if k marks, and
 // returns what an inner loop left to the attempt.
-func attempt[T any](ctx context.Context, marked bool, op func(context.Context) (T, error)) (T, error, *Info) {
-	if !marked {
+func attempt[T any](ctx context.Context, k *marker, op func(context.Context) (T, error)) (T, error, *Info) {
+	if k.batch == 0 {
 		v, err := op(ctx)
 		return v, err, nil
 	}
-	m := &callerMark{Context: ctx}
+	m := k.mark(ctx)
 	defer m.stop() // when op returns, or panics
 	v, err := op(m)
 	return v, err, m.left.Load()

@@ -462,3 +462,36 @@ func TestLeftFailureCrossesALoopThatCannotRetry(t *testing.T) {
 		t.Fatalf("a loop with no caller that retries left its failure to no one: %v", err)
 	}
 }
+
+// Marks allocated together (see marker) are still one per attempt: while
+// attempt n+1 runs, the context attempt n handed to work it left running is
+// no longer marked, and what that work leaves reaches no attempt, whichever
+// attempts share an allocation.
+func TestAttemptsSharingAnAllocationHaveTheirOwnMarks(t *testing.T) {
+	for stop := 2; stop <= 6; stop++ {
+		var prev context.Context
+		attempts := 0
+		unrelated := errors.New("lookup failed") // says nothing about retrying
+		err := Do(context.Background(), &Simple{Backoff: Constant(0), MaxAttempts: 6}, func(ctx context.Context) error {
+			attempts++
+			if !CallerRetries(ctx) {
+				t.Errorf("attempt %d: not marked", attempts)
+			}
+			if prev != nil {
+				if CallerRetries(prev) {
+					t.Errorf("attempt %d: attempt %d's context is still marked", attempts, attempts-1)
+				}
+				leave(prev, Info{Safety: Safe}) // too late: must reach no one
+			}
+			prev = ctx
+			if attempts == stop {
+				return unrelated
+			}
+			return errTransient
+		})
+		var e *Error
+		if !errors.As(err, &e) || e.Attempts != stop || e.Err != unrelated {
+			t.Errorf("stopping at %d: err %v after %d attempts; want attempt %d's own error, not retried", stop, err, attempts, stop)
+		}
+	}
+}

@@ -55,7 +55,7 @@ type config struct {
 	retrying       func(ctx context.Context, attempt int, delay time.Duration, err error)
 	gaveUp         func(ctx context.Context, err *Error)
 	logger         *slog.Logger
-	marks          bool // the loop marks its attempts' contexts
+	marker         // the marks of the attempts' contexts, if the loop marks them
 	breaker        *Breaker
 }
 
