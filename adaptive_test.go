@@ -3,7 +3,11 @@ package retry
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -151,5 +155,505 @@ func TestAdaptiveWaitHoldsNoLock(t *testing.T) {
 		}
 		_ = a.ReleaseToken(tok)
 		<-called
+	})
+}
+
+// TestAdaptiveClientFaultsAreAccepts: answers that blame the client show a
+// service at work: they neither build a failure streak nor count against
+// the service in client-side throttling. The caller's own cancellation
+// counts as nothing.
+func TestAdaptiveClientFaultsAreAccepts(t *testing.T) {
+	clock := newHandClock()
+	a := NewAdaptive(AdaptiveOptions{Now: clock.Now, Rand: alwaysRefuse})
+	for range 3 {
+		if err := failOnce(t, a, "api", errAdaptiveNotFound); !errors.Is(err, ErrNotRetryable) {
+			t.Fatalf("NOT_FOUND: %v, want ErrNotRetryable", err)
+		}
+	}
+	if err := failOnce(t, a, "api", errAdaptive503); err != nil {
+		t.Fatalf("503 after three NOT_FOUND: %v, want a retry", err)
+	}
+	// A scope where 80 % of answers are NOT_FOUND and the rest succeed.
+	b := NewAdaptive(AdaptiveOptions{Now: clock.Now, Rand: alwaysRefuse})
+	for i := range 100 {
+		clock.Advance(50 * time.Millisecond)
+		if i%5 == 0 {
+			passOnce(t, b, "api")
+		} else {
+			_ = failOnce(t, b, "api", errAdaptiveNotFound)
+		}
+	}
+	if err := failOnce(t, b, "api", errAdaptive503); err != nil {
+		t.Fatalf("503 in a scope of 80%% NOT_FOUND: %v, want a retry", err)
+	}
+	// Cancellations between failures do not lengthen the streak.
+	c := NewAdaptive(AdaptiveOptions{Now: clock.Now, Rand: noRefusal})
+	_ = failOnce(t, c, "api", errAdaptive503)
+	for _, err := range []error{context.Canceled, context.DeadlineExceeded, fmt.Errorf("call: %w", context.Canceled)} {
+		if got := failOnce(t, c, "api", err); !errors.Is(got, ErrNotRetryable) {
+			t.Fatalf("%v: %v, want ErrNotRetryable", err, got)
+		}
+	}
+	if err := failOnce(t, c, "api", errAdaptive503); err != nil {
+		t.Fatalf("second 503, three cancellations between: %v, want a retry", err)
+	}
+}
+
+// TestAdaptiveScopesDoNotStarveEachOther: a healthy scope keeps its
+// retries while another, sharing the strategy, fails; a failing service
+// reached under thousands of scope names is still judged across them.
+func TestAdaptiveScopesDoNotStarveEachOther(t *testing.T) {
+	clock := newHandClock()
+	a := NewAdaptive(AdaptiveOptions{Now: clock.Now, Rand: alwaysRefuse})
+	for i := range 1000 { // A fails at 100 req/s; B succeeds at 10 req/s
+		clock.Advance(10 * time.Millisecond)
+		_ = failOnce(t, a, "A", errAdaptive503)
+		if i%10 == 0 {
+			passOnce(t, a, "B")
+		}
+	}
+	err := failOnce(t, a, "B", errAdaptive503)
+	if err != nil {
+		t.Fatalf("healthy B while A fails: %v, want a retry", err)
+	}
+	refused := 0
+	for i := range 1000 {
+		if failOnce(t, a, fmt.Sprint("host", i), errAdaptive503) != nil {
+			refused++
+		}
+	}
+	if refused < 950 {
+		t.Fatalf("%d of 1,000 fresh scopes of a failing service refused, want nearly all", refused)
+	}
+}
+
+// TestAdaptiveRetryNeverQueuesBehindTheLimiter: while the throttled
+// limiter owes its longest wait already, a retry is refused rather than
+// queued: the client sends more than the service accepts as it is. With
+// room, the retry is granted and waits its turn.
+func TestAdaptiveRetryNeverQueuesBehindTheLimiter(t *testing.T) {
+	clock := newHandClock()
+	a := NewAdaptive(AdaptiveOptions{Now: clock.Now, Rand: noRefusal})
+	for range 50 {
+		passOnce(t, a, "api")
+		clock.Advance(200 * time.Millisecond)
+	}
+	if err := failOnce(t, a, "api", errAdaptive429); err != nil {
+		t.Fatalf("the first throttle, with room in the limiter: %v, want a retry", err)
+	}
+	for range 20 { // first attempts take every token the limiter may owe
+		_, _ = a.AcquireInitialToken("api")
+	}
+	err := failOnce(t, a, "api", errAdaptive429)
+	if !errors.Is(err, ErrBudgetExhausted) || !strings.Contains(err.Error(), "limiter") {
+		t.Fatalf("a throttle with the limiter a full wait behind: %v, want the limiter's refusal", err)
+	}
+}
+
+// handClock is a clock tests move by hand.
+type handClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newHandClock() *handClock { return &handClock{t: time.Unix(1_700_000_000, 0)} }
+
+func (c *handClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *handClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+var (
+	errAdaptive503     = WithInfo(errors.New("503"), Info{Safety: Safe, Fault: FaultServer})
+	errAdaptive429     = WithInfo(errors.New("429"), Info{Safety: Safe, Throttle: true, Fault: FaultClient})
+	errAdaptiveTimeout = WithInfo(errors.New("timed out"), Info{Safety: Safe, Timeout: true, Fault: FaultServer})
+	noRefusal          = func() float64 { return 0.999999 } // client-side throttling refuses only at probability 1
+)
+
+// failOnce runs one failed attempt of a new request in scope and reports
+// whether its retry was granted, spending the granted token.
+func failOnce(t *testing.T, a *Adaptive, scope string, err error) error {
+	t.Helper()
+	tok, _ := a.AcquireInitialToken(scope)
+	next, refused := a.RefreshToken(tok, err)
+	if refused == nil {
+		_ = a.ReleaseToken(next)
+	}
+	return refused
+}
+
+func passOnce(t *testing.T, a *Adaptive, scope string) {
+	t.Helper()
+	tok, _ := a.AcquireInitialToken(scope)
+	if err := a.RecordSuccess(tok); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestAdaptiveStreakStopsRetries: three failed attempts in a row stop a
+// scope's retries until an attempt succeeds; other scopes are not affected.
+func TestAdaptiveStreakStopsRetries(t *testing.T) {
+	clock := newHandClock()
+	a := NewAdaptive(AdaptiveOptions{Now: clock.Now, Rand: noRefusal})
+	for i := range 2 {
+		if err := failOnce(t, a, "svc", errAdaptive503); err != nil {
+			t.Fatalf("failure %d: %v, want a retry", i+1, err)
+		}
+	}
+	if err := failOnce(t, a, "svc", errAdaptive503); !errors.Is(err, ErrBudgetExhausted) {
+		t.Fatalf("third failure in a row: %v, want ErrBudgetExhausted", err)
+	}
+	if err := failOnce(t, a, "other", errAdaptive503); err != nil {
+		t.Fatalf("another scope: %v, want a retry", err)
+	}
+	passOnce(t, a, "svc")
+	if err := failOnce(t, a, "svc", errAdaptive503); err != nil {
+		t.Fatalf("after a success: %v, want a retry", err)
+	}
+}
+
+// TestAdaptiveStreakRelaxesWhileRetriesWork: after a retry succeeded, a
+// streak of 2·3+2 = 8 is allowed within the window; throttling errors never
+// get the longer streak.
+func TestAdaptiveStreakRelaxesWhileRetriesWork(t *testing.T) {
+	clock := newHandClock()
+	a := NewAdaptive(AdaptiveOptions{Now: clock.Now, Rand: noRefusal, Multiplier: -1})
+	tok, _ := a.AcquireInitialToken("")
+	tok, err := a.RefreshToken(tok, errAdaptive503)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.RecordSuccess(tok); err != nil { // a retry that worked
+		t.Fatal(err)
+	}
+	for i := range 7 {
+		if err := failOnce(t, a, "", errAdaptive503); err != nil {
+			t.Fatalf("failure %d after a working retry: %v, want a retry", i+1, err)
+		}
+	}
+	if err := failOnce(t, a, "", errAdaptive503); !errors.Is(err, ErrBudgetExhausted) {
+		t.Fatalf("eighth failure: %v, want ErrBudgetExhausted", err)
+	}
+
+	b := NewAdaptive(AdaptiveOptions{Now: clock.Now, Rand: noRefusal, Multiplier: -1})
+	tok, _ = b.AcquireInitialToken("")
+	tok, _ = b.RefreshToken(tok, errAdaptive503)
+	_ = b.RecordSuccess(tok)
+	_ = failOnce(t, b, "", errAdaptive429)
+	_ = failOnce(t, b, "", errAdaptive429)
+	if err := failOnce(t, b, "", errAdaptive429); !errors.Is(err, ErrBudgetExhausted) {
+		t.Fatalf("third throttle in a row: %v, want the short streak", err)
+	}
+
+	// Out of the window, the streak is short again.
+	c := NewAdaptive(AdaptiveOptions{Now: clock.Now, Rand: noRefusal, Multiplier: -1})
+	tok, _ = c.AcquireInitialToken("")
+	tok, _ = c.RefreshToken(tok, errAdaptive503)
+	_ = c.RecordSuccess(tok)
+	clock.Advance(11 * time.Second)
+	_ = failOnce(t, c, "", errAdaptive503)
+	_ = failOnce(t, c, "", errAdaptive503)
+	if err := failOnce(t, c, "", errAdaptive503); !errors.Is(err, ErrBudgetExhausted) {
+		t.Fatalf("third failure 11 s after the working retry: %v, want the short streak", err)
+	}
+}
+
+// TestAdaptiveThrottlingAcrossScopes: a service that fails under many scope
+// names is judged across them: fresh scopes stop retrying too.
+func TestAdaptiveThrottlingAcrossScopes(t *testing.T) {
+	clock := newHandClock()
+	a := NewAdaptive(AdaptiveOptions{Now: clock.Now, Rand: func() float64 { return 0.5 }})
+	granted := 0
+	for i := range 200 {
+		if failOnce(t, a, fmt.Sprint("host", i), errAdaptive503) == nil {
+			granted++
+		}
+	}
+	if granted > 20 {
+		t.Fatalf("%d of 200 fresh scopes retried a failing service, want few", granted)
+	}
+	// With a healthy service in between, fresh scopes retry.
+	b := NewAdaptive(AdaptiveOptions{Now: clock.Now, Rand: noRefusal})
+	for i := range 200 {
+		passOnce(t, b, fmt.Sprint("host", i))
+		if err := failOnce(t, b, fmt.Sprint("host", i), errAdaptive503); err != nil {
+			t.Fatalf("scope %d of a healthy service: %v", i, err)
+		}
+	}
+}
+
+// TestAdaptiveLimiter: a throttling error starts the limiter; attempts then
+// wait, first attempts included, for at most MaxWait; Rate reports it; once
+// the throttling is over the limiter stops.
+func TestAdaptiveLimiter(t *testing.T) {
+	clock := newHandClock()
+	a := NewAdaptive(AdaptiveOptions{Now: clock.Now, Rand: noRefusal, MaxWait: 2 * time.Second})
+	for range 50 { // a client sending 5 requests a second
+		passOnce(t, a, "api")
+		clock.Advance(200 * time.Millisecond)
+	}
+	if _, limiting := a.Rate("api"); limiting {
+		t.Fatal("limiting before any throttle")
+	}
+	_ = failOnce(t, a, "api", errAdaptive429)
+	rate, limiting := a.Rate("api")
+	if !limiting || rate <= 0 || rate > 5 {
+		t.Fatalf("after a throttle: rate %v, limiting %v; want a limit below 5/s", rate, limiting)
+	}
+	var waited time.Duration
+	for range 20 {
+		tok, _ := a.AcquireInitialToken("api")
+		if tok.Delay() > 2*time.Second {
+			t.Fatalf("wait %v beyond MaxWait", tok.Delay())
+		}
+		waited = max(waited, tok.Delay())
+		_ = a.ReleaseToken(tok)
+		_, _ = a.AcquireInitialToken("api") // a second one, kept: the bucket empties
+	}
+	if waited == 0 {
+		t.Fatal("a throttled limiter never made a first attempt wait")
+	}
+	// No throttle for a while: successes grow the rate back and the limiter
+	// stops limiting (AWS's limits for the life of the client).
+	for range 100 {
+		clock.Advance(100 * time.Millisecond)
+		passOnce(t, a, "api")
+	}
+	if _, limiting := a.Rate("api"); limiting {
+		t.Fatal("still limiting 10 s after the last throttle")
+	}
+	if tok, _ := a.AcquireInitialToken("api"); tok.Delay() != 0 {
+		t.Fatalf("a first attempt waits %v after the limiter stopped", tok.Delay())
+	}
+}
+
+// TestAdaptiveQuotaRefills: with a quota, successes refill it (the AWS SDK
+// for Go's adaptive mode never did, aws-sdk-go-v2 #3550), and a released
+// retry gives its tokens back.
+func TestAdaptiveQuotaRefills(t *testing.T) {
+	a := NewAdaptive(AdaptiveOptions{StandardOptions: StandardOptions{Capacity: 30}, Streak: -1, Multiplier: -1})
+	_ = failOnce(t, a, "", errAdaptive503) // granted and released: refunded
+	if got := a.Available(""); got != 30 {
+		t.Fatalf("after a released retry: %d, want 30", got)
+	}
+	tok, _ := a.AcquireInitialToken("")
+	if _, err := a.RefreshToken(tok, errAdaptive503); err != nil {
+		t.Fatal(err)
+	}
+	tok, _ = a.AcquireInitialToken("")
+	if _, err := a.RefreshToken(tok, errAdaptive503); err != nil {
+		t.Fatal(err)
+	}
+	if got := a.Available(""); got != 2 {
+		t.Fatalf("after two retries: %d, want 2", got)
+	}
+	tok, _ = a.AcquireInitialToken("")
+	if _, err := a.RefreshToken(tok, errAdaptive503); !errors.Is(err, ErrQuotaExhausted) {
+		t.Fatalf("drained: %v, want ErrQuotaExhausted", err)
+	}
+	for range 10 {
+		passOnce(t, a, "")
+	}
+	if got := a.Available(""); got != 12 {
+		t.Fatalf("after 10 successes: %d, want 12", got)
+	}
+}
+
+// TestAdaptiveTokensAreSingleUse: a spent token is rejected.
+func TestAdaptiveTokensAreSingleUse(t *testing.T) {
+	a := NewAdaptive(AdaptiveOptions{})
+	tok, _ := a.AcquireInitialToken("")
+	if err := a.RecordSuccess(tok); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.RecordSuccess(tok); !errors.Is(err, ErrInvalidToken) {
+		t.Fatalf("second use: %v", err)
+	}
+	if _, err := a.RefreshToken(tok, errAdaptive503); !errors.Is(err, ErrInvalidToken) {
+		t.Fatalf("refresh of a spent token: %v", err)
+	}
+	if err := a.ReleaseToken(tok); !errors.Is(err, ErrInvalidToken) {
+		t.Fatalf("release of a spent token: %v", err)
+	}
+}
+
+// TestAdaptiveDoWaitsTheLimiterNeverPastTheDeadline: Do waits a first
+// attempt's turn, and does not start a wait that would end past the
+// deadline; a waiting caller blocks no other.
+func TestAdaptiveDoWaitsTheLimiterNeverPastTheDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := NewAdaptive(AdaptiveOptions{MaxWait: 5 * time.Second, StandardOptions: StandardOptions{Backoff: Constant(0)}})
+		ctx := context.Background()
+		for range 20 {
+			_ = Do(ctx, a, func(context.Context) error { return nil })
+			time.Sleep(100 * time.Millisecond)
+		}
+		_ = Do(ctx, a, func(context.Context) error { return errAdaptive429 }) // the limiter starts
+		for range 5 {                                                         // reservations kept: the bucket owes tokens
+			_, _ = a.AcquireInitialToken("")
+		}
+		short, cancel := context.WithTimeout(ctx, time.Millisecond)
+		defer cancel()
+		calls := 0
+		err := Do(short, a, func(context.Context) error { calls++; return nil })
+		if !errors.Is(err, ErrDeadline) || calls != 0 {
+			t.Fatalf("err %v with %d calls; want ErrDeadline and no call", err, calls)
+		}
+		start := time.Now()
+		if err := Do(ctx, a, func(context.Context) error { return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if time.Since(start) == 0 {
+			t.Fatal("a call behind five reservations did not wait its turn")
+		}
+
+		// One caller waiting its turn does not hold up another scope.
+		var other atomic.Bool
+		done := make(chan struct{})
+		go func() {
+			_ = Do(ctx, a, func(context.Context) error { return nil })
+			close(done)
+		}()
+		_ = Do(ctx, a, func(context.Context) error { other.Store(true); return nil }, Scope("elsewhere"))
+		if !other.Load() {
+			t.Fatal("a call in another scope did not run")
+		}
+		<-done
+	})
+}
+
+// TestAdaptiveConcurrent runs many calls with failures and successes on one
+// Adaptive from several goroutines (for the race detector).
+func TestAdaptiveConcurrent(t *testing.T) {
+	a := NewAdaptive(AdaptiveOptions{StandardOptions: StandardOptions{Backoff: Constant(0), ThrottleBackoff: Constant(0)}, MaxWait: time.Millisecond})
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 500 {
+				n := 0
+				scope := fmt.Sprint("s", (g+i)%5)
+				_ = Do(context.Background(), a, func(context.Context) error {
+					n++
+					switch (g + i + n) % 7 {
+					case 0:
+						return errAdaptive429
+					case 1, 2:
+						return errAdaptive503
+					}
+					return nil
+				}, Scope(scope))
+				_, _ = a.Rate(scope)
+				_ = a.Available(scope)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// FuzzAdaptiveOptions: arbitrary dials, with a Budget and a shared Bucket,
+// over several scopes and a clock that jumps both ways. A token's delay is
+// never negative and, with no backoff, never beyond the effective MaxWait;
+// a limiting Rate is finite and at least the effective MinRate.
+func FuzzAdaptiveOptions(f *testing.F) {
+	f.Add(0.0, 0.0, 0.0, 0.0, int64(0), int64(0), 0, []byte{2, 2, 2, 2, 0, 0, 1, 5, 9})
+	f.Add(math.Inf(-1), math.NaN(), 1.0, math.Inf(1), int64(math.MinInt64), int64(-5), -1, []byte{6, 6, 6, 250, 6, 6})
+	f.Add(1e308, 1e-308, 1e308, 1e-308, int64(1), int64(math.MaxInt64), 1<<30, []byte{10, 2, 2, 2, 130, 2, 2})
+	f.Fuzz(func(t *testing.T, k, minRate, beta, scale float64, window, maxWait int64, streak int, steps []byte) {
+		now := time.Unix(1_700_000_000, 0)
+		clock := func() time.Time { return now }
+		a := NewAdaptive(AdaptiveOptions{
+			StandardOptions: StandardOptions{Backoff: Constant(0), ThrottleBackoff: Constant(0), MaxAttempts: 4,
+				Bucket: NewTokenBucket(100), Budget: NewBudget(BudgetOptions{Ratio: k, MinPerSecond: scale, Window: time.Duration(window), Now: clock})},
+			Streak: streak, Multiplier: k, Window: time.Duration(window), MaxWait: time.Duration(maxWait),
+			MinRate: minRate, Beta: beta, Scale: scale, Now: clock, Rand: func() float64 { return 0.5 },
+		})
+		limit := orDuration(time.Duration(maxWait), DefaultAdaptiveMaxWait)
+		floor := positiveOr(minRate, cubicMinRate)
+		check := func(tok Token) {
+			if d := tok.Delay(); d < 0 || d > limit {
+				t.Fatalf("delay %v outside [0, %v]", d, limit)
+			}
+		}
+		errs := []error{errAdaptive503, errAdaptive429, errAdaptiveTimeout}
+		for i, s := range steps {
+			scope := string(rune('a' + s%3))
+			tok, _ := a.AcquireInitialToken(scope)
+			check(tok)
+			if s&4 == 0 {
+				_ = a.RecordSuccess(tok)
+			} else if next, err := a.RefreshToken(tok, errs[i%3]); err == nil {
+				check(next)
+				if s&8 == 0 {
+					_ = a.ReleaseToken(next)
+				} else {
+					_ = a.RecordSuccess(next)
+				}
+			}
+			now = now.Add(time.Duration(int8(s)) * 53 * time.Millisecond)
+			if rate, limiting := a.Rate(scope); limiting && (math.IsNaN(rate) || math.IsInf(rate, 0) || rate < floor) {
+				t.Fatalf("limiting at rate %v (floor %v)", rate, floor)
+			}
+			if a.Available(scope) < 0 {
+				t.Fatalf("available %d", a.Available(scope))
+			}
+		}
+	})
+}
+
+// FuzzAdaptiveDials drives an Adaptive with arbitrary dials through an
+// arbitrary sequence of outcomes and clock steps, backwards ones included:
+// no panic, no negative or not-a-number wait or rate, no negative quota.
+func FuzzAdaptiveDials(f *testing.F) {
+	f.Add(0.0, 0.0, 0.0, 0.0, int64(0), int64(0), 0, []byte{0, 1, 2, 3, 4, 5})
+	f.Add(math.NaN(), math.Inf(1), -1.0, 1e308, int64(-1), int64(math.MaxInt64), -5, []byte{3, 3, 3, 3, 255, 0, 128})
+	f.Add(-2.0, 1e-300, 0.999, 1e-9, int64(1), int64(1), 1, []byte{2, 2, 2, 2, 2, 2, 2, 1, 1})
+	f.Fuzz(func(t *testing.T, k, minRate, beta, scale float64, window, maxWait int64, streak int, steps []byte) {
+		now := time.Unix(1_700_000_000, 0)
+		a := NewAdaptive(AdaptiveOptions{
+			StandardOptions: StandardOptions{Backoff: Constant(0), ThrottleBackoff: Constant(0), Capacity: int(uint8(streak))},
+			Streak:          streak, Multiplier: k, Window: time.Duration(window), MaxWait: time.Duration(maxWait),
+			MinRate: minRate, Beta: beta, Scale: scale,
+			Now:  func() time.Time { return now },
+			Rand: func() float64 { return 0.5 },
+		})
+		for _, b := range steps {
+			tok, _ := a.AcquireInitialToken("s")
+			if d := tok.Delay(); d < 0 {
+				t.Fatalf("negative wait %v", d)
+			}
+			switch b % 5 {
+			case 0:
+				_ = a.RecordSuccess(tok)
+			case 1:
+				if next, err := a.RefreshToken(tok, errAdaptive503); err == nil {
+					if next.Delay() < 0 {
+						t.Fatalf("negative wait %v", next.Delay())
+					}
+					_ = a.ReleaseToken(next)
+				}
+			case 2:
+				if next, err := a.RefreshToken(tok, errAdaptive429); err == nil {
+					_ = a.RecordSuccess(next)
+				}
+			case 3:
+				_, _ = a.RefreshToken(tok, errAdaptiveTimeout)
+			case 4:
+				_ = a.ReleaseToken(tok)
+			}
+			now = now.Add(time.Duration(int8(b)) * 37 * time.Millisecond) // forwards and backwards
+			if rate, limiting := a.Rate("s"); limiting && (math.IsNaN(rate) || rate < 0 || math.IsInf(rate, 0)) {
+				t.Fatalf("rate %v", rate)
+			}
+			if a.Available("s") < 0 {
+				t.Fatalf("available %d", a.Available("s"))
+			}
+		}
 	})
 }

@@ -79,3 +79,22 @@ func TestZeroAllocations(t *testing.T) {
 		}
 	}
 }
+
+func TestRefusalAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip()
+	}
+	s := NewStandard(StandardOptions{})
+	perm := Permanent(errBoom)
+	f := func() { tok, _ := s.AcquireInitialToken(""); _, _ = s.RefreshToken(tok, perm) }
+	f()
+	if n := testing.AllocsPerRun(1000, f); n != 0 {
+		t.Fatalf("policy refusal: %v allocs", n)
+	}
+	e := NewStandard(StandardOptions{Bucket: NewTokenBucket(0)})
+	g := func() { tok, _ := e.AcquireInitialToken(""); _, _ = e.RefreshToken(tok, errTransient) }
+	g()
+	if n := testing.AllocsPerRun(1000, g); n > 1 {
+		t.Fatalf("quota refusal: %v allocs, want 1 (the QuotaError)", n)
+	}
+}

@@ -672,3 +672,15 @@ func TestClassifyCutShortIsNeverRetryable(t *testing.T) {
 		t.Errorf("join of %d transient errors: Classify = %+v, want Safe", len(exact), got)
 	}
 }
+
+// TestClassifyMergesAllowed: a join is allowed only if every branch was.
+func TestClassifyMergesAllowed(t *testing.T) {
+	allowed := WithInfo(errors.New("a"), Info{Safety: Safe, Fault: FaultServer, Allowed: true})
+	plain := WithInfo(errors.New("b"), Info{Safety: Safe, Fault: FaultServer})
+	if !Classify(errors.Join(allowed, allowed)).Allowed {
+		t.Fatal("two allowed branches: not allowed")
+	}
+	if Classify(errors.Join(allowed, plain)).Allowed {
+		t.Fatal("one branch without the server's permission: allowed")
+	}
+}

@@ -1,6 +1,9 @@
 package retry
 
 import (
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -42,5 +45,64 @@ func TestDocsLinksResolve(t *testing.T) {
 		if page != "README.md" && !strings.Contains(string(readme), "("+page+")") && !strings.Contains(string(readme), page) {
 			t.Errorf("README.md does not link to %s", page)
 		}
+	}
+}
+
+// TestGiveUpReasonsAreDocumented: every reason the loop and the strategies
+// give up with (an exported Err… sentinel of this package) is listed where
+// users look for them: the README's list of reasons and the doc of Error;
+// and Do's doc names the default strategy's usual one.
+func TestGiveUpReasonsAreDocumented(t *testing.T) {
+	fset := token.NewFileSet()
+	pkgs, err := parser.ParseDir(fset, ".", func(fi os.FileInfo) bool { return !strings.HasSuffix(fi.Name(), "_test.go") }, parser.ParseComments)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sentinels []string
+	docs := map[string]string{}
+	for _, f := range pkgs["retry"].Files {
+		for _, d := range f.Decls {
+			switch d := d.(type) {
+			case *ast.GenDecl:
+				for _, spec := range d.Specs {
+					if vs, ok := spec.(*ast.ValueSpec); ok && d.Tok == token.VAR {
+						for _, n := range vs.Names {
+							if n.IsExported() && strings.HasPrefix(n.Name, "Err") {
+								sentinels = append(sentinels, n.Name)
+							}
+						}
+					}
+					if ts, ok := spec.(*ast.TypeSpec); ok && ts.Name.Name == "Error" {
+						docs["Error"] = d.Doc.Text()
+					}
+				}
+			case *ast.FuncDecl:
+				if d.Recv == nil && d.Name.Name == "Do" {
+					docs["Do"] = d.Doc.Text()
+				}
+			}
+		}
+	}
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	reasons := regexp.MustCompile(`(?s)\nReasons: (.*?)\n\n`).FindSubmatch(readme)
+	if reasons == nil {
+		t.Fatal(`README.md has no "Reasons:" paragraph`)
+	}
+	for _, name := range sentinels {
+		if !strings.Contains(string(reasons[1]), "`"+name+"`") {
+			t.Errorf("README.md's list of reasons lacks %s", name)
+		}
+		if !strings.Contains(docs["Error"], name) {
+			t.Errorf("the doc of Error lacks %s", name)
+		}
+	}
+	if !strings.Contains(docs["Do"], "ErrBudgetExhausted") {
+		t.Error("the doc of Do does not name ErrBudgetExhausted, the default strategy's usual reason")
+	}
+	if len(sentinels) < 9 {
+		t.Fatalf("found %d sentinels (%v): the parse missed some", len(sentinels), sentinels)
 	}
 }

@@ -1,11 +1,13 @@
 package retry
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -666,4 +668,79 @@ func TestStandardCapacityOption(t *testing.T) {
 		t.Fatalf("err = %v after 28 of 30 tokens, want ErrQuotaExhausted", err)
 	}
 	_ = tok
+}
+
+type recBackoff struct {
+	mu   sync.Mutex
+	ns   []int
+	prev []time.Duration
+}
+
+func (r *recBackoff) Delay(n int, prev time.Duration) time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.ns = append(r.ns, n)
+	r.prev = append(r.prev, prev)
+	return time.Duration(n) * time.Second
+}
+
+func TestThrottleBackoffUsed(t *testing.T) {
+	s := NewStandard(StandardOptions{Backoff: Constant(time.Millisecond), ThrottleBackoff: Constant(7 * time.Second)})
+	if d := mustRefresh(t, s, mustAcquire(t, s, ""), errThrottled).Delay(); d != 7*time.Second {
+		t.Fatalf("throttled delay %v", d)
+	}
+	if d := mustRefresh(t, s, mustAcquire(t, s, ""), errTransient).Delay(); d != time.Millisecond {
+		t.Fatalf("transient delay %v", d)
+	}
+	sp := &Simple{Backoff: Constant(3 * time.Second)}
+	if d := mustRefresh(t, sp, mustAcquire(t, sp, ""), errThrottled).Delay(); d != 3*time.Second {
+		t.Fatalf("simple throttled delay %v", d)
+	}
+}
+
+func TestBackoffArgs(t *testing.T) {
+	rb := &recBackoff{}
+	s := NewStandard(StandardOptions{Backoff: rb, MaxAttempts: 4})
+	tok := mustAcquire(t, s, "")
+	for range 3 {
+		tok = mustRefresh(t, s, tok, errTransient)
+	}
+	wantN := []int{1, 2, 3}
+	wantP := []time.Duration{0, time.Second, 2 * time.Second}
+	for i := range wantN {
+		if rb.ns[i] != wantN[i] || rb.prev[i] != wantP[i] {
+			t.Fatalf("calls n=%v prev=%v", rb.ns, rb.prev)
+		}
+	}
+}
+
+// TestStandardNeedsQuotaAndBudget: a retry needs both; when the budget
+// refuses, the quota gets its tokens back, and a released retry refunds both.
+func TestStandardNeedsQuotaAndBudget(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		bucket := NewTokenBucket(1000)
+		budget := NewBudget(BudgetOptions{Ratio: -1, MinPerSecond: 0.1, Window: 10 * time.Second}) // one retry per window
+		s := NewStandard(StandardOptions{Bucket: bucket, Budget: budget, Backoff: Constant(0)})
+		calls := 0
+		err := Do(context.Background(), s, func(context.Context) error { calls++; return errTransient })
+		if !errors.Is(err, ErrBudgetExhausted) || calls != 2 {
+			t.Fatalf("err %v after %d calls, want ErrBudgetExhausted after 2", err, calls)
+		}
+		if got := bucket.Available(); got != 1000-DefaultRetryCost {
+			t.Fatalf("bucket %d: the refused retry's tokens were not given back", got)
+		}
+
+		time.Sleep(11 * time.Second) // the budget's window has passed
+		tok, _ := s.AcquireInitialToken("")
+		tok, err = s.RefreshToken(tok, errTransient)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.ReleaseToken(tok); err != nil {
+			t.Fatal(err)
+		}
+		if bucket.Available() != 1000-DefaultRetryCost || budget.Available() != 1 {
+			t.Fatalf("after a release: bucket %d, budget %d; want both refunded", bucket.Available(), budget.Available())
+		}
+	})
 }

@@ -3,8 +3,8 @@ package retry
 import (
 	"context"
 	"errors"
-	"fmt"
-	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -158,145 +158,98 @@ func TestAdaptiveDoRetriesAnAttemptTimeout(t *testing.T) {
 	})
 }
 
-// TestAdaptiveClientFaultsAreAccepts: answers that blame the client show a
-// service at work: they neither build a failure streak nor count against
-// the service in client-side throttling. The caller's own cancellation
-// counts as nothing.
-func TestAdaptiveClientFaultsAreAccepts(t *testing.T) {
-	clock := newHandClock()
-	a := NewAdaptive(AdaptiveOptions{Now: clock.Now, Rand: alwaysRefuse})
-	for range 3 {
-		if err := failOnce(t, a, "api", errAdaptiveNotFound); !errors.Is(err, ErrNotRetryable) {
-			t.Fatalf("NOT_FOUND: %v, want ErrNotRetryable", err)
+// throughput runs workers that each call Do on a in a loop, every call
+// taking 10 ms; from rampAt on, rampWorkers more join them. The first call
+// to start at or after throttleAt fails once with a throttling error. It
+// returns the calls completed in each 500 ms of the run, and when the
+// limiter last limited.
+func throughput(t *testing.T, a *Adaptive, workers, rampWorkers int, rampAt, throttleAt, run time.Duration) (buckets []int, lastLimiting time.Duration) {
+	t.Helper()
+	var (
+		mu        sync.Mutex
+		counts    = make([]int, run/(500*time.Millisecond))
+		throttled atomic.Bool
+	)
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), run)
+	defer cancel()
+	errThrottle := Throttled(errors.New("429"))
+	worker := func() {
+		for ctx.Err() == nil {
+			err := Do(ctx, a, func(context.Context) error {
+				begun := time.Since(start)
+				time.Sleep(10 * time.Millisecond)
+				if begun >= throttleAt && throttled.CompareAndSwap(false, true) {
+					return errThrottle
+				}
+				return nil
+			})
+			if err == nil {
+				mu.Lock()
+				if i := int(time.Since(start) / (500 * time.Millisecond)); i < len(counts) {
+					counts[i]++
+				}
+				mu.Unlock()
+			}
 		}
 	}
-	if err := failOnce(t, a, "api", errAdaptive503); err != nil {
-		t.Fatalf("503 after three NOT_FOUND: %v, want a retry", err)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(worker)
 	}
-	// A scope where 80 % of answers are NOT_FOUND and the rest succeed.
-	b := NewAdaptive(AdaptiveOptions{Now: clock.Now, Rand: alwaysRefuse})
-	for i := range 100 {
-		clock.Advance(50 * time.Millisecond)
-		if i%5 == 0 {
-			passOnce(t, b, "api")
-		} else {
-			_ = failOnce(t, b, "api", errAdaptiveNotFound)
+	wg.Go(func() {
+		time.Sleep(rampAt)
+		for range rampWorkers {
+			wg.Go(worker)
 		}
-	}
-	if err := failOnce(t, b, "api", errAdaptive503); err != nil {
-		t.Fatalf("503 in a scope of 80%% NOT_FOUND: %v, want a retry", err)
-	}
-	// Cancellations between failures do not lengthen the streak.
-	c := NewAdaptive(AdaptiveOptions{Now: clock.Now, Rand: noRefusal})
-	_ = failOnce(t, c, "api", errAdaptive503)
-	for _, err := range []error{context.Canceled, context.DeadlineExceeded, fmt.Errorf("call: %w", context.Canceled)} {
-		if got := failOnce(t, c, "api", err); !errors.Is(got, ErrNotRetryable) {
-			t.Fatalf("%v: %v, want ErrNotRetryable", err, got)
+	})
+	wg.Go(func() {
+		for ctx.Err() == nil {
+			if _, limiting := a.Rate(""); limiting {
+				lastLimiting = time.Since(start)
+			}
+			time.Sleep(100 * time.Millisecond)
 		}
-	}
-	if err := failOnce(t, c, "api", errAdaptive503); err != nil {
-		t.Fatalf("second 503, three cancellations between: %v, want a retry", err)
-	}
+	})
+	wg.Wait()
+	return counts, lastLimiting
 }
 
-// TestAdaptiveScopesDoNotStarveEachOther: a healthy scope keeps its
-// retries while another, sharing the strategy, fails; a failing service
-// reached under thousands of scope names is still judged across them.
-func TestAdaptiveScopesDoNotStarveEachOther(t *testing.T) {
-	clock := newHandClock()
-	a := NewAdaptive(AdaptiveOptions{Now: clock.Now, Rand: alwaysRefuse})
-	for i := range 1000 { // A fails at 100 req/s; B succeeds at 10 req/s
-		clock.Advance(10 * time.Millisecond)
-		_ = failOnce(t, a, "A", errAdaptive503)
-		if i%10 == 0 {
-			passOnce(t, a, "B")
-		}
-	}
-	err := failOnce(t, a, "B", errAdaptive503)
-	if err != nil {
-		t.Fatalf("healthy B while A fails: %v, want a retry", err)
-	}
-	refused := 0
-	for i := range 1000 {
-		if failOnce(t, a, fmt.Sprint("host", i), errAdaptive503) != nil {
-			refused++
-		}
-	}
-	if refused < 950 {
-		t.Fatalf("%d of 1,000 fresh scopes of a failing service refused, want nearly all", refused)
-	}
-}
-
-// TestAdaptiveClockSteppingBack: a clock that steps back an hour (an NTP
-// correction) changes nothing: the limiter stops limiting once the
-// throttling is over, as it would have.
-func TestAdaptiveClockSteppingBack(t *testing.T) {
-	clock := newHandClock()
-	a := NewAdaptive(AdaptiveOptions{Now: clock.Now, Rand: noRefusal})
-	for range 50 {
-		passOnce(t, a, "api")
-		clock.Advance(200 * time.Millisecond)
-	}
-	_ = failOnce(t, a, "api", errAdaptive429)
-	if _, limiting := a.Rate("api"); !limiting {
-		t.Fatal("not limiting after a throttle")
-	}
-	clock.Advance(-time.Hour)
-	for range 100 {
-		clock.Advance(100 * time.Millisecond)
-		passOnce(t, a, "api")
-	}
-	if rate, limiting := a.Rate("api"); limiting {
-		t.Fatalf("still limiting, to %.2f/s, 10 s after the last throttle and a step back of the clock", rate)
-	}
-}
-
-// TestBudgetRefundInALaterSlot: a retry released after its wait crossed
-// into a later slot of the window is returned all the same.
-func TestBudgetRefundInALaterSlot(t *testing.T) {
-	clock := newHandClock()
-	b := NewBudget(BudgetOptions{MinPerSecond: 0.1, Ratio: -1, Window: 10 * time.Second, Now: clock.Now})
-	if !b.TryWithdraw() {
-		t.Fatal("a floor of 1 retry per window must allow one")
-	}
-	clock.Advance(2500 * time.Millisecond) // two slots later
-	b.refund()
-	if !b.TryWithdraw() {
-		t.Fatal("a retry refunded two slots after it was taken is lost")
-	}
-}
-
-// TestAdaptiveRetryNeverQueuesBehindTheLimiter: while the throttled
-// limiter owes its longest wait already, a retry is refused rather than
-// queued: the client sends more than the service accepts as it is. With
-// room, the retry is granted and waits its turn.
-func TestAdaptiveRetryNeverQueuesBehindTheLimiter(t *testing.T) {
-	clock := newHandClock()
-	a := NewAdaptive(AdaptiveOptions{Now: clock.Now, Rand: noRefusal})
-	for range 50 {
-		passOnce(t, a, "api")
-		clock.Advance(200 * time.Millisecond)
-	}
-	if err := failOnce(t, a, "api", errAdaptive429); err != nil {
-		t.Fatalf("the first throttle, with room in the limiter: %v, want a retry", err)
-	}
-	for range 20 { // first attempts take every token the limiter may owe
-		_, _ = a.AcquireInitialToken("api")
-	}
-	err := failOnce(t, a, "api", errAdaptive429)
-	if !errors.Is(err, ErrBudgetExhausted) || !strings.Contains(err.Error(), "limiter") {
-		t.Fatalf("a throttle with the limiter a full wait behind: %v, want the limiter's refusal", err)
-	}
-}
-
-// TestClassifyMergesAllowed: a join is allowed only if every branch was.
-func TestClassifyMergesAllowed(t *testing.T) {
-	allowed := WithInfo(errors.New("a"), Info{Safety: Safe, Fault: FaultServer, Allowed: true})
-	plain := WithInfo(errors.New("b"), Info{Safety: Safe, Fault: FaultServer})
-	if !Classify(errors.Join(allowed, allowed)).Allowed {
-		t.Fatal("two allowed branches: not allowed")
-	}
-	if Classify(errors.Join(allowed, plain)).Allowed {
-		t.Fatal("one branch without the server's permission: allowed")
+// TestAdaptiveThrottleCutsTheRateSent: one throttle answer cuts what a
+// client completes to about the CUBIC beta of what it sent just before, not
+// to a fraction of it, whether the client is a second old, ramped up a
+// second before, or steady; and the limiter lets go within twice the
+// curve's recovery time at that rate after the throttling stopped.
+func TestAdaptiveThrottleCutsTheRateSent(t *testing.T) {
+	for _, tc := range []struct {
+		name               string
+		workers, ramp      int
+		rampAt, throttleAt time.Duration
+	}{
+		{"a client 1 s old", 16, 0, time.Hour, time.Second},
+		{"a client that ramped up 1 s before", 1, 16, 10 * time.Second, 11 * time.Second},
+		{"a steady client", 16, 0, time.Hour, 11 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				a := NewAdaptive(AdaptiveOptions{})
+				run := tc.throttleAt + 30*time.Second
+				counts, lastLimiting := throughput(t, a, tc.workers, tc.ramp, tc.rampAt, tc.throttleAt, run)
+				before := counts[tc.throttleAt/(500*time.Millisecond)-1]
+				t.Logf("calls per 500 ms from %v: %v; the limiter limited until %v", tc.throttleAt-time.Second, counts[tc.throttleAt/(500*time.Millisecond)-2:], lastLimiting)
+				for i := int(tc.throttleAt / (500 * time.Millisecond)); i < len(counts)-1; i++ {
+					if 2*counts[i] < before {
+						t.Fatalf("%d calls in the 500 ms from %v, %d just before the throttle: cut below half\n%v",
+							counts[i], time.Duration(i)*500*time.Millisecond, before, counts)
+					}
+				}
+				// At 1,600 calls a second the curve climbs back in about 10.6 s
+				// (cube root of 1600 × 0.3 / 0.4), and the limiter lets go after
+				// twice that.
+				if after := lastLimiting - tc.throttleAt; after > 23*time.Second {
+					t.Fatalf("the limiter still limited %v after the only throttle", after)
+				}
+			})
+		})
 	}
 }

@@ -8,6 +8,13 @@ import (
 	"time"
 )
 
+func TestSimpleMaxRetryAfter(t *testing.T) {
+	s := &Simple{MaxRetryAfter: time.Second}
+	if _, err := s.RefreshToken(mustAcquire(t, s, ""), RetryAfter(errBoom, 2*time.Second)); !errors.Is(err, ErrRetryAfterTooLong) {
+		t.Fatal(err)
+	}
+}
+
 // TestSimpleNextDecidesAsRefreshToken drives two Simples with the same
 // configuration and the same random stream, one through tokens and one
 // through Next, over the same failures, and requires the same waits and the
