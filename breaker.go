@@ -36,7 +36,9 @@ type BreakerOptions struct {
 	// before the circuit may open: a handful of attempts says too little.
 	// 0 or less = 20.
 	MinAttempts int
-	// Window is how long counted attempts stay counted. 0 = 10 s.
+	// Window is how long counted attempts stay counted: at least Window,
+	// and at most a tenth more, as the window slides a tenth at a time.
+	// 0 = 10 s.
 	Window time.Duration
 	// OpenFor is how long the circuit stays open before it lets probes
 	// through. Each failed probe doubles it, up to MaxOpenFor; closing
@@ -239,11 +241,13 @@ func (t BreakerTicket) Done(ctx context.Context, err error) {
 
 // breakerScope is a Breaker's circuit for one scope.
 type breakerScope struct {
-	state  atomic.Uint32 // a BreakerState; only the half-open transition is made lazily
-	until  atomic.Int64  // when open: the end of the open spell, a reading of the breaker's clock
-	window outcomes      // counted attempts (all) and successes (accepts) while closed
+	state     atomic.Uint32 // a BreakerState; only the half-open transition is made lazily
+	until     atomic.Int64  // when open: the end of the open spell, a reading of the breaker's clock
+	successes atomic.Uint64 // successes counted while closed (wrapping); placed in window now and then
+	born      atomic.Int64  // when the scope was first consulted, a reading of the breaker's clock
 
 	mu      sync.Mutex    // guards what follows and every change of state
+	window  breakerWindow // counted attempts and successes while closed
 	round   uint64        // the probe round; a probe decides only in its own
 	taken   int           // probe places of this round whose verdict is pending
 	passed  int           // probes of this round that succeeded
@@ -287,7 +291,12 @@ func (b *Breaker) at(scope string) breakerAt {
 	if b == nil {
 		return breakerAt{}
 	}
-	return breakerAt{b, b.scopes.get(scope, scopeConfig{}, defaultMaxScopes)}
+	sc := b.scopes.get(scope, scopeConfig{}, defaultMaxScopes)
+	if sc.born.Load() == 0 {
+		// A new scope: its first successes are spread from now (see place).
+		sc.born.CompareAndSwap(0, max(b.now(), 1))
+	}
+	return breakerAt{b, sc}
 }
 
 // refuses reports whether the circuit is open and stays open for at least
@@ -368,7 +377,7 @@ func (a breakerAt) succeeded(p pass) {
 }
 
 func (a breakerAt) success(p pass) {
-	if p != 0 || a.sc.window.success()%breakerPlaceEvery == 0 {
+	if p != 0 || a.sc.successes.Add(1)%breakerPlaceEvery == 0 {
 		a.report(p, succeeded)
 	}
 }
@@ -395,7 +404,10 @@ func (a breakerAt) report(p pass, v int) {
 		case succeeded:
 			// Place the successes now and then, so that they leave the
 			// window as they age rather than all at once.
-			sc.window.count(a.b.now(), a.b.window())
+			now := a.b.now()
+			sc.mu.Lock()
+			a.place(now)
+			sc.mu.Unlock()
 		case failedAttempt:
 			a.trip()
 		}
@@ -427,15 +439,89 @@ func (a breakerAt) report(p pass, v int) {
 func (a breakerAt) trip() {
 	sc := a.sc
 	now := a.b.now()
-	attempts, successes := sc.window.failure(now, a.b.window())
-	if !a.b.trips(attempts, successes) {
-		return
-	}
 	sc.mu.Lock()
-	if BreakerState(sc.state.Load()) == BreakerClosed {
+	defer sc.mu.Unlock()
+	if BreakerState(sc.state.Load()) != BreakerClosed {
+		return // opened meanwhile: a fresh window starts when it closes
+	}
+	a.place(now)
+	slot := now / a.b.slotWidth()
+	sc.window.add(slot, 1, 0)
+	if a.b.trips(sc.window.sum(slot)) {
 		a.open(now)
 	}
-	sc.mu.Unlock()
+}
+
+// place puts the successes counted since the last placement in the
+// window, spread evenly over the time since then, slot by slot: placed all
+// at now, successes long past would stay counted a whole Window more, and
+// a client that calls a few times a second would reach MinAttempts with
+// successes older than the window. Callers hold mu.
+func (a breakerAt) place(now int64) {
+	sc, w := a.sc, &a.sc.window
+	total := sc.successes.Load()
+	n := float64(total - w.taken) // the counter wraps; the difference does not
+	from := w.placed
+	if from == 0 {
+		from = sc.born.Load()
+	}
+	w.taken, w.placed = total, now
+	if n == 0 {
+		return
+	}
+	width := a.b.slotWidth()
+	slot := now / width
+	if from <= 0 || from >= now {
+		w.add(slot, n, n)
+		return
+	}
+	for i := max(from/width, slot-breakerSlots+1); i <= slot; i++ {
+		lo, hi := max(from, i*width), min(now, (i+1)*width)
+		if hi > lo {
+			part := n * float64(hi-lo) / float64(now-from)
+			w.add(i, part, part)
+		}
+	}
+}
+
+// breakerWindow counts a closed circuit's attempts and successes over a
+// sliding window of breakerSlots slots, each a tenth of Window wide, the
+// current one included: a count stays counted for at least Window, and at
+// most a tenth more. It is read and written under its scope's mu, only on
+// failures and on every breakerPlaceEvery-th success.
+type breakerWindow struct {
+	slots  [breakerSlots]breakerSlot
+	placed int64  // when successes were last placed; 0 = never
+	taken  uint64 // the scope's successes then
+}
+
+type breakerSlot struct {
+	index               int64 // which slot of time it counts: its start over its width
+	attempts, successes float64
+}
+
+// breakerSlots: Window in tenths, and the current tenth.
+const breakerSlots = rollingSlots + 1
+
+// add counts in the slot of time index, which must be within the window.
+func (w *breakerWindow) add(index int64, attempts, successes float64) {
+	s := &w.slots[index%breakerSlots]
+	if s.index != index {
+		*s = breakerSlot{index: index}
+	}
+	s.attempts += attempts
+	s.successes += successes
+}
+
+// sum returns the counts of the window whose newest slot is index.
+func (w *breakerWindow) sum(index int64) (attempts, successes float64) {
+	for i := index; i > index-breakerSlots && i >= 0; i-- {
+		if s := &w.slots[i%breakerSlots]; s.index == i {
+			attempts += s.attempts
+			successes += s.successes
+		}
+	}
+	return attempts, successes
 }
 
 // breakerPlaceEvery is how many successes a closed circuit counts between
@@ -455,13 +541,7 @@ func (a breakerAt) open(now int64) {
 func (a breakerAt) close() {
 	sc := a.sc
 	sc.openFor = 0
-	w := &sc.window
-	w.taken.Store(w.total.Load())
-	for i := range rollingSlots {
-		w.attempts.slots[i].Store(0)
-		w.accepts.slots[i].Store(0)
-	}
-	w.placed.Store(a.b.now())
+	sc.window = breakerWindow{placed: a.b.now(), taken: sc.successes.Load()}
 	sc.state.Store(uint32(BreakerClosed))
 	sc.newRound()
 }
@@ -499,7 +579,7 @@ func (b *Breaker) trips(attempts, successes float64) bool {
 	if attempts < float64(orDefault(b.opts.MinAttempts, DefaultBreakerMinAttempts)) {
 		return false
 	}
-	// A hair of tolerance: the window's counts are in thousandths.
+	// A hair of tolerance: successes are placed in fractions of slots.
 	return attempts-successes >= rate*attempts-1e-6
 }
 
@@ -522,6 +602,9 @@ func (b *Breaker) maxOpenFor() time.Duration {
 func (b *Breaker) probes() int { return orDefault(b.opts.Probes, DefaultBreakerProbes) }
 
 func (b *Breaker) window() time.Duration { return orDuration(b.opts.Window, DefaultBreakerWindow) }
+
+// slotWidth is the width of the window's slots, in nanoseconds.
+func (b *Breaker) slotWidth() int64 { return max(int64(b.window())/rollingSlots, 1) }
 
 // now reads the breaker's clock (see clock): monotonic, in nanoseconds.
 func (b *Breaker) now() int64 { return b.clock.read(b.opts.Now) }

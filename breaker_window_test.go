@@ -1,0 +1,120 @@
+package retry
+
+import (
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// TestBreakerWindowTimes: a success counts from when it was reported, not
+// from when it was placed in the window. A client that calls once a second
+// holds about Window's worth of attempts, fewer than MinAttempts: ten
+// seconds of successes, then failures for as long as one likes, never
+// open its circuit. (Placed all at the first failure, the successes would
+// stay counted ten more seconds, and twenty attempts, half failed, would
+// open it after ten failures.)
+func TestBreakerWindowTimes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := NewBreaker(BreakerOptions{})
+		for i := range 60 {
+			tk, err := b.Allow("")
+			if err != nil {
+				t.Fatalf("second %d: %v", i, err)
+			}
+			var outcome error
+			if i >= 10 {
+				outcome = errBrk500
+			}
+			tk.Done(t.Context(), outcome)
+			time.Sleep(time.Second)
+		}
+		if got := b.State(""); got != BreakerClosed {
+			t.Fatalf("one call a second: %v, want closed (at most 11 attempts in a window)", got)
+		}
+	})
+}
+
+// TestBreakerWindowAtLeast: a count stays counted for at least Window.
+// Ten calls a second, successful for ten seconds and then failing: the
+// circuit opens when the failures equal the successes of the last Window,
+// not sooner, even with a few failures more (retries); and once the
+// successes are more than Window old they no longer count.
+func TestBreakerWindowAtLeast(t *testing.T) {
+	for _, extra := range []int{0, 2, 9} {
+		synctest.Test(t, func(t *testing.T) {
+			start := time.Now()
+			b := NewBreaker(BreakerOptions{})
+			call := func(outcome error) {
+				if tk, err := b.Allow(""); err == nil {
+					tk.Done(t.Context(), outcome)
+				}
+			}
+			for range 100 {
+				call(nil)
+				time.Sleep(100 * time.Millisecond)
+			}
+			for range extra {
+				call(errBrk500) // the retries of the first failing call
+			}
+			for b.State("") == BreakerClosed {
+				call(errBrk500)
+				time.Sleep(100 * time.Millisecond)
+			}
+			// The successes of the window's first second, from 0 to 1 s,
+			// still counted until 11 s: half failed at 15 s.
+			if opened := time.Since(start); opened < 15*time.Second || opened > 15100*time.Millisecond {
+				t.Errorf("%d failures more: opened at %v, want at 15s", extra, opened)
+			}
+		})
+	}
+	synctest.Test(t, func(t *testing.T) {
+		b := NewBreaker(BreakerOptions{MinAttempts: 10})
+		for range 10 {
+			tk, _ := b.Allow("")
+			tk.Done(t.Context(), nil)
+		}
+		time.Sleep(10 * time.Second) // within a tenth more than Window: still counted
+		for range 10 {
+			tk, _ := b.Allow("")
+			tk.Done(t.Context(), errBrk500)
+		}
+		if got := b.State(""); got != BreakerOpen {
+			t.Fatalf("10 failures after 10 successes 10 s old: %v, want open", got)
+		}
+		b = NewBreaker(BreakerOptions{MinAttempts: 10})
+		for range 10 {
+			tk, _ := b.Allow("")
+			tk.Done(t.Context(), nil)
+		}
+		time.Sleep(11 * time.Second) // gone
+		for range 9 {
+			tk, _ := b.Allow("")
+			tk.Done(t.Context(), errBrk500)
+		}
+		if got := b.State(""); got != BreakerClosed {
+			t.Fatalf("9 failures, the successes gone: %v, want closed", got)
+		}
+	})
+}
+
+// TestBreakerWindowSpread: successes placed together are spread over the
+// time since the previous placement; those older than the window are
+// gone.
+func TestBreakerWindowSpread(t *testing.T) {
+	k := newBrk(t, BreakerOptions{MinAttempts: 1})
+	a := k.b.at("")
+	for range 40 { // 40 successes over 20 s, placed together at the end
+		a.succeeded(0)
+		k.clock.Advance(500 * time.Millisecond)
+	}
+	now := k.b.now()
+	a.sc.mu.Lock()
+	a.place(now)
+	attempts, successes := a.sc.window.sum(now / k.b.slotWidth())
+	a.sc.mu.Unlock()
+	// Placed at 20 s, spread from 0 to 20 s; 20 s is a slot's start, so
+	// the window holds the last 10 s of them exactly: half.
+	if attempts != successes || attempts < 19.99 || attempts > 20.01 {
+		t.Fatalf("window holds %.2f attempts, %.2f successes; want 20 and 20", attempts, successes)
+	}
+}
