@@ -52,20 +52,20 @@ func Do(ctx context.Context, s Strategy, op func(context.Context) error, opts ..
 		case *Standard:
 			if b := s.local(); b != nil {
 				if err, left := once(ctx, &k, op); err != nil {
-					return again(ctx, k, s, wrapped, state{bucket: b}, err, left)
+					return again(ctx, k, opts, s, wrapped, state{bucket: b}, err, left)
 				}
 				s.firstSucceeded(b)
 				return nil
 			}
 		case *Simple, *No:
 			if err, left := once(ctx, &k, op); err != nil {
-				return again(ctx, k, s, wrapped, state{}, err, left)
+				return again(ctx, k, opts, s, wrapped, state{}, err, left)
 			}
 			return nil
 		case *Adaptive:
 			if sc := s.local(); sc != nil {
 				if err, left := once(ctx, &k, op); err != nil {
-					return again(ctx, k, s, wrapped, state{bucket: sc}, err, left)
+					return again(ctx, k, opts, s, wrapped, state{bucket: sc}, err, left)
 				}
 				s.firstSucceeded(sc)
 				return nil
@@ -89,8 +89,9 @@ func once(ctx context.Context, k *marker, op func(context.Context) error) (error
 
 // again continues Do's loop after a first attempt, made in state st, failed
 // with err, an inner loop having left it left (see judged).
-func again(ctx context.Context, k marker, s Strategy, op func(context.Context) (struct{}, error), st state, err error, left *Info) error {
+func again(ctx context.Context, k marker, opts []Option, s Strategy, op func(context.Context) (struct{}, error), st state, err error, left *Info) error {
 	c := config{marker: k}
+	c.apply(opts)
 	_, err = resume(ctx, s, op, &c, &first[struct{}]{st: st, err: err, left: left})
 	return err
 }
@@ -121,6 +122,7 @@ func doValue[T any](ctx context.Context, k marker, s Strategy, op func(context.C
 					return v, nil
 				}
 				c := config{marker: k}
+				c.apply(opts)
 				return resume(ctx, s, op, &c, &first[T]{st, v, err, left})
 			}
 		}
@@ -128,13 +130,16 @@ func doValue[T any](ctx context.Context, k marker, s Strategy, op func(context.C
 	return loop(ctx, k, s, op, opts)
 }
 
-// none reports whether opts change nothing in the loop: there are none, or
-// all are the zero Option, which an integration may pass for "nothing to add"
-// (a tracer that records nothing, say) without costing the call its fast
-// path, or Unmarked, which Do and DoValue have applied before the loop.
+// none reports whether opts change nothing in a call until its first
+// attempt fails, so that the attempt may be made before the loop starts: no
+// option needs per-call state before a failure. Such are
+// the zero Option (an integration's "nothing to add"), Unmarked (applied
+// before the loop), LongPoll (read only after a failure), and options that
+// set nothing (Scope(""), AttemptTimeout(0), a nil hook), which, with no
+// option to override, leave the loop as no option does.
 func none(opts []Option) bool {
 	for i := range opts {
-		if k := opts[i].kind; k != optNone && k != optUnmarked {
+		if !opts[i].inert() {
 			return false
 		}
 	}

@@ -917,3 +917,52 @@ func FuzzDo(f *testing.F) {
 		})
 	})
 }
+
+// Options that set nothing before a failure keep the first attempt off the
+// loop (none), and still apply once it fails: LongPoll waits out a quota's
+// refusal after a first attempt made that way, through Do's shortcut and
+// DoValue's alike, as it does through the loop.
+func TestInertOptionsApplyAfterTheFirstAttempt(t *testing.T) {
+	inert := []Option{{}, Unmarked(), Scope(""), AttemptTimeout(0), MaxElapsed(0), WithTrace(nil),
+		OnAttemptFailed(nil), BeforeRetry(nil), OnRetry(nil), OnGiveUp(nil), Log(nil), WithBreaker(nil)}
+	if !none(inert) {
+		t.Fatal("options that set nothing take the loop's path")
+	}
+	for _, o := range []Option{Scope("svc"), AttemptTimeout(time.Second), MaxElapsed(time.Second), WithTrace(&Trace{}), Log(slog.Default())} {
+		if none([]Option{o}) {
+			t.Errorf("option of kind %d skips the loop", o.kind)
+		}
+	}
+	for _, path := range []string{"Do", "DoValue"} {
+		for _, longPoll := range []bool{false, true} {
+			synctest.Test(t, func(t *testing.T) {
+				s := NewStandard(StandardOptions{Backoff: Constant(3 * time.Second)})
+				_ = Do(context.Background(), s, succeed) // the strategy's own quota exists
+				b := s.local()
+				if b == nil || !b.Take(b.Available()) {
+					t.Fatal("could not drain the quota")
+				}
+				opts := append([]Option(nil), inert...)
+				if longPoll {
+					opts = append(opts, LongPoll())
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				defer cancel()
+				start := time.Now()
+				var err error
+				if path == "Do" {
+					err = Do(ctx, s, failing(9, errTransient).op, opts...)
+				} else {
+					_, err = DoValue(ctx, s, func(ctx context.Context) (int, error) { return 0, failing(9, errTransient).op(ctx) }, opts...)
+				}
+				waited := time.Since(start)
+				if !errors.Is(err, ErrQuotaExhausted) {
+					t.Fatalf("%s: %v, want the quota's refusal", path, err)
+				}
+				if longPoll != (waited > 0) {
+					t.Errorf("%s, LongPoll %v: waited %v after the refusal", path, longPoll, waited)
+				}
+			})
+		}
+	}
+}

@@ -42,6 +42,32 @@ const (
 	optBreaker
 )
 
+// inert reports whether o leaves a call as no option does until its first
+// attempt fails (see none).
+func (o *Option) inert() bool {
+	switch o.kind {
+	case optNone, optUnmarked, optLongPoll:
+		return true
+	case optScope:
+		return o.scope == ""
+	case optAttemptTimeout, optMaxElapsed:
+		return o.duration <= 0
+	case optOnAttemptFailed:
+		return o.failed == nil
+	case optTrace:
+		return o.trace == nil
+	case optBeforeRetry:
+		return o.vet == nil
+	case optOnRetry:
+		return o.retrying == nil
+	case optOnGiveUp:
+		return o.gaveUp == nil
+	case optLog:
+		return o.logger == nil
+	}
+	return false
+}
+
 // config is the loop's settings after its options are applied.
 type config struct {
 	scope          string
