@@ -42,33 +42,39 @@ func Do(ctx context.Context, s Strategy, op func(context.Context) error, opts ..
 	}
 	k := marker{batch: marks(s, opts)}
 	wrapped := func(ctx context.Context) (struct{}, error) { return struct{}{}, op(ctx) }
-	if none(opts) && ctx.Err() == nil {
+	if b, ok := direct(opts); ok && ctx.Err() == nil {
 		// The one shortcut: the first attempt of a call to the strategies
-		// most calls use, on their own unscoped quota, is made here with
-		// the strategy called directly (an interface call costs a sixth of
-		// the success path), and a failure joins the loop (again). Every
-		// other call, DoValue's too, starts in doValue.
-		switch s := s.(type) {
-		case *Standard:
-			if b := s.local(); b != nil {
-				if err, left := once(ctx, &k, op); err != nil {
-					return again(ctx, k, opts, s, wrapped, state{bucket: b}, err, left)
+		// most calls use, on their own unscoped quota, through a closed
+		// circuit if any, is made here with the strategy called directly
+		// (an interface call costs a sixth of the success path), and a
+		// failure joins the loop (again). Every other call, DoValue's too,
+		// starts in doValue.
+		if brk := b.at(""); closed(brk) {
+			switch s := s.(type) {
+			case *Standard:
+				if q := s.local(); q != nil {
+					if err, left := once(ctx, &k, op); err != nil {
+						return again(ctx, k, opts, s, wrapped, state{bucket: q}, err, left)
+					}
+					s.firstSucceeded(q)
+					brk.succeeded(0)
+					return nil
 				}
-				s.firstSucceeded(b)
-				return nil
-			}
-		case *Simple, *No:
-			if err, left := once(ctx, &k, op); err != nil {
-				return again(ctx, k, opts, s, wrapped, state{}, err, left)
-			}
-			return nil
-		case *Adaptive:
-			if sc := s.local(); sc != nil {
+			case *Simple, *No:
 				if err, left := once(ctx, &k, op); err != nil {
-					return again(ctx, k, opts, s, wrapped, state{bucket: sc}, err, left)
+					return again(ctx, k, opts, s, wrapped, state{}, err, left)
 				}
-				s.firstSucceeded(sc)
+				brk.succeeded(0)
 				return nil
+			case *Adaptive:
+				if sc := s.local(); sc != nil {
+					if err, left := once(ctx, &k, op); err != nil {
+						return again(ctx, k, opts, s, wrapped, state{bucket: sc}, err, left)
+					}
+					s.firstSucceeded(sc)
+					brk.succeeded(0)
+					return nil
+				}
 			}
 		}
 	}
@@ -110,15 +116,17 @@ func DoValue[T any](ctx context.Context, s Strategy, op func(context.Context) (T
 
 // doValue is DoValue, marking its attempts with k's marks.
 func doValue[T any](ctx context.Context, k marker, s Strategy, op func(context.Context) (T, error), opts []Option) (T, error) {
-	if none(opts) {
+	if b, ok := direct(opts); ok && ctx.Err() == nil {
 		// The common case, a built-in strategy without options, gets a path
 		// of its own for the first attempt; a failure joins the loop.
-		if e := builtin(s); e != nil && ctx.Err() == nil {
+		e, brk := builtin(s), b.at("")
+		if e != nil && closed(brk) {
 			if q, now := e.quick(""); now {
 				st := state{bucket: q}
 				v, err, left := attempt(ctx, &k, op)
 				if err == nil {
 					e.succeed(st.bucket, 0, 0, 0)
+					brk.succeeded(0)
 					return v, nil
 				}
 				c := config{marker: k}
@@ -138,12 +146,29 @@ func doValue[T any](ctx context.Context, k marker, s Strategy, op func(context.C
 // set nothing (Scope(""), AttemptTimeout(0), a nil hook), which, with no
 // option to override, leave the loop as no option does.
 func none(opts []Option) bool {
+	b, ok := direct(opts)
+	return ok && b == nil
+}
+
+// direct is none for a call that may also consult a breaker: a closed
+// circuit needs nothing of the call either until an attempt fails. It
+// returns the breaker of WithBreaker, if any.
+func direct(opts []Option) (b *Breaker, ok bool) {
 	for i := range opts {
-		if !opts[i].inert() {
-			return false
+		switch o := &opts[i]; {
+		case o.kind == optBreaker:
+			b = o.breaker
+		case !o.inert():
+			return nil, false
 		}
 	}
-	return true
+	return b, true
+}
+
+// closed reports whether brk's circuit is closed, or there is none: an
+// attempt then needs no pass (see breakerAt.allow).
+func closed(brk breakerAt) bool {
+	return brk.sc == nil || BreakerState(brk.sc.state.Load()) == BreakerClosed
 }
 
 // nilOperation is the give-up for a nil op: an *Error like any other, hooks
@@ -248,16 +273,17 @@ func run[T any](ctx context.Context, s Strategy, op func(context.Context) (T, er
 			timedOut bool
 			left     *Info
 		)
-		// The breaker, if any, is consulted as the attempt starts: after
-		// the wait, so that it judges by the latest verdicts.
-		p := brk.allow()
-		if p == refused {
-			d.release()
-			return v, d.timer, c.circuitOpen(ctx, brk, attempt-1, lastErr)
-		}
+		var p pass
 		if attempt == 1 && pre != nil {
+			// Made before the loop, through a closed circuit.
 			v, opErr, left = pre.v, pre.err, pre.left
 		} else {
+			// The breaker, if any, is consulted as the attempt starts:
+			// after the wait, so that it judges by the latest verdicts.
+			if p = brk.allow(); p == refused {
+				d.release()
+				return v, d.timer, c.circuitOpen(ctx, brk, attempt-1, lastErr)
+			}
 			v, opErr, timedOut, left = runAttempt(ctx, c, attempt, op)
 		}
 		if opErr == nil {

@@ -966,3 +966,37 @@ func TestInertOptionsApplyAfterTheFirstAttempt(t *testing.T) {
 		}
 	}
 }
+
+// A closed circuit keeps Do's shortcut, and an attempt made there is one
+// verdict to the breaker: its failure counts once, whether the loop then
+// retries it or not.
+func TestBreakerOnTheShortcutCountsEachAttemptOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := NewBreaker(BreakerOptions{MinAttempts: 4, FailureRate: 1, Window: time.Minute})
+		s := NewStandard(StandardOptions{Backoff: Constant(0)})
+		_ = Do(context.Background(), s, succeed) // the strategy's own quota exists: the shortcut applies
+		serverDown := Permanent(WithInfo(errors.New("500"), Info{Fault: FaultServer}))
+		ctx := context.Background()
+		// Three calls of one attempt each: three failures, one short of opening
+		// (a first attempt counted twice would have opened it).
+		for range 3 {
+			_ = Do(ctx, s, func(context.Context) error { return serverDown }, WithBreaker(b))
+			if st := b.State(""); st != BreakerClosed {
+				t.Fatalf("circuit %v after fewer failed attempts than MinAttempts", st)
+			}
+		}
+		// A call whose first attempt fails and is retried: two verdicts, the
+		// first of which opens the circuit, which refuses the retry.
+		calls := 0
+		err := Do(ctx, s, func(context.Context) error { calls++; return errTransient }, WithBreaker(b))
+		var e *Error
+		if !errors.As(err, &e) || !errors.Is(err, ErrCircuitOpen) || calls != 1 || e.Attempts != 1 {
+			t.Fatalf("%v after %d calls; want the retry refused by the open circuit", err, calls)
+		}
+		calls = 0
+		err = Do(ctx, s, func(context.Context) error { calls++; return nil }, WithBreaker(b))
+		if !errors.As(err, &e) || !errors.Is(err, ErrCircuitOpen) || calls != 0 || e.Attempts != 0 {
+			t.Fatalf("%v after %d calls; want the first attempt refused", err, calls)
+		}
+	})
+}
