@@ -56,6 +56,8 @@ func TestZeroAllocations(t *testing.T) {
 		{"success with Standard and a Budget", doWith(budgeted, succeed), nil, 1},
 		{"success with options", doWith(standard, succeed), opts, 1},
 		{"success with zero options", doWith(standard, succeed), []Option{{}, {}}, 1},
+		{"success through a closed circuit", doWith(standard, succeed), []Option{WithBreaker(NewBreaker(BreakerOptions{}))}, 1},
+		{"success through a closed circuit in a scope", doWith(standard, succeed), []Option{Scope("svc"), WithBreaker(NewBreaker(BreakerOptions{}))}, 1},
 		{"success with options that set nothing", doWith(standard, succeed), []Option{Scope(""), AttemptTimeout(0), WithTrace(nil), LongPoll()}, 1},
 		{"success with a Trace", doWith(standard, succeed), []Option{trace}, 1},
 		{"two zero-delay retries", doWith(simple, twoRetries), nil, 2},
