@@ -9,16 +9,18 @@ import (
 )
 
 // BytesPerRequest is about what a request in flight costs a run at most: its
-// slot and token, its pending event, the strategy's state for it, and the
-// garbage collector's headroom. (A request of a policy that decides without
-// tokens takes about 40 bytes.) A run holds only the requests in flight, but
+// slot, token and breaker ticket, its pending event, the strategy's state
+// for it, and the garbage collector's headroom. (A request of a policy that
+// decides without tokens takes about 40 bytes.) A run holds only the
+// requests in flight, but
 // a policy that retries past the run's end can keep most of them in flight
 // at once, so the guard counts every request at this price.
 const BytesPerRequest = 320
 
 // BytesPerClient is about what a client costs a run at most: a strategy of
 // its own, in the rows with one per client (Adaptive's, with its scopes, the
-// largest: measured, about 2.2 KB).
+// largest: measured, about 2.2 KB), and a circuit breaker of its own in
+// the breaker's row (about 0.6 KB more).
 const BytesPerClient = 4096
 
 // fallbackMaxRequests is the guard where the memory available cannot be

@@ -17,6 +17,13 @@ type Policy struct {
 	MaxElapsed time.Duration
 	// RetryAfter is how the policy treats a 429's Retry-After.
 	RetryAfter RetryAfterMode
+	// Breaker, if set, returns the circuit breakers of a run:
+	// breaker(i) is client i's, which its requests consult as Do
+	// consults one given WithBreaker: not even asking the strategy for a
+	// first attempt while it is open, before every attempt (Allow), with
+	// each attempt's outcome (Done), and before every wait for a retry
+	// (Delay).
+	Breaker func(env Env) (breaker func(client int) *retry.Breaker)
 }
 
 // Env is what a run gives the strategies it makes: its seeded randomness,
@@ -65,6 +72,8 @@ func Policies() []Policy {
 		{Name: "AWS adaptive mode, per client", New: perClient(awsAdaptive)},
 		{Name: Default + ", per client", New: perClient(adaptive)},
 		{Name: Default + ", one shared", New: shared(adaptive)},
+		{Name: Breaker + ", per client", New: perClient(adaptive), Breaker: perClient(breaker)},
+		{Name: Breaker + ", one shared", New: shared(adaptive), Breaker: shared(breaker)},
 		{Name: "avast/retry-go v4/v5 defaults: 10 att., 100ms·2^n", RetryAfter: IgnoreRetryAfter, New: shared(func(env Env) retry.Strategy {
 			rnd := env.Rand
 			// avast/retry-go's defaults (v4.7.0, v5.1.1): 10 attempts,
@@ -94,12 +103,13 @@ func exp(base, limit time.Duration, j retry.Jitter, rnd func() float64) retry.Ba
 	return retry.Exponential{Base: base, Max: limit, Jitter: j, Rand: rnd}
 }
 
-// perClient gives each client a strategy of its own, made by mk on the
-// client's first request: per-client state such as a retry quota.
-func perClient(mk func(env Env) retry.Strategy) func(Env) func(int) retry.Strategy {
-	return func(env Env) func(int) retry.Strategy {
-		byClient := map[int]retry.Strategy{}
-		return func(c int) retry.Strategy {
+// perClient gives each client a strategy (or breaker) of its own, made by
+// mk on the client's first request: per-client state such as a retry
+// quota.
+func perClient[T any](mk func(env Env) T) func(Env) func(int) T {
+	return func(env Env) func(int) T {
+		byClient := map[int]T{}
+		return func(c int) T {
 			s, ok := byClient[c]
 			if !ok {
 				s = mk(env)
@@ -110,12 +120,12 @@ func perClient(mk func(env Env) retry.Strategy) func(Env) func(int) retry.Strate
 	}
 }
 
-// shared gives every client one strategy made by mk, so that its state
-// (one quota for the whole process) is shared.
-func shared(mk func(env Env) retry.Strategy) func(Env) func(int) retry.Strategy {
-	return func(env Env) func(int) retry.Strategy {
+// shared gives every client one strategy (or breaker) made by mk, so
+// that its state (one quota for the whole process) is shared.
+func shared[T any](mk func(env Env) T) func(Env) func(int) T {
+	return func(env Env) func(int) T {
 		s := mk(env)
-		return func(int) retry.Strategy { return s }
+		return func(int) T { return s }
 	}
 }
 
@@ -175,6 +185,15 @@ func awsAdaptive(env Env) retry.Strategy {
 // Default names the rows of the strategy users get when they configure
 // nothing.
 const Default = "Adaptive (default)"
+
+// Breaker names the rows of the default strategy with a circuit breaker
+// at its defaults.
+const Breaker = "Adaptive + Breaker"
+
+// breaker is retry.NewBreaker with its defaults, on the run's clock.
+func breaker(env Env) *retry.Breaker {
+	return retry.NewBreaker(retry.BreakerOptions{Now: env.Now})
+}
 
 // plusJitter adds a uniform random delay of up to extra to a backoff.
 type plusJitter struct {

@@ -10,7 +10,9 @@
 // queue and costs the server RejectCost of an attempt's work: by default
 // nothing. Clients send requests at a steady rate; each request runs
 // through a real retry.Strategy (AcquireInitialToken, RefreshToken,
-// RecordSuccess), whose delays the simulator waits in virtual time. Where
+// RecordSuccess), whose delays the simulator waits in virtual time; a
+// policy with circuit breakers consults its client's as Do does (Allow
+// before each attempt, Done after it, Delay before a wait). Where
 // every client shares one retry.Simple, requests go through its Next
 // instead, the same decision without a token, so that millions of them fit
 // in little memory.
@@ -33,6 +35,10 @@ import (
 
 	"github.com/retrykit/retry"
 )
+
+// background is the context of every simulated call: no caller gives up
+// on its own.
+var background = context.Background()
 
 // Failures as the strategies see them: the answers of an idempotent call.
 var (
@@ -109,13 +115,14 @@ type runner struct {
 	jitter   *rand.Rand // the strategies' randomness
 
 	strategy   func(int) retry.Strategy
-	step       stepper       // every client's strategy, if they share one stepper
-	tokens     bool          // decide through tokens even so (tests compare the two)
-	throttled  error         // the 429 as this policy sees it
-	clock      time.Duration // virtual time: when the event being handled happens
-	serverFree time.Duration // when the server finishes the work queued so far
-	fleet      *fleet        // the replicas, in a replica scenario; nil otherwise
-	limiter    float64       // Throttle: the tokens in the server's rate-limit bucket
+	breaker    func(int) *retry.Breaker // each client's breaker, if the policy has them
+	step       stepper                  // every client's strategy, if they share one stepper
+	tokens     bool                     // decide through tokens even so (tests compare the two)
+	throttled  error                    // the 429 as this policy sees it
+	clock      time.Duration            // virtual time: when the event being handled happens
+	serverFree time.Duration            // when the server finishes the work queued so far
+	fleet      *fleet                   // the replicas, in a replica scenario; nil otherwise
+	limiter    float64                  // Throttle: the tokens in the server's rate-limit bucket
 	lastRefill time.Duration
 
 	res       Result
@@ -188,11 +195,15 @@ func (r *runner) setup() {
 	r.arrivals = rand.New(rand.NewPCG(s.Seed, 1))
 	r.server = rand.New(rand.NewPCG(s.Seed, 2))
 	r.jitter = rand.New(rand.NewPCG(s.Seed, 3))
-	r.strategy = r.p.New(Env{Rand: r.jitter.Float64, Now: func() time.Time { return Epoch.Add(r.clock) }})
-	if !r.tokens {
+	env := Env{Rand: r.jitter.Float64, Now: func() time.Time { return Epoch.Add(r.clock) }}
+	r.strategy = r.p.New(env)
+	if r.p.Breaker != nil {
+		r.breaker = r.p.Breaker(env)
+	}
+	if !r.tokens && r.breaker == nil {
 		r.step = sharedStepper(r.strategy, s.Clients)
 	}
-	r.reqs = newSlots(r.step == nil)
+	r.reqs = newSlots(r.step == nil, r.breaker != nil)
 	if s.Kind.Replicated() {
 		r.fleet = newFleet(s)
 	}
@@ -263,18 +274,60 @@ func (r *runner) issue(client int, at time.Duration) {
 		r.push(at, evAttempt, 0, id)
 		return
 	}
+	r.reqs.n[c][i] = int32(client)
+	if r.breaker != nil && r.breaker(client).Delay("") > 0 {
+		// As Do: while the circuit is open, the strategy is not even
+		// asked, and the request fails at once.
+		r.over(id, 0)
+		return
+	}
 	tok, err := r.strategy(client).AcquireInitialToken("")
 	if err != nil {
 		tok = retry.Token{} // no token: one attempt, as the Smithy retry guide says
 	}
-	r.reqs.n[c][i], r.reqs.toks[c][i] = int32(client), tok
+	r.reqs.toks[c][i] = tok
 	r.push(at+tok.Delay(), evAttempt, 0, id)
+}
+
+// over ends request id, which failed, latency after it was issued.
+func (r *runner) over(id int32, latency time.Duration) {
+	r.latencies.add(latency, false)
+	r.reqs.release(id)
+}
+
+// allowed asks the breaker of request id's client, if it has one, for the
+// attempt the request is about to send. If it refuses, the request fails
+// there, its token handed back, as Do gives up with ErrCircuitOpen.
+func (r *runner) allowed(id int32, at time.Duration) bool {
+	if r.breaker == nil {
+		return true
+	}
+	c, i := split(id)
+	client := int(r.reqs.n[c][i])
+	ticket, err := r.breaker(client).Allow("")
+	if err != nil {
+		r.release(client, r.reqs.toks[c][i])
+		r.over(id, at-r.reqs.issued[c][i])
+		return false
+	}
+	r.reqs.tickets[c][i] = ticket
+	return true
+}
+
+// release hands back to client's strategy a token its request will not use.
+func (r *runner) release(client int, tok retry.Token) {
+	if rel, ok := r.strategy(client).(retry.Releaser); ok {
+		_ = rel.ReleaseToken(tok)
+	}
 }
 
 // attempt sends one attempt of request id at time at and schedules its
 // answer.
 func (r *runner) attempt(id int32, at time.Duration) {
 	s := r.s
+	if !r.allowed(id, at) {
+		return
+	}
 	r.res.Attempts++
 	if r.inIncident(at) {
 		r.res.IncidentAttempts++
@@ -379,6 +432,9 @@ func (r *runner) answer(id int32, at time.Duration, ans uint8) {
 		r.attempts[b]++
 	}
 	if ans == ansOK {
+		if r.breaker != nil {
+			r.reqs.tickets[c][i].Done(background, nil)
+		}
 		if r.step == nil {
 			_ = r.strategy(int(r.reqs.n[c][i])).RecordSuccess(r.reqs.toks[c][i])
 		}
@@ -405,10 +461,12 @@ func (r *runner) answer(id int32, at time.Duration, ans uint8) {
 	case ansThrottled:
 		err, hint = r.throttled, r.s.RetryAfter
 	}
+	if r.breaker != nil {
+		r.reqs.tickets[c][i].Done(background, err)
+	}
 	delay, granted := r.decide(c, i, at-issued, err)
 	if !granted {
-		r.latencies.add(at-issued, false)
-		r.reqs.release(id)
+		r.over(id, at-issued)
 		return
 	}
 	if r.p.RetryAfter == ReplaceWithRetryAfter && hint > 0 {
@@ -432,12 +490,12 @@ func (r *runner) decide(c, i int, elapsed time.Duration, err error) (time.Durati
 		r.reqs.n[c][i], r.reqs.delay[c][i] = retries+1, delay
 		return delay, true
 	}
-	s := r.strategy(int(r.reqs.n[c][i]))
-	next, refused := s.RefreshToken(r.reqs.toks[c][i], err)
-	if refused == nil && tooLate(next.Delay()) {
-		if rel, ok := s.(retry.Releaser); ok {
-			_ = rel.ReleaseToken(next)
-		}
+	client := int(r.reqs.n[c][i])
+	next, refused := r.strategy(client).RefreshToken(r.reqs.toks[c][i], err)
+	if refused == nil && (tooLate(next.Delay()) || r.breaker != nil && r.breaker(client).Delay("") > next.Delay()) {
+		// Past MaxElapsed, or refused by the breaker after the wait, as
+		// Do refuses it before the wait: the retry is handed back.
+		r.release(client, next)
 		refused = retry.ErrMaxAttempts
 	}
 	if refused != nil {

@@ -75,7 +75,7 @@ func TestPendingOrdersByTimeThenScheduling(t *testing.T) {
 
 func TestSlotsAreReused(t *testing.T) {
 	for _, tokens := range []bool{false, true} {
-		s := newSlots(tokens)
+		s := newSlots(tokens, false)
 		var ids []int32
 		for range chunkLen + 10 {
 			ids = append(ids, s.take())

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -72,13 +73,7 @@ func TestDefaultTargets(t *testing.T) {
 					t.Fatal(err)
 				}
 				s.RejectCost = tg.reject
-				run := func(name string) Result {
-					r, err := Run(context.Background(), s, named(t, name))
-					if err != nil {
-						t.Fatal(err)
-					}
-					return r
-				}
+				run := func(name string) Result { return runOnce(t, s, name) }
 				none, def := run("no retries"), run(Default+", per client")
 				t.Logf("%s: amplification %.3fx (incident %.3fx), success %.2f%% (no retries %.2f%%), recovery %v (no retries %v, recovered %v), p99 %v",
 					tg.kind, def.Amplification(), def.IncidentAmplification(), 100*def.SuccessRate(), 100*none.SuccessRate(), def.Recovery, none.Recovery, def.Recovered, def.P99)
@@ -107,7 +102,9 @@ func TestDefaultTargets(t *testing.T) {
 					std := run("Standard, quota per client")
 					best := none.SuccessRate()
 					for _, p := range Policies() {
-						if p.Name != "no retries" {
+						// The rows with a breaker are the default's own,
+						// and no retry policy of their own.
+						if p.Name != "no retries" && !strings.HasPrefix(p.Name, Breaker) {
 							best = max(best, run(p.Name).SuccessRate())
 						}
 					}
@@ -118,6 +115,30 @@ func TestDefaultTargets(t *testing.T) {
 			})
 		}
 	}
+}
+
+// runs holds the runs of the target tests, which share many: a scenario
+// and a policy give the same result every time.
+var runs sync.Map // of *memo, by scenario and policy name
+
+type memo struct {
+	once sync.Once
+	r    Result
+	err  error
+}
+
+// runOnce runs the policy named name in s, or returns the result of the
+// run that did.
+func runOnce(t *testing.T, s Scenario, name string) Result {
+	t.Helper()
+	p := named(t, name)
+	m, _ := runs.LoadOrStore(fmt.Sprintf("%+v\x00%s", s, name), new(memo))
+	run := m.(*memo)
+	run.once.Do(func() { run.r, run.err = Run(context.Background(), s, p) })
+	if run.err != nil {
+		t.Fatal(run.err)
+	}
+	return run.r
 }
 
 func atMost(t *testing.T, what string, got, limit float64) {
@@ -161,5 +182,97 @@ func TestExplore(t *testing.T) {
 			}
 			t.Logf("%-9s %-32s amp %.4f inc %.4f succ %7.3f%% unf %5d p50 %8v p99 %8v rec %s", kind, name, r.Amplification(), r.IncidentAmplification(), 100*r.SuccessRate(), r.Unfinished, r.P50.Round(time.Millisecond), r.P99.Round(time.Millisecond), rec)
 		}
+	}
+}
+
+// TestBreakerTargets holds the default strategy with a circuit breaker at
+// its defaults ("Adaptive + Breaker") to the targets it was built for, in
+// the scenarios at their defaults and the default seed.
+//
+// With 100 clients, for a breaker per client and one shared by all:
+//   - outage: the server sees at most 0.5x the offered load during the
+//     incident (the breaker sheds first attempts), success at least no
+//     retries' less 1 point, recovery within 2 s of the outage's end;
+//   - overload: recovery no later than no retries', success at least
+//     theirs;
+//   - brownout: success at least 99 % (30 % failures never open it);
+//   - partial replica incidents: success at least Adaptive's (per client)
+//     less 0.1 points.
+//
+// With 1,000 clients sending the same load, a request a second each, a
+// breaker per client costs nothing: success at least Adaptive's less 0.1
+// points in the outage, the overload, the throttling and the partial
+// replica incidents. (Not in the brownout: a client's retries of its
+// failures fill its window, and when they make 20 attempts in a window
+// half of them failed, so that a few circuits of the thousand open. See
+// docs/simulator.md.)
+func TestBreakerTargets(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the targets are checked without the race detector")
+	}
+	const perClient, oneShared = Breaker + ", per client", Breaker + ", one shared"
+	type target struct {
+		kind    Kind
+		clients int
+	}
+	var targets []target
+	for _, k := range []Kind{Outage, Overload, Brownout} {
+		targets = append(targets, target{k, 100})
+	}
+	for _, k := range ReplicaKinds() {
+		if k != Blip && k != Flapping {
+			targets = append(targets, target{k, 100}, target{k, 1000})
+		}
+	}
+	for _, k := range []Kind{Outage, Overload, Throttle} {
+		targets = append(targets, target{k, 1000})
+	}
+	for _, tg := range targets {
+		t.Run(fmt.Sprintf("%s/%d", tg.kind, tg.clients), func(t *testing.T) {
+			t.Parallel()
+			s, err := Defaults(tg.kind, tg.clients, 1000, time.Minute, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			run := func(name string) Result { return runOnce(t, s, name) }
+			rows := []string{perClient, oneShared}
+			if tg.clients == 1000 {
+				rows = rows[:1]
+			}
+			var base Result // what the rows are held to: no retries, or Adaptive
+			switch {
+			case tg.clients == 1000 || tg.kind.Replicated():
+				base = run(Default + ", per client")
+			case tg.kind != Brownout:
+				base = run("no retries")
+			}
+			if base.Policy != "" {
+				t.Logf("%s: success %.3f%%, recovery %v", base.Policy, 100*base.SuccessRate(), base.Recovery)
+			}
+			for _, name := range rows {
+				r := run(name)
+				t.Logf("%s: incident amplification %.3fx, success %.3f%%, recovery %v (recovered %v)",
+					name, r.IncidentAmplification(), 100*r.SuccessRate(), r.Recovery, r.Recovered)
+				switch {
+				case tg.clients == 1000 || tg.kind.Replicated():
+					atLeast(t, name+": success against Adaptive's", r.SuccessRate(), base.SuccessRate()-0.001)
+				case tg.kind == Outage:
+					atMost(t, name+": amplification during the incident", r.IncidentAmplification(), 0.5)
+					atLeast(t, name+": success against no retries'", r.SuccessRate(), base.SuccessRate()-0.01)
+					if !r.Recovered {
+						t.Errorf("%s: the server never recovered", name)
+					}
+					atMost(t, name+": recovery (s)", r.Recovery.Seconds(), 2)
+				case tg.kind == Overload:
+					if !r.Recovered {
+						t.Errorf("%s: the server never recovered", name)
+					}
+					atMost(t, name+": recovery (s)", r.Recovery.Seconds(), base.Recovery.Seconds())
+					atLeast(t, name+": success against no retries'", r.SuccessRate(), base.SuccessRate())
+				case tg.kind == Brownout:
+					atLeast(t, name+": success", r.SuccessRate(), 0.99)
+				}
+			}
+		})
 	}
 }
