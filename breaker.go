@@ -131,7 +131,8 @@ func (s BreakerState) String() string {
 // refusing a scope for what another one did.
 //
 // A closed circuit costs an attempt a few atomic operations and no
-// allocation; it reads the clock only on a failure and every 64th success.
+// allocation; it reads the clock and takes a lock only on a failure and
+// every 64th success.
 // A Breaker is safe for concurrent use, and should be shared by every
 // caller of a service in a process. Its zero value uses the defaults;
 // NewBreaker sets options. It must not be copied after first use.
