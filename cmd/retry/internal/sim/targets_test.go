@@ -192,7 +192,9 @@ func TestExplore(t *testing.T) {
 // With 100 clients, for a breaker per client and one shared by all:
 //   - outage: the server sees at most 0.5x the offered load during the
 //     incident (the breaker sheds first attempts), success at least no
-//     retries' less 1 point, recovery within 2 s of the outage's end;
+//     retries' less 1 point, recovery within 2 s of the outage's end, the
+//     server's and the callers' (99 % of the requests of every later
+//     second succeed);
 //   - overload: recovery no later than no retries', success at least
 //     theirs;
 //   - brownout: success at least 99 % (30 % failures never open it);
@@ -263,6 +265,11 @@ func TestBreakerTargets(t *testing.T) {
 						t.Errorf("%s: the server never recovered", name)
 					}
 					atMost(t, name+": recovery (s)", r.Recovery.Seconds(), 2)
+					// The callers' recovery too: the circuits let their
+					// requests through again within 2 s of the end.
+					for i := int((s.End + 2*time.Second) / bucket); i < len(r.Goodput); i++ {
+						atLeast(t, fmt.Sprintf("%s: successes in second %d", name, i), r.Goodput[i], 0.99*s.Rate)
+					}
 				case tg.kind == Overload:
 					if !r.Recovered {
 						t.Errorf("%s: the server never recovered", name)
