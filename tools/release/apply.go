@@ -104,9 +104,21 @@ func run(ctx context.Context, env []string, dir, name string, args ...string) ([
 	cmd.Stderr = &out
 	err := cmd.Run()
 	if err != nil {
-		return out.Bytes(), fmt.Errorf("%s: %s %s: %w\n%s", dir, name, strings.Join(args, " "), err, indent(out.String()))
+		return out.Bytes(), fmt.Errorf("%s: %s %s: %w\n%s", dir, name, strings.Join(args, " "), err, indent(withoutDownloads(out.String())))
 	}
 	return out.Bytes(), nil
+}
+
+// withoutDownloads drops the go command's "go: downloading" lines, which
+// bury the error under them.
+func withoutDownloads(s string) string {
+	var b strings.Builder
+	for line := range strings.Lines(s) {
+		if !strings.HasPrefix(line, "go: downloading ") {
+			b.WriteString(line)
+		}
+	}
+	return b.String()
 }
 
 func indent(s string) string {
