@@ -57,9 +57,9 @@ func newToolchain(ctx context.Context, rootPath string, log io.Writer) (*toolcha
 // env is the environment of a go command that reads the project's modules
 // from the proxy in proxyDir and keeps modules in the cache modcache.
 func (tc *toolchain) env(proxyDir, modcache string) []string {
-	proxy := "file://" + filepath.ToSlash(proxyDir)
+	proxy := fileURL(proxyDir)
 	if tc.Mirror != "" {
-		proxy += ",file://" + filepath.ToSlash(tc.Mirror)
+		proxy += "," + fileURL(tc.Mirror)
 	}
 	proxy += "," + tc.Public
 	set := map[string]string{
@@ -74,12 +74,9 @@ func (tc *toolchain) env(proxyDir, modcache string) []string {
 		// would fetch them from the repository, and even with GONOPROXY=none
 		// go get of grpcretry@v stops at the root module once that is in the
 		// cache ("found, but does not contain package").
-		"GONOSUMDB":   tc.RootPath,
-		"GOPRIVATE":   "",
-		"GONOPROXY":   "",
-		"GOTOOLCHAIN": "local",
-		"GOINSECURE":  "",
-		"GOVCS":       "",
+		"GONOSUMDB": tc.RootPath,
+		"GOPRIVATE": "",
+		"GONOPROXY": "",
 	}
 	var env []string
 	for _, kv := range os.Environ() {
@@ -92,6 +89,15 @@ func (tc *toolchain) env(proxyDir, modcache string) []string {
 		env = append(env, k+"="+v)
 	}
 	return env
+}
+
+// fileURL is the file:// URL of the absolute directory dir.
+func fileURL(dir string) string {
+	p := filepath.ToSlash(dir)
+	if !strings.HasPrefix(p, "/") {
+		p = "/" + p // a Windows drive: file:///C:/...
+	}
+	return "file://" + p
 }
 
 // run runs the go command (or the program name) with args in dir.

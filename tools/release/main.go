@@ -131,7 +131,7 @@ func mainErr(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		if err := writeProxy(ctx, root, dir, ws.Modules, v); err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "GOPROXY=file://%s holds %d modules at %s\n", filepath.ToSlash(dir), len(ws.Modules), v)
+		fmt.Fprintf(stdout, "GOPROXY=%s holds %d modules at %s\n", fileURL(dir), len(ws.Modules), v)
 		return nil
 	case "verify":
 		tc, err := newToolchain(ctx, ws.RootPath, stdout)
