@@ -2,11 +2,13 @@ package otelretry_test
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/retrykit/retry"
 	"github.com/retrykit/retry/httpretry"
@@ -22,7 +24,8 @@ import (
 // loop), sdk with the SDK (every span recorded, metrics to a manual
 // reader) and a recording caller's span. success is a call that succeeds at once; retry one whose
 // first attempt fails (no wait), so that retry - success is the cost of an
-// attempt that fails and is retried.
+// attempt that fails and is retried; refused one whose first attempt an open
+// circuit breaker refuses, what every call costs while a service is down.
 func BenchmarkDo(b *testing.B) {
 	r := newRig(b)
 	noop := otelretry.New(otelretry.WithTracerProvider(tracenoop.NewTracerProvider()),
@@ -49,6 +52,18 @@ func BenchmarkDo(b *testing.B) {
 			for b.Loop() {
 				if err := retry.Do(ctx, s, ok, opts...); err != nil {
 					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(c.name+"/refused", func(b *testing.B) {
+			brk := retry.NewBreaker(retry.BreakerOptions{MinAttempts: 1, OpenFor: time.Hour})
+			opts := []retry.Option{retry.Scope("svc"), retry.WithBreaker(brk), c.opt}
+			_ = retry.Do(ctx, &retry.No{}, func(context.Context) error { return retry.Transient(errBoom) }, opts...)
+			s := retry.NewStandard(retry.StandardOptions{})
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := retry.Do(ctx, s, ok, opts...); !errors.Is(err, retry.ErrCircuitOpen) {
+					b.Fatalf("err = %v, want the open circuit's refusal", err)
 				}
 			}
 		})

@@ -60,6 +60,7 @@ const (
 	ReasonInvalidToken = "invalid_token"  // retry.ErrInvalidToken
 	ReasonNilOperation = "nil_operation"  // retry.ErrNilOperation
 	ReasonOuterLoop    = "caller_retries" // retry.ErrOuterLoop: one attempt, the failure left to a caller that retries it
+	ReasonCircuitOpen  = "circuit_open"   // retry.ErrCircuitOpen: a breaker refused the next attempt, or the first
 	ReasonOther        = "other"          // an integration's own reason (a limiter, a body that cannot be sent again)
 )
 
@@ -89,6 +90,8 @@ func giveUpReason(reason error) string {
 		return ReasonNilOperation
 	case reason == retry.ErrOuterLoop:
 		return ReasonOuterLoop
+	case errors.Is(reason, retry.ErrCircuitOpen):
+		return ReasonCircuitOpen
 	}
 	return ReasonOther
 }

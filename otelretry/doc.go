@@ -23,6 +23,11 @@
 //     retry.reason (ReasonAttempts, ReasonQuota, ReasonBudget,
 //     ReasonDeadline, ReasonNotRetryable and the others) and the last
 //     error's class.
+//   - A call a circuit breaker refused (retry.WithBreaker; reason
+//     ReasonCircuitOpen), its first attempt or a retry, also sets the
+//     caller's span's status to Error, with the call's error as its
+//     description, which names the open circuit. The attempt not made has
+//     no span.
 //   - Each attempt after the first is a span of its own, retry.attempt (kind
 //     internal), a child of the caller's span, with retry.scope and
 //     retry.attempt; with WithHTTPConventions it carries the HTTP semantic
@@ -79,9 +84,16 @@
 //     Done), with retry.outcome.
 //   - retry.client.give_ups (counter, {call}): calls that failed for good,
 //     with retry.reason and error.type.
+//   - retry.client.breaker.refusals (counter, {attempt}): attempts not made
+//     because a circuit breaker's circuit was open, with retry.first_attempt
+//     (true for a call's first attempt, false for a retry).
 //   - retry.client.quota.available, retry.client.budget.available and
 //     retry.client.send_rate (observable gauges): see WithStrategy,
 //     WithQuota and WithBudget.
+//   - retry.client.breaker.status (observable UpDownCounter, 1): a
+//     breaker's state per scope, one series per retry.breaker.state
+//     (closed, open, half_open), 1 for the current state and 0 for the
+//     others, with retry.breaker.name; see WithBreaker.
 //
 // With WithGRPCConventions the two per-call histograms give way to gRFC
 // A96's four (github.com/grpc/proposal, A96-retry-otel-stats.md), with its

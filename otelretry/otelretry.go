@@ -38,6 +38,12 @@ const (
 	keyBudget     = attribute.Key("retry.budget")
 	keyStrategy   = attribute.Key("retry.strategy")
 
+	// The breaker's attributes share a namespace, retry.breaker, which the
+	// semantic conventions' naming rules keep from being a name itself.
+	keyBreakerName  = attribute.Key("retry.breaker.name")
+	keyBreakerState = attribute.Key("retry.breaker.state")
+	keyFirstAttempt = attribute.Key("retry.first_attempt")
+
 	// keyResendCount is the HTTP semantic conventions' attribute of a resent
 	// request; keyPreviousAttempts and keyTransparent are those of gRPC's
 	// OpenTelemetry tracing design (gRFC A72) on an attempt span.
@@ -147,6 +153,7 @@ type Instrumentation struct {
 	attempts    metric.Int64Counter
 	retries     metric.Int64Counter
 	giveUps     metric.Int64Counter
+	refusals    metric.Int64Counter
 	callRetries metric.Int64Histogram
 	delay       metric.Float64Histogram
 	callDelay   metric.Float64Histogram
@@ -245,6 +252,9 @@ func (in *Instrumentation) instruments(mp metric.MeterProvider, g *gauges) {
 	in.giveUps, err = m.Int64Counter("retry.client.give_ups", metric.WithUnit("{call}"),
 		metric.WithDescription("Calls that failed for good, by scope and the reason retrying stopped."))
 	handle(err)
+	in.refusals, err = m.Int64Counter("retry.client.breaker.refusals", metric.WithUnit("{attempt}"),
+		metric.WithDescription("Attempts not made because a circuit breaker's circuit was open, by scope and whether each was a call's first."))
+	handle(err)
 	in.delay, err = m.Float64Histogram("retry.client.retry.delay", metric.WithUnit("s"),
 		metric.WithDescription("The wait before each retry: backoff, the server's hint or the limiter's wait."),
 		metric.WithExplicitBucketBoundaries(delayBuckets...))
@@ -278,7 +288,8 @@ func (in *Instrumentation) instruments(mp metric.MeterProvider, g *gauges) {
 		handle(err)
 	}
 	in.metrics = in.attempts.Enabled(context.Background()) || in.retries.Enabled(context.Background()) ||
-		in.giveUps.Enabled(context.Background()) || in.callRetries.Enabled(context.Background()) ||
+		in.giveUps.Enabled(context.Background()) || in.refusals.Enabled(context.Background()) ||
+		in.callRetries.Enabled(context.Background()) ||
 		in.delay.Enabled(context.Background()) || in.callDelay.Enabled(context.Background())
 	if !in.metrics {
 		return
@@ -488,19 +499,35 @@ func (in *Instrumentation) retry(ctx context.Context, scope string, n int, delay
 }
 
 // giveUp counts a call that failed for good, and says why on the caller's
-// span.
+// span. A call that gave up because its breaker refused an attempt (the
+// loop's own refusal, whose Reason is retry.ErrCircuitOpen itself) also
+// counts the refusal, and sets the caller's span's status to Error with the
+// error's message, which names the open circuit: a refused first attempt
+// leaves no other sign of failure on the span, and no attempt span is made
+// for an attempt not made.
 func (in *Instrumentation) giveUp(ctx context.Context, scope string, e *retry.Error) {
 	reason := giveUpReason(e.Reason)
+	refused := e.Reason == retry.ErrCircuitOpen
 	class := ""
 	if e.Err != nil {
 		class, _ = errorClass(e.Err)
 	}
 	if in.metrics {
-		attrs := []attribute.KeyValue{in.scopes.get(scope).attr, keyReason.String(reason)}
-		if class != "" {
-			attrs = append(attrs, keyErrorType.String(class))
+		s := in.scopes.get(scope)
+		if refused && class == "" {
+			// A refused first attempt, as every call is while the
+			// circuit is open: the scope's set, made once.
+			in.giveUps.Add(ctx, 1, s.openGiveUp...)
+		} else {
+			attrs := []attribute.KeyValue{s.attr, keyReason.String(reason)}
+			if class != "" {
+				attrs = append(attrs, keyErrorType.String(class))
+			}
+			in.giveUps.Add(ctx, 1, metric.WithAttributeSet(attribute.NewSet(attrs...)))
 		}
-		in.giveUps.Add(ctx, 1, metric.WithAttributeSet(attribute.NewSet(attrs...)))
+		if refused {
+			in.refusals.Add(ctx, 1, s.refusedAdd(e.Attempts == 0)...)
+		}
 	}
 	if in.tracer == nil {
 		return
@@ -513,10 +540,15 @@ func (in *Instrumentation) giveUp(ctx context.Context, scope string, e *retry.Er
 	if class != "" {
 		attrs = append(attrs, keyErrorType.String(class))
 	}
+	msg := ""
 	if e.Reason != nil {
-		attrs = append(attrs, keyError.String(e.Error()))
+		msg = e.Error()
+		attrs = append(attrs, keyError.String(msg))
 	}
 	caller.AddEvent(EventGiveUp, trace.WithAttributes(attrs...))
+	if refused {
+		caller.SetStatus(codes.Error, msg)
+	}
 }
 
 // done records the per-call histograms when the call ends, as gRFC A96's

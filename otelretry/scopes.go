@@ -25,13 +25,30 @@ type scope struct {
 	own   bool                  // a scope of its own, not OtherScope: its gauges are observed
 	okAdd []metric.AddOption    // attempts: scope, outcome=success
 	okRec []metric.RecordOption // per-call histograms: scope, outcome=success
+
+	// Refusals: scope, first_attempt; and give-ups of refused first
+	// attempts: scope, reason=circuit_open. Made once, as a circuit that
+	// is open refuses every call of its scope.
+	refusedFirst, refusedRetry, openGiveUp []metric.AddOption
 }
 
 func newScope(name string, own bool) *scope {
 	s := &scope{name: name, attr: keyScope.String(name), own: own}
 	s.okAdd = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(s.attr, outcomeSuccess))}
 	s.okRec = []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(s.attr, outcomeSuccess))}
+	s.refusedFirst = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(s.attr, keyFirstAttempt.Bool(true)))}
+	s.refusedRetry = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(s.attr, keyFirstAttempt.Bool(false)))}
+	s.openGiveUp = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(s.attr, keyReason.String(ReasonCircuitOpen)))}
 	return s
+}
+
+// refusedAdd returns the attributes of a refusal: of the call's first
+// attempt, or of a retry.
+func (s *scope) refusedAdd(first bool) []metric.AddOption {
+	if first {
+		return s.refusedFirst
+	}
+	return s.refusedRetry
 }
 
 // scopes is a bounded table of scopes. Lookups read an immutable map through
