@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"runtime"
 	"testing"
 	"time"
 )
@@ -161,5 +162,95 @@ func TestGRPCTable(t *testing.T) {
 		if l, ok := seen[name]; !ok || l.TwoRetries == nil {
 			t.Errorf("no %s row with a two-retries scenario", name)
 		}
+	}
+}
+
+// BenchmarkGRPCAllocs runs each allocation scenario through every row over
+// bufconn, the row without interceptor first, and reports beside allocs/op
+// and B/op what each row adds to it ("extra-allocs/op", "extra-B/op"):
+// allocations are exact, where the time of an in-memory call is dominated
+// by scheduling. Run it with -benchmem.
+func BenchmarkGRPCAllocs(b *testing.B) {
+	rows := GRPCAllocRows()
+	defer func() {
+		for _, r := range rows {
+			r.Close()
+		}
+	}()
+	for _, sc := range []struct {
+		name string
+		pick func(GRPCAllocRow) Scenario
+	}{
+		{"unary", func(r GRPCAllocRow) Scenario { return r.Unary }},
+		{"two-retries", func(r GRPCAllocRow) Scenario { return r.TwoRetries }},
+		{"stream", func(r GRPCAllocRow) Scenario { return r.Stream }},
+	} {
+		b.Run(sc.name, func(b *testing.B) {
+			var plainAllocs, plainBytes float64
+			for i, r := range rows {
+				s := sc.pick(r)
+				b.Run(r.Name, func(b *testing.B) {
+					ctx := context.Background()
+					if err := s(ctx); err != nil { // connect first
+						b.Fatal(err)
+					}
+					b.ReportAllocs()
+					var before, after runtime.MemStats
+					runtime.ReadMemStats(&before)
+					for b.Loop() {
+						if err := s(ctx); err != nil {
+							b.Fatal(err)
+						}
+					}
+					runtime.ReadMemStats(&after)
+					allocs := float64(after.Mallocs-before.Mallocs) / float64(b.N)
+					bytes := float64(after.TotalAlloc-before.TotalAlloc) / float64(b.N)
+					if i == 0 {
+						plainAllocs, plainBytes = allocs, bytes
+						return
+					}
+					b.ReportMetric(allocs-plainAllocs, "extra-allocs/op")
+					b.ReportMetric(bytes-plainBytes, "extra-B/op")
+				})
+			}
+		})
+	}
+}
+
+// TestGRPCAllocScenarios checks that each row's scenarios end as the
+// allocation benchmark expects: the server's answer after 1 attempt
+// (unary, stream) or 3 (two retries), and no request id left pending.
+func TestGRPCAllocScenarios(t *testing.T) {
+	ctx := context.Background()
+	srv := BufServer()
+	rows := GRPCAllocRows()
+	if rows[0].Name != "plain" {
+		t.Fatalf("first row %q, want plain", rows[0].Name)
+	}
+	for _, r := range rows {
+		t.Run(r.Name, func(t *testing.T) {
+			defer r.Close()
+			for _, sc := range []struct {
+				name     string
+				s        Scenario
+				attempts int64
+			}{{"unary", r.Unary, 1}, {"two retries", r.TwoRetries, 1 + failures}, {"stream", r.Stream, 1}} {
+				if sc.s == nil {
+					t.Fatalf("%s: no scenario", sc.name)
+				}
+				for i := range grpcRuns {
+					before, pending := srv.Attempts(), srv.Pending()
+					if err := sc.s(ctx); err != nil {
+						t.Fatalf("%s, run %d: error %v, want nil", sc.name, i+1, err)
+					}
+					if got := srv.Attempts() - before; got != sc.attempts {
+						t.Fatalf("%s, run %d: the server saw %d attempts, want %d", sc.name, i+1, got, sc.attempts)
+					}
+					if got := srv.Pending(); got != pending {
+						t.Fatalf("%s, run %d: %d request ids pending on the server, want %d", sc.name, i+1, got, pending)
+					}
+				}
+			}
+		})
 	}
 }

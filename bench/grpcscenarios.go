@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"strconv"
 	"sync"
@@ -17,6 +18,7 @@ import (
 	testpb "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/test/bufconn"
 )
 
 // The gRPC scenarios make one unary call, TestService.UnaryCall of grpc's
@@ -214,5 +216,184 @@ func GRPCLibs() []GRPCLib {
 		// wait.
 		grpcLib("grpcretry-default", grpcretry.UnaryClientInterceptor(), nil),
 		grpcLib("go-grpc-middleware", mw, mw),
+	}
+}
+
+// The allocation scenarios compare what each interceptor adds to a call, in
+// allocations, over the same call made without one. They run over bufconn,
+// grpc-go's in-memory listener, to a real grpc.Server of the test service,
+// so that no socket's own work enters the counts:
+//
+//   - unary: one UnaryCall that the server answers at once.
+//   - two retries: one UnaryCall that the server fails twice with
+//     UNAVAILABLE, then answers. Without an interceptor, the caller makes
+//     the three calls itself, one after another, with the same request id.
+//   - stream: one StreamingOutputCall whose server sends one message and
+//     ends: the first message received, then the end of the stream (io.EOF).
+//
+// The rows are a call without interceptor, grpcretry's interceptors with
+// their default options, the same with retry.Unmarked() (no nesting mark on
+// the attempts' contexts), go-grpc-middleware v2's retry interceptors and
+// grpc-go's built-in retry (a service config's retryPolicy). The retrying
+// rows make at most 3 attempts, UNAVAILABLE retried, without waiting
+// between them: grpcretry's two-retries row has a retry.Simple strategy of
+// 3 attempts and no backoff for that (its default, retry.Adaptive, waits a
+// jittered backoff), and grpc-go's retryPolicy waits at most 1 µs, its
+// shortest.
+
+// GRPCAllocRow is one client configuration of the allocation scenarios.
+type GRPCAllocRow struct {
+	// Name identifies the row in benchmark names.
+	Name string
+	// Unary, TwoRetries and Stream run the scenarios once.
+	Unary, TwoRetries, Stream Scenario
+
+	conns []*grpc.ClientConn
+}
+
+// Close closes the row's client connections.
+func (r *GRPCAllocRow) Close() {
+	for _, cc := range r.conns {
+		cc.Close()
+	}
+}
+
+// StreamingOutputCall sends one empty message and ends the stream.
+func (s *grpcServer) StreamingOutputCall(_ *testpb.StreamingOutputCallRequest, st testpb.TestService_StreamingOutputCallServer) error {
+	s.attempts.Add(1)
+	return st.Send(&testpb.StreamingOutputCallResponse{})
+}
+
+var (
+	bufServerOnce sync.Once
+	bufLis        *bufconn.Listener
+	bufSrv        *grpcServer
+)
+
+// BufServer returns the test service on a bufconn listener, started on
+// first use and left running until the process exits.
+func BufServer() *grpcServer {
+	bufServerOnce.Do(func() {
+		bufLis = bufconn.Listen(1 << 20)
+		bufSrv = &grpcServer{tries: map[string]int{}}
+		gs := grpc.NewServer()
+		testpb.RegisterTestServiceServer(gs, bufSrv)
+		go gs.Serve(bufLis)
+	})
+	return bufSrv
+}
+
+// bufDial returns a client of the test service over a new ClientConn to the
+// bufconn server, with the given options besides its dialer.
+func bufDial(opts ...grpc.DialOption) (*grpc.ClientConn, testpb.TestServiceClient) {
+	BufServer()
+	opts = append([]grpc.DialOption{
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return bufLis.DialContext(ctx) }),
+	}, opts...)
+	cc, err := grpc.NewClient("passthrough:///bufnet", opts...)
+	if err != nil {
+		panic(fmt.Sprintf("bench: gRPC client: %v", err))
+	}
+	return cc, testpb.NewTestServiceClient(cc)
+}
+
+// grpcFirstMessage opens a StreamingOutputCall through c, receives its one
+// message and then the stream's end.
+func grpcFirstMessage(ctx context.Context, c testpb.TestServiceClient, req *testpb.StreamingOutputCallRequest) error {
+	st, err := c.StreamingOutputCall(ctx, req)
+	if err != nil {
+		return err
+	}
+	if _, err := st.Recv(); err != nil {
+		return err
+	}
+	if _, err := st.Recv(); err != io.EOF {
+		return fmt.Errorf("StreamingOutputCall: after the message, %v, want io.EOF", err)
+	}
+	return nil
+}
+
+// grpcBuiltinConfig is grpc-go's retryPolicy for the test service: 3
+// attempts, UNAVAILABLE retried, the shortest backoff grpc accepts.
+const grpcBuiltinConfig = `{"methodConfig": [{
+	"name": [{"service": "grpc.testing.TestService"}],
+	"retryPolicy": {
+		"maxAttempts": 3,
+		"initialBackoff": "0.000001s",
+		"maxBackoff": "0.000001s",
+		"backoffMultiplier": 1,
+		"retryableStatusCodes": ["UNAVAILABLE"]
+	}
+}]}`
+
+// grpcAllocRow builds a row: its unary and stream scenarios over a
+// ClientConn dialled with opts, its two-retries scenario over one dialled
+// with retryOpts (none if nil; the unary one if retryOpts is empty and
+// not nil). If manual, two retries is the caller's own loop of at most 3
+// calls.
+func grpcAllocRow(name string, manual bool, opts, retryOpts []grpc.DialOption) GRPCAllocRow {
+	r := GRPCAllocRow{Name: name}
+	ureq, sreq := &testpb.SimpleRequest{}, &testpb.StreamingOutputCallRequest{}
+	cc, c := bufDial(opts...)
+	r.conns = append(r.conns, cc)
+	r.Unary = func(ctx context.Context) error { return grpcCall(ctx, c, ureq, false) }
+	r.Stream = func(ctx context.Context) error { return grpcFirstMessage(ctx, c, sreq) }
+	switch {
+	case manual:
+		r.TwoRetries = func(ctx context.Context) error {
+			ctx = metadata.AppendToOutgoingContext(ctx, grpcReqIDKey, strconv.FormatUint(grpcReqIDs.Add(1), 10))
+			var err error
+			for range 1 + failures {
+				if _, err = c.UnaryCall(ctx, ureq); status.Code(err) != codes.Unavailable {
+					return err
+				}
+			}
+			return err
+		}
+	case retryOpts != nil:
+		rc := c
+		if len(retryOpts) > 0 {
+			var cc *grpc.ClientConn
+			cc, rc = bufDial(retryOpts...)
+			r.conns = append(r.conns, cc)
+		}
+		r.TwoRetries = func(ctx context.Context) error { return grpcCall(ctx, rc, ureq, true) }
+	}
+	return r
+}
+
+// GRPCAllocRows dials every row of the allocation scenarios and returns
+// them, the call without interceptor ("plain") first. The caller closes
+// each row when done with it.
+func GRPCAllocRows() []GRPCAllocRow {
+	noRetry := grpc.WithDisableRetry()
+	noWait := grpcretry.WithStrategy(&retry.Simple{MaxAttempts: 3, Backoff: retry.Constant(0)})
+	unmarked := grpcretry.WithRetryOptions(retry.Unmarked())
+	mw := []grpcmw.CallOption{grpcmw.WithMax(3), grpcmw.WithBackoff(grpcmw.BackoffLinear(0))}
+	return []GRPCAllocRow{
+		grpcAllocRow("plain", true, []grpc.DialOption{noRetry}, nil),
+		grpcAllocRow("grpcretry",
+			false,
+			[]grpc.DialOption{noRetry,
+				grpc.WithUnaryInterceptor(grpcretry.UnaryClientInterceptor()),
+				grpc.WithStreamInterceptor(grpcretry.StreamClientInterceptor())},
+			[]grpc.DialOption{noRetry, grpc.WithUnaryInterceptor(grpcretry.UnaryClientInterceptor(noWait))}),
+		grpcAllocRow("grpcretry-unmarked",
+			false,
+			[]grpc.DialOption{noRetry,
+				grpc.WithUnaryInterceptor(grpcretry.UnaryClientInterceptor(unmarked)),
+				grpc.WithStreamInterceptor(grpcretry.StreamClientInterceptor(unmarked))},
+			[]grpc.DialOption{noRetry, grpc.WithUnaryInterceptor(grpcretry.UnaryClientInterceptor(noWait, unmarked))}),
+		grpcAllocRow("go-grpc-middleware",
+			false,
+			[]grpc.DialOption{noRetry,
+				grpc.WithUnaryInterceptor(grpcmw.UnaryClientInterceptor(mw...)),
+				grpc.WithStreamInterceptor(grpcmw.StreamClientInterceptor(mw...))},
+			[]grpc.DialOption{}),
+		grpcAllocRow("grpc-builtin",
+			false,
+			[]grpc.DialOption{grpc.WithDefaultServiceConfig(grpcBuiltinConfig)},
+			[]grpc.DialOption{}),
 	}
 }
