@@ -30,7 +30,18 @@ const (
 type BreakerOptions struct {
 	// FailureRate is the share of a scope's counted attempts over Window
 	// that must have failed for the circuit to open. 0 (or less, or NaN)
-	// = 0.5; above 1 the circuit never opens.
+	// = 0.5; above 1 the circuit never opens. Unless every attempt in the
+	// window failed, reaching it is not enough: the window must also show,
+	// by Wald's sequential probability ratio test (A. Wald, "Sequential
+	// Tests of Statistical Hypotheses", Annals of Mathematical Statistics
+	// 16(2), 1945), that the service fails at FailureRate+0.1 rather than
+	// at FailureRate-0.1 (a narrower band near 0 and 1), with a 10 % risk
+	// of error either way. At 0.5 that is six failures more than
+	// successes: a window of 20 attempts opens on 13 failures, not 10, and
+	// one of 100 on 53. The window is judged again at every failure, and a
+	// small one that only just reaches the rate is often chance, as when a
+	// client calling once a second fills its window with the retries of
+	// its failures.
 	FailureRate float64
 	// MinAttempts is how many counted attempts the window must hold
 	// before the circuit may open: a handful of attempts says too little.
@@ -97,8 +108,10 @@ func (s BreakerState) String() string {
 //
 //   - Closed, it lets every attempt through and counts them over a sliding
 //     Window (10 s). When the window holds at least MinAttempts (20)
-//     counted attempts and the share of them that failed reaches
-//     FailureRate (0.5), it opens.
+//     counted attempts and either all of them failed (an outage) or the
+//     share that failed reaches FailureRate (0.5) with a sequential test's
+//     confidence (six failures more than successes at 0.5; see
+//     FailureRate), it opens.
 //   - Open, it refuses every attempt: the operation is not called, and the
 //     call gives up with ErrCircuitOpen. After OpenFor (5 s) it is half-open.
 //   - Half-open, it lets the next Probes (1) attempts through and refuses
@@ -571,7 +584,9 @@ func verdict(ctx context.Context, err error) int {
 	return neither
 }
 
-// trips reports whether a closed window's counts open the circuit.
+// trips reports whether a closed window's counts open the circuit: at
+// least MinAttempts, every one failed (an outage) or the failed share at
+// least FailureRate and the evidence of a sequential test (see trusted).
 func (b *Breaker) trips(attempts, successes float64) bool {
 	rate := b.opts.FailureRate
 	if rate <= 0 || math.IsNaN(rate) {
@@ -581,8 +596,39 @@ func (b *Breaker) trips(attempts, successes float64) bool {
 		return false
 	}
 	// A hair of tolerance: successes are placed in fractions of slots.
-	return attempts-successes >= rate*attempts-1e-6
+	failures := attempts - successes
+	if failures < rate*attempts-1e-6 {
+		return false // above 1, never
+	}
+	return successes < 1e-6 || rate < 1 && trusted(failures, successes, rate)
 }
+
+// trusted reports whether failures and successes say, by Wald's
+// sequential probability ratio test, that the service fails at rate+d
+// rather than rate-d (d = breakerBand, or less near 0 and 1), with error
+// rates of breakerRisk either way. A window is judged again at every
+// failure, and one that only just reaches rate is as often chance: a
+// client that calls once a second reaches MinAttempts only with the
+// retries of its failures, and would open on a service failing 30 % of
+// attempts. At 0.5 the test asks for six failures more than successes
+// whatever the window's size, where a confidence bound on the share
+// (Wilson's) asks for more the busier the window: an outage opens a busy
+// circuit about as soon as the share alone did (in retry sim, a client
+// calling ten times a second half a second later; with Wilson's bound at
+// 95 %, a second, which its open spells then carry past the outage's
+// end). A risk of 5 % would ask for eight.
+func trusted(failures, successes, rate float64) bool {
+	d := min(breakerBand, rate/2, (1-rate)/2)
+	llr := failures*math.Log((rate+d)/(rate-d)) - successes*math.Log((1-rate+d)/(1-rate-d))
+	return llr >= math.Log((1-breakerRisk)/breakerRisk)-1e-9
+}
+
+// The sequential test's half band of failure rates around FailureRate, and
+// its error rate either way.
+const (
+	breakerBand = 0.1
+	breakerRisk = 0.1
+)
 
 // spell is the scope's current open spell.
 func (b *Breaker) spell(sc *breakerScope) time.Duration {

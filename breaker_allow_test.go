@@ -13,10 +13,10 @@ import (
 
 // TestBreakerAllowRules: a loop of one's own through Allow, Done and Delay
 // meets every rule of the breaker, in virtual time: it opens at the rate
-// once the window holds MinAttempts, refuses while open and says for how
-// long, lets Probes through after OpenFor, doubles OpenFor when a probe
-// fails, closes when they succeed; the verdicts that count as neither do
-// not count.
+// once the window holds MinAttempts and the sequential test agrees,
+// refuses while open and says for how long, lets Probes through after
+// OpenFor, doubles OpenFor when a probe fails, closes when they succeed;
+// the verdicts that count as neither do not count.
 func TestBreakerAllowRules(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := t.Context()
@@ -54,8 +54,12 @@ func TestBreakerAllowRules(t *testing.T) {
 		_ = attempt(errBrk500)
 		_ = attempt(errBrkTimeout)
 		state(BreakerClosed, 0) // 2 of 3: too few attempts
+		for range 4 {
+			_ = attempt(errBrk500)
+		}
+		state(BreakerClosed, 0) // 6 of 7: five failures more than successes
 		_ = attempt(errBrk500)
-		state(BreakerOpen, 2*time.Second) // 3 of 4
+		state(BreakerOpen, 2*time.Second) // 7 of 8: six more, as the sequential test asks
 
 		if err := attempt(nil); !errors.Is(err, ErrCircuitOpen) {
 			t.Fatalf("while open: %v, want ErrCircuitOpen", err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -86,21 +87,29 @@ func TestBreakerOpensAtRateAndMinimum(t *testing.T) {
 		for range 10 {
 			_ = k.call("", nil)
 		}
-		for range 9 {
+		for range 15 {
 			_ = k.call("", errBrk500)
 		}
-		k.want("", BreakerClosed) // 9 of 19
+		k.want("", BreakerClosed) // 15 of 25: above the rate, but five failures more than successes
 		_ = k.call("", errBrk500)
-		k.want("", BreakerOpen) // 10 of 20
+		k.want("", BreakerOpen) // 16 of 26: six more, as the sequential test asks at 0.5
 	})
 	t.Run("rate 0.8", func(t *testing.T) {
 		k := newBrk(t, BreakerOptions{MinAttempts: 5, FailureRate: 0.8})
-		_ = k.call("", nil)
-		for range 3 {
+		for range 5 {
 			_ = k.call("", errBrk500)
 		}
+		k.want("", BreakerOpen) // 5 of 5: an outage opens at MinAttempts
+		k = newBrk(t, BreakerOptions{MinAttempts: 5, FailureRate: 0.8})
+		_ = k.call("", nil)
+		for range 12 {
+			_ = k.call("", errBrk500)
+		}
+		k.want("", BreakerClosed)     // 12 of 13
 		_ = k.call("", errBrkTimeout) // a timeout is a failure too
-		k.want("", BreakerOpen)       // 4 of 5
+		k.want("", BreakerClosed)     // 13 of 14
+		_ = k.call("", errBrk500)
+		k.want("", BreakerOpen) // 14 of 15: 14 ln(0.9/0.7) - ln(0.3/0.1) >= ln 9
 	})
 	t.Run("window slides", func(t *testing.T) {
 		k := newBrk(t, BreakerOptions{MinAttempts: 10, Window: 10 * time.Second})
@@ -441,18 +450,21 @@ func TestBreakerScopesIndependent(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	_ = k.call("b", errBrk500)
-	k.want("b", BreakerClosed) // 1 of 3 failed
+	for range 7 {
+		_ = k.call("b", errBrk500)
+	}
+	k.want("b", BreakerClosed) // 7 of 9 failed, five more than succeeded
 	_ = k.call("", errBrk500)
 	k.want("", BreakerClosed) // 1 attempt: each scope counts its own
 	k.refused("a")
 	_ = k.call("b", errBrk500)
-	k.want("b", BreakerOpen) // 2 of 4
+	k.want("b", BreakerOpen) // 8 of 10
 	k.want("", BreakerClosed)
 }
 
 // TestBreakerZeroValue: the zero Breaker works, with the defaults: 20
-// attempts, half failed, 5 s open, one probe.
+// attempts, half failed and six failures more than successes, 5 s open,
+// one probe.
 func TestBreakerZeroValue(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var b Breaker
@@ -462,15 +474,15 @@ func TestBreakerZeroValue(t *testing.T) {
 		for range 10 {
 			_ = call(nil)
 		}
-		for range 9 {
+		for range 15 {
 			_ = call(errBrk500)
 		}
 		if got := b.State(""); got != BreakerClosed {
-			t.Fatalf("9 of 19 failed: %v", got)
+			t.Fatalf("15 of 25 failed: %v", got)
 		}
 		_ = call(errBrk500)
 		if got := b.State(""); got != BreakerOpen {
-			t.Fatalf("10 of 20 failed: %v", got)
+			t.Fatalf("16 of 26 failed: %v", got)
 		}
 		time.Sleep(5*time.Second - time.Nanosecond)
 		if err := call(nil); !errors.Is(err, ErrCircuitOpen) {
@@ -683,4 +695,103 @@ func TestBreakerOptionAndState(t *testing.T) {
 			t.Errorf("%d: %q, want %q", s, s.String(), want)
 		}
 	}
+}
+
+// TestBreakerOpensWithEvidence: at the defaults (20 attempts, rate 0.5) a
+// window opens when it holds MinAttempts, at least half of them failed,
+// and the failures outnumber the successes by six, the evidence Wald's
+// sequential test asks for (see trusted): an outage opens at the 20th
+// attempt as it always did, 70 % failures at the 20th too, 60 % only at
+// the 30th. The attempts come in a steady pattern, all within one window.
+func TestBreakerOpensWithEvidence(t *testing.T) {
+	for _, tc := range []struct {
+		rate           float64
+		opens          int // at which attempt; 0 = never
+		failures, succ int // the window then
+	}{
+		{1, 20, 20, 0},
+		{0.7, 20, 14, 6},
+		{0.6, 30, 18, 12},
+		{0.5, 0, 0, 0},
+		{0.3, 0, 0, 0},
+	} {
+		synctest.Test(t, func(t *testing.T) {
+			b := NewBreaker(BreakerOptions{})
+			failures, successes := 0, 0
+			for i := range 1000 {
+				var err error
+				// Attempt i fails if it takes the count of failures to
+				// the next whole number of rate×attempts.
+				if int(float64(i+1)*tc.rate+1e-9) > failures {
+					err = errBrk500
+					failures++
+				} else {
+					successes++
+				}
+				tk, refusal := b.Allow("")
+				if refusal != nil {
+					t.Fatalf("rate %v: attempt %d refused", tc.rate, i+1)
+				}
+				tk.Done(t.Context(), err)
+				if b.State("") == BreakerOpen {
+					if i+1 != tc.opens || failures != tc.failures || successes != tc.succ {
+						t.Fatalf("rate %v: opened at attempt %d (%d failed, %d succeeded), want at %d (%d, %d)",
+							tc.rate, i+1, failures, successes, tc.opens, tc.failures, tc.succ)
+					}
+					return
+				}
+				time.Sleep(time.Millisecond)
+			}
+			if tc.opens != 0 {
+				t.Fatalf("rate %v: never opened, want at attempt %d", tc.rate, tc.opens)
+			}
+		})
+	}
+}
+
+// TestBreakerBrownoutOneClient: a client that calls once a second and
+// retries each failure 50 ms later (three attempts at most), against a
+// service that fails 30 % of attempts at random, for ten hours. Its window
+// reaches MinAttempts only with the retries of its failures, so that the
+// windows which do have about half their attempts failed: the share alone
+// opened this circuit 146 times (in 4 % of its 3,600 windows; retry sim's
+// brownout at 1,000 clients measured what that costs). The sequential test
+// asks for six failures more than successes, and it opens 7 times (with
+// seeds 1 to 6 in a loop like this one: 7 to 47 times, against 163 to
+// 312). Rare, not never: a window is a small sample.
+func TestBreakerBrownoutOneClient(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rng := rand.New(rand.NewPCG(1, 30))
+		b := NewBreaker(BreakerOptions{})
+		opens, attempts, failures := 0, 0, 0
+		for range 10 * 3600 {
+			for range 3 {
+				tk, refusal := b.Allow("")
+				if refusal != nil {
+					t.Fatal("a closed circuit refused")
+				}
+				var err error
+				if attempts++; rng.Float64() < 0.3 {
+					err = errBrk500
+					failures++
+				}
+				tk.Done(t.Context(), err)
+				if err == nil || b.State("") == BreakerOpen {
+					break
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			if b.State("") == BreakerOpen {
+				opens++
+				time.Sleep(b.Delay("")) // then a probe, which closes it 70 % of the time
+			}
+			time.Sleep(time.Second)
+		}
+		if share := float64(failures) / float64(attempts); share < 0.29 || share > 0.31 {
+			t.Fatalf("%d of %d attempts failed, want about 30%%", failures, attempts)
+		}
+		if opens > 10 {
+			t.Fatalf("opened %d times in ten hours, want at most 10 (7 measured; 146 on the share alone)", opens)
+		}
+	})
 }

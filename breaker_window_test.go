@@ -36,11 +36,13 @@ func TestBreakerWindowTimes(t *testing.T) {
 
 // TestBreakerWindowAtLeast: a count stays counted for at least Window.
 // Ten calls a second, successful for ten seconds and then failing: the
-// circuit opens when the failures equal the successes of the last Window,
-// not sooner, even with a few failures more (retries); and once the
-// successes are more than Window old they no longer count.
+// circuit opens when the failures exceed the successes of the last Window
+// by the six the sequential test asks for (at 15.5 s), sooner with a few
+// failures more (retries), but never before the failures equal those
+// successes (at 15 s); and once the successes are more than Window old
+// they no longer count.
 func TestBreakerWindowAtLeast(t *testing.T) {
-	for _, extra := range []int{0, 2, 9} {
+	for extra, want := range map[int]time.Duration{0: 15500 * time.Millisecond, 2: 15300 * time.Millisecond, 9: 15100 * time.Millisecond} {
 		synctest.Test(t, func(t *testing.T) {
 			start := time.Now()
 			b := NewBreaker(BreakerOptions{})
@@ -61,9 +63,9 @@ func TestBreakerWindowAtLeast(t *testing.T) {
 				time.Sleep(100 * time.Millisecond)
 			}
 			// The successes of the window's first second, from 0 to 1 s,
-			// still counted until 11 s: half failed at 15 s.
-			if opened := time.Since(start); opened < 15*time.Second || opened > 15100*time.Millisecond {
-				t.Errorf("%d failures more: opened at %v, want at 15s", extra, opened)
+			// still counted until 11 s: half failed at 15 s, not sooner.
+			if opened := time.Since(start); opened != want {
+				t.Errorf("%d failures more: opened at %v, want at %v", extra, opened, want)
 			}
 		})
 	}
@@ -74,12 +76,17 @@ func TestBreakerWindowAtLeast(t *testing.T) {
 			tk.Done(t.Context(), nil)
 		}
 		time.Sleep(10 * time.Second) // within a tenth more than Window: still counted
-		for range 10 {
+		for range 15 {
 			tk, _ := b.Allow("")
 			tk.Done(t.Context(), errBrk500)
 		}
+		if got := b.State(""); got != BreakerClosed {
+			t.Fatalf("15 failures after 10 successes 10 s old: %v, want closed (the successes count)", got)
+		}
+		tk, _ := b.Allow("")
+		tk.Done(t.Context(), errBrk500)
 		if got := b.State(""); got != BreakerOpen {
-			t.Fatalf("10 failures after 10 successes 10 s old: %v, want open", got)
+			t.Fatalf("16 failures after 10 successes 10 s old: %v, want open", got)
 		}
 		b = NewBreaker(BreakerOptions{MinAttempts: 10})
 		for range 10 {
