@@ -93,7 +93,9 @@
 // whether to make one at all. A Breaker, given to Do and DoValue with
 // WithBreaker, is the pattern of Michael Nygard's Release It!: when at
 // least half of a scope's last 20 or more counted attempts over 10 s
-// failed, it opens, and calls in that scope fail at once with
+// failed, by six failures more than successes unless all of them did (a
+// sequential test: a window that only just reaches half is often chance),
+// it opens, and calls in that scope fail at once with
 // ErrCircuitOpen, the operation not called (Attempts 0 for a first attempt
 // refused), instead of adding load to a service that is down, which is
 // the client-side load shedding the Google SRE book recommends. After 5 s
