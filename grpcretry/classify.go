@@ -62,10 +62,23 @@ func (e *attemptError) TransparentRetry() bool { return !e.sent }
 type outcome struct {
 	trailer    metadata.MD
 	sent       bool // the attempt had a transport stream: it left the client
-	answered   bool // the server sent headers before its status: it handled the call
 	idempotent bool
 	timedOut   bool // the attempt's own timeout ended it, not the caller's
 	callerDone bool // the caller's context is done or past its deadline
+}
+
+// answered reports whether a failed attempt that left the client may have
+// been handled by the server: its status did not come as a Trailers-Only
+// response. gRPC over HTTP/2 ends a call either with Trailers-Only, the
+// server's status before any headers (the case A6 retries), or with
+// trailers after the server's headers (the handler ran, and A6 commits the
+// call); a stream the connection lost has no status from the server at all.
+// Only Trailers-Only carries content-type (grpc-go refuses one without it),
+// so the trailer tells the cases apart without a copy of the headers, which
+// every successful call would pay for. A lost stream counts as answered:
+// the server may have done the work.
+func (o outcome) answered() bool {
+	return o.sent && len(o.trailer["content-type"]) == 0
 }
 
 // classify turns a failed attempt into a classified error. See the package
@@ -98,9 +111,10 @@ func (c *config) classify(err error, o outcome) *attemptError {
 		switch {
 		case o.idempotent:
 			info.Safety = retry.Safe
-		case o.answered:
-			// Headers came before the failure: the handler ran, and A6
-			// commits the call. Only an idempotent method is repeated.
+		case o.answered():
+			// Headers came before the failure (the handler ran, and A6
+			// commits the call), or no status from the server: only an
+			// idempotent method is repeated.
 			info.Safety = retry.Unsafe
 		}
 	case maybeProcessed(code):

@@ -33,7 +33,9 @@
 //	  (default UNAVAILABLE,                   server fault; RESOURCE_EXHAUSTED   retryableStatusCodes
 //	  RESOURCE_EXHAUSTED)                     is a throttle
 //	the same after the server sent its      Unsafe unless idempotent           idempotent only: the handler
-//	  headers                                                                    ran, and A6 commits the call
+//	  headers, or with no status from the                                        ran, and A6 commits the call,
+//	  server (the connection lost once the                                       or it may have run
+//	  call had left)
 //	RESOURCE_EXHAUSTED from grpc's own      Unsafe, client fault               never
 //	  message-size limit
 //	the attempt's own timeout               Timeout, server fault; MaybeSafe   idempotent only; by Adaptive, the
@@ -53,7 +55,11 @@
 //
 // A code retried for every call is one the service owner declared safe to
 // repeat, as A6's retryableStatusCodes are; gRPC's status code guide makes
-// UNAVAILABLE the code of a request that was not processed.
+// UNAVAILABLE the code of a request that was not processed. That is the
+// server's word when it sends the status as Trailers-Only, before any
+// headers; the interceptors know it from the attempt's trailer, which then
+// alone carries content-type (gRPC over HTTP/2), and so capture no headers:
+// their copy would cost every successful call.
 //
 // # Server hints
 //

@@ -232,7 +232,7 @@ func (g *hedgeGroup) run(ctx context.Context) error {
 				g.deliver(r)
 				return nil
 			}
-			e := h.cfg.classify(r.err, outcome{trailer: r.trailer, answered: r.header != nil, sent: sent(r.peer.Addr), idempotent: true, timedOut: r.timedOut, callerDone: expired(ctx)})
+			e := h.cfg.classify(r.err, outcome{trailer: r.trailer, sent: sent(r.peer.Addr), idempotent: true, timedOut: r.timedOut, callerDone: expired(ctx)})
 			last = e
 			if !e.info.Retryable() || e.info.Throttle {
 				finish()
@@ -283,12 +283,20 @@ func (g *hedgeGroup) launch(ctx context.Context, results chan<- hedgeResult) {
 	n := g.sent
 	r := hedgeResult{n: n, reply: g.reply.ProtoReflect().New().Interface()}
 	opts := make([]grpc.CallOption, 0, len(g.opts)+3)
+	header := false // the caller wants the winner's headers
 	for _, o := range g.opts {
 		switch o.(type) {
-		case grpc.HeaderCallOption, grpc.TrailerCallOption, grpc.PeerCallOption:
+		case grpc.HeaderCallOption:
+			header = true
 			continue // filled from the winner; copies must not write them at once
+		case grpc.TrailerCallOption, grpc.PeerCallOption:
+			continue
 		}
 		opts = append(opts, o)
+	}
+	opts = append(opts, grpc.Trailer(&r.trailer), grpc.Peer(&r.peer))
+	if header {
+		opts = append(opts, grpc.Header(&r.header))
 	}
 	go func() {
 		actx := ctx
@@ -301,7 +309,7 @@ func (g *hedgeGroup) launch(ctx context.Context, results chan<- hedgeResult) {
 			defer cancel()
 		}
 		start := time.Now()
-		r.err = g.invoker(actx, g.method, g.req, r.reply, g.cc, append(opts, grpc.Header(&r.header), grpc.Trailer(&r.trailer), grpc.Peer(&r.peer))...)
+		r.err = g.invoker(actx, g.method, g.req, r.reply, g.cc, opts...)
 		r.took = time.Since(start)
 		r.timedOut = r.err != nil && attemptTimedOut(ctx, actx)
 		results <- r

@@ -65,15 +65,19 @@ func (i *interceptor) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grp
 	s := &retryStream{
 		i: i, ctx: ctx, desc: desc, cc: cc, method: method, streamer: streamer,
 		idempotent: idem || i.cfg.isIdempotent(method),
-		loopDone:   make(chan struct{}),
 	}
-	s.call, s.end = context.WithCancelCause(ctx)
-	s.callCtx = &callContext{Context: s.call, s: s}
-	s.opts = append(append(s.opts, opts...), grpc.Header(&s.header), grpc.Trailer(&s.trailer), grpc.Peer(&s.peer))
+	s.cond.L = &s.mu
+	s.buf = s.bufOne[:0]
+	s.r.s = s
+	s.call, s.end = context.WithCancel(ctx)
+	s.callCtx = callContext{Context: s.call, s: s}
+	// The peer tells whether an attempt left the client, at no cost; the
+	// rest of a failure's classification is read from the failed attempt.
+	s.opts = append(append(s.optBuf[:0], opts...), grpc.Peer(&s.peer))
 	s.open(s.call)
-	if s.openErr != nil && !s.i.cfg.classify(s.openErr, s.outcome(ctx)).info.Retryable() {
+	if s.openErr != nil && !s.i.cfg.classify(s.openErr, s.outcome(ctx, nil)).info.Retryable() {
 		// Nothing to retry: report it where grpc would, as a give-up.
-		s.end(nil)
+		s.end()
 		return nil, &retry.Error{Attempts: 1, Err: s.openErr, Reason: retry.ErrNotRetryable}
 	}
 	return s, nil
@@ -87,38 +91,41 @@ const (
 )
 
 // retryStream is a grpc.ClientStream that retries until it is committed.
+// Its Context, its receive loop, its first attempt's record and room for a
+// server-streaming call's request are parts of it, not allocations apart.
 type retryStream struct {
 	i          *interceptor
 	ctx        context.Context // the caller's
 	call       context.Context // the call's: the caller's, ended by end when the call is over
-	end        context.CancelCauseFunc
-	callCtx    *callContext // what Context returns
+	end        context.CancelFunc
+	callCtx    callContext // what Context returns
 	desc       *grpc.StreamDesc
 	cc         *grpc.ClientConn
 	method     string
 	streamer   grpc.Streamer
-	opts       []grpc.CallOption
+	opts       []grpc.CallOption  // the caller's, then grpc.Peer(&peer)
+	optBuf     [4]grpc.CallOption // opts, unless the caller gave more than 3
 	idempotent bool
 	live       atomic.Pointer[attemptRef] // the current attempt, for callContext.Value without s.mu
-	loopDone   chan struct{}              // closed when the retry loop is over
+	first      attemptRef                 // the first attempt's, which live points to until a retry
+	r          recvLoop                   // the first receive's retry loop
 
 	mu        sync.Mutex // guards the fields below; held while sending
+	cond      sync.Cond  // on mu: broadcast when the attempt is replaced and when the loop ends
 	cur       grpc.ClientStream
 	openErr   error // the current attempt could not be opened
 	cancel    context.CancelCauseFunc
 	timer     *time.Timer
 	actx      context.Context
-	changed   chan struct{} // closed when the current attempt is replaced
 	attempts  int
-	buf       []any
+	buf       []any  // the messages kept for a retry: bufOne's until there are two
+	bufOne    [1]any // a server-streaming call's one request
 	size      int
 	closed    bool // CloseSend was called
 	broken    bool // a send on the current attempt failed
 	committed bool
 	loop      int   // loopIdle, loopRunning or loopDone
 	final     error // once the loop is done: how it ended the call (io.EOF for OK), or nil if the call goes on
-	header    metadata.MD
-	trailer   metadata.MD
 	peer      peer.Peer
 }
 
@@ -128,31 +135,41 @@ type attemptRef struct {
 	ctx context.Context   // the attempt's context
 }
 
-// open starts an attempt. Called with s.mu held, or before s is shared.
+// open starts an attempt in ctx, the call's context or one derived from it,
+// so that the end of the call ends the attempt. An attempt replaced by
+// another has failed, and grpc has ended its stream: only the attempt
+// timeout needs a context of the attempt's own. Called with s.mu held, or
+// before s is shared.
 func (s *retryStream) open(ctx context.Context) {
 	s.attempts++
 	if s.cancel != nil {
 		s.cancel(nil)
+		s.cancel = nil
 		s.stopTimer()
 	}
-	if s.changed != nil {
-		close(s.changed) // a Header waiting on the attempt it replaces reads this one
-	}
-	s.changed = make(chan struct{})
-	actx, cancel := context.WithCancelCause(ctx)
+	actx := ctx
 	if s.attempts > 1 {
 		actx = metadata.AppendToOutgoingContext(actx, PreviousAttemptsKey, strconv.Itoa(s.attempts-1))
 	}
-	s.actx, s.cancel = actx, cancel
 	if d := s.i.cfg.attemptTimeout; d > 0 && !s.committed {
+		var cancel context.CancelCauseFunc
+		actx, cancel = context.WithCancelCause(actx)
+		s.cancel = cancel
 		s.timer = time.AfterFunc(d, func() { cancel(errAttemptTimeout) })
 	}
-	s.header, s.trailer, s.peer, s.broken = nil, nil, peer.Peer{}, false
+	s.actx = actx
+	s.peer, s.broken = peer.Peer{}, false
 	s.cur, s.openErr = s.streamer(actx, s.desc, s.cc, s.method, s.opts...)
 	if s.openErr != nil {
 		s.cur = nil
 	}
-	s.live.Store(&attemptRef{cs: s.cur, ctx: actx})
+	ref := &s.first
+	if s.attempts > 1 {
+		ref = new(attemptRef)
+	}
+	ref.cs, ref.ctx = s.cur, actx
+	s.live.Store(ref)
+	s.cond.Broadcast() // a Header waiting on the attempt this one replaces reads this one
 }
 
 func (s *retryStream) stopTimer() {
@@ -166,19 +183,25 @@ func (s *retryStream) stopTimer() {
 // Called with s.mu held.
 func (s *retryStream) commit() {
 	s.committed = true
+	clear(s.buf)
 	s.buf, s.size = nil, 0
 	s.stopTimer()
 }
 
-func (s *retryStream) outcome(ctx context.Context) outcome {
-	return outcome{
-		trailer:    s.trailer,
-		answered:   s.header != nil,
+// outcome is what a failed attempt on cur (nil if it could not be opened)
+// tells beyond its error. Its trailer is read only now, once it has failed:
+// grpc copies it for every reader. Called with s.mu held.
+func (s *retryStream) outcome(ctx context.Context, cur grpc.ClientStream) outcome {
+	o := outcome{
 		sent:       sent(s.peer.Addr),
 		idempotent: s.idempotent,
 		timedOut:   !expired(ctx) && context.Cause(s.actx) == errAttemptTimeout,
 		callerDone: expired(ctx),
 	}
+	if cur != nil && o.sent {
+		o.trailer = cur.Trailer()
+	}
+	return o
 }
 
 // sizeOf is a message's size for the replay buffer, or -1 if unknown.
@@ -260,7 +283,7 @@ func (s *retryStream) Header() (metadata.MD, error) {
 			return cur.Header()
 		}
 		// A RecvMsg runs the loop.
-		n, cur, changed := s.attempts, s.cur, s.changed
+		n, cur := s.attempts, s.cur
 		s.mu.Unlock()
 		if cur != nil {
 			if md, _ := cur.Header(); md != nil {
@@ -274,11 +297,10 @@ func (s *retryStream) Header() (metadata.MD, error) {
 			}
 		}
 		// The attempt ended without headers: the loop retries it, or ends.
-		select {
-		case <-changed:
-		case <-s.loopDone:
-		}
 		s.mu.Lock()
+		for s.attempts == n && s.loop == loopRunning {
+			s.cond.Wait()
+		}
 	}
 }
 
@@ -307,7 +329,7 @@ func (s *retryStream) Trailer() metadata.MD {
 // when the attempt is retried, which a caller watching Done would take for
 // the end of a stream that lives on. Its deadline is the caller's: the
 // attempt timeout (WithAttemptTimeout) bounds attempts, not the call.
-func (s *retryStream) Context() context.Context { return s.callCtx }
+func (s *retryStream) Context() context.Context { return &s.callCtx }
 
 // callContext is a stream's Context: it is done when the call is (its
 // embedded context, retryStream.call), and reads values from the current
@@ -349,9 +371,7 @@ func (s *retryStream) RecvMsg(m any) error {
 	for s.loop == loopRunning {
 		// Header runs the loop (a RecvMsg at once with another is not
 		// allowed): it is over once an attempt sends headers.
-		s.mu.Unlock()
-		<-s.loopDone
-		s.mu.Lock()
+		s.cond.Wait()
 	}
 	if s.loop == loopDone {
 		cur, final := s.cur, s.final
@@ -361,7 +381,7 @@ func (s *retryStream) RecvMsg(m any) error {
 		}
 		err := cur.RecvMsg(m)
 		if err != nil {
-			s.end(nil) // the stream is over
+			s.end() // the stream is over
 		}
 		return err
 	}
@@ -376,22 +396,27 @@ func (s *retryStream) RecvMsg(m any) error {
 // headers of the attempt that succeeded (if header), and the call's error,
 // io.EOF if it ended OK without a message.
 func (s *retryStream) run(m any, header bool) (metadata.MD, error) {
-	r := &recvLoop{s: s, m: m, header: header}
-	ropts := make([]retry.Option, 0, len(s.i.cfg.retryOpts)+2)
-	ropts = append(ropts, retry.Scope(s.i.cfg.scopeOf(s.cc, s.method)))
-	ropts = append(ropts, s.i.cfg.retryOpts...)
-	ropts = append(ropts, retry.BeforeRetry(r.vet))
-	err := retry.Do(s.call, s.i.cfg.strategy, r.attempt, ropts...)
+	r := &s.r
+	r.m, r.header = m, header
+	ropts := s.i.streamOpts.Get().(*[]retry.Option)
+	opts := append((*ropts)[:0], retry.Scope(s.i.cfg.scopeOf(s.cc, s.method)))
+	opts = append(opts, s.i.cfg.retryOpts...)
+	opts = append(opts, retry.BeforeRetry(r.vet))
+	_, err := retry.DoValue(s.call, s.i.cfg.strategy, r.attempt, opts...)
+	clear(opts)
+	*ropts = opts[:0]
+	s.i.streamOpts.Put(ropts)
+	r.m = nil
 	if err == nil && r.eof {
 		err = io.EOF
 	}
 	s.mu.Lock()
 	s.commit()
 	s.final, s.loop = err, loopDone
-	close(s.loopDone)
+	s.cond.Broadcast()
 	s.mu.Unlock()
 	if err != nil {
-		s.end(nil) // the call is over
+		s.end() // the call is over
 	}
 	return r.md, err
 }
@@ -408,7 +433,7 @@ type recvLoop struct {
 	last   *attemptError
 }
 
-func (r *recvLoop) attempt(ctx context.Context) error {
+func (r *recvLoop) attempt(ctx context.Context) (struct{}, error) {
 	s := r.s
 	r.n++
 	s.mu.Lock()
@@ -420,7 +445,7 @@ func (r *recvLoop) attempt(ctx context.Context) error {
 			// The failure stands, and vet ends the loop with
 			// ErrCommitted.
 			s.mu.Unlock()
-			return r.last
+			return struct{}{}, r.last
 		}
 		s.open(ctx)
 		if s.openErr == nil {
@@ -440,15 +465,15 @@ func (r *recvLoop) attempt(ctx context.Context) error {
 	}
 	switch err {
 	case nil:
-		return nil
+		return struct{}{}, nil
 	case io.EOF:
 		r.eof = true
-		return nil
+		return struct{}{}, nil
 	}
 	s.mu.Lock()
-	r.last = s.i.cfg.classify(err, s.outcome(ctx))
+	r.last = s.i.cfg.classify(err, s.outcome(ctx, cur))
 	s.mu.Unlock()
-	return r.last
+	return struct{}{}, r.last
 }
 
 // headers waits for an attempt's headers. An attempt that ends without

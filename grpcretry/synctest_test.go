@@ -28,16 +28,25 @@ import (
 // interceptors built from opts. Everything is closed by t's cleanup.
 func vclient(t *testing.T, srv *server, opts ...Option) testpb.TestServiceClient {
 	t.Helper()
+	return bufClient(t, srv,
+		grpc.WithUnaryInterceptor(UnaryClientInterceptor(opts...)),
+		grpc.WithStreamInterceptor(StreamClientInterceptor(opts...)))
+}
+
+// bufClient serves srv over bufconn and dials it with grpc's retry off and
+// opts. Everything is closed by t's cleanup.
+func bufClient(t *testing.T, srv testpb.TestServiceServer, opts ...grpc.DialOption) testpb.TestServiceClient {
+	t.Helper()
 	lis := bufconn.Listen(1 << 20)
 	gs := grpc.NewServer()
 	testpb.RegisterTestServiceServer(gs, srv)
 	go gs.Serve(lis)
-	cc, err := grpc.NewClient("passthrough:///bufconn",
+	opts = append([]grpc.DialOption{
 		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDisableRetry(),
-		grpc.WithUnaryInterceptor(UnaryClientInterceptor(opts...)),
-		grpc.WithStreamInterceptor(StreamClientInterceptor(opts...)))
+	}, opts...)
+	cc, err := grpc.NewClient("passthrough:///bufconn", opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

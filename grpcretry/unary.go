@@ -30,14 +30,16 @@ func UnaryClientInterceptor(opts ...Option) grpc.UnaryClientInterceptor {
 
 // interceptor is the state both interceptors share.
 type interceptor struct {
-	cfg   *config
-	calls sync.Pool // of *unaryCall, each with its retry options bound to it
-	hedge *hedger
+	cfg        *config
+	calls      sync.Pool // of *unaryCall, each with its retry options bound to it
+	streamOpts sync.Pool // of *[]retry.Option, for a stream's retry loop
+	hedge      *hedger
 }
 
 func newInterceptor(opts []Option) *interceptor {
 	i := &interceptor{cfg: newConfig(opts)}
 	i.calls.New = func() any { return i.newUnaryCall() }
+	i.streamOpts.New = func() any { return new([]retry.Option) }
 	if i.cfg.hedging != nil {
 		i.hedge = newHedger(i.cfg)
 	}
@@ -58,11 +60,17 @@ type unaryCall struct {
 	last       *attemptError
 	timeFirst  bool // record the first attempt's latency for hedging
 
-	header   metadata.MD // non-nil once the server sent headers: it handled the call
-	trailer  metadata.MD
-	peer     peer.Peer
-	capture  [3]grpc.CallOption // grpc.Header(&header), grpc.Trailer(&trailer), grpc.Peer(&peer)
-	callOpts []grpc.CallOption  // the caller's options, then capture
+	// An attempt's trailer (grpc-retry-pushback-ms, and whether it was
+	// Trailers-Only) and peer (whether it left the client) are all a
+	// failure's classification needs: not its headers, whose copy would
+	// cost every successful call (see outcome.answered). The trailer is
+	// read where the caller's own grpc.Trailer option puts it, if it gave
+	// one, so that grpc copies it once; the peer costs no copy.
+	trailer       metadata.MD
+	callerTrailer *metadata.MD // the caller's grpc.Trailer, or nil
+	peer          peer.Peer
+	capture       [2]grpc.CallOption // grpc.Trailer(&trailer), grpc.Peer(&peer)
+	callOpts      []grpc.CallOption  // the caller's options, then what capture adds
 
 	op   func(context.Context) (struct{}, error) // attempt, bound once: DoValue takes it without a wrapper
 	opts []retry.Option                          // scope, attempt timeout, the caller's, BeforeRetry
@@ -70,7 +78,7 @@ type unaryCall struct {
 
 func (i *interceptor) newUnaryCall() *unaryCall {
 	c := &unaryCall{i: i}
-	c.capture = [3]grpc.CallOption{grpc.Header(&c.header), grpc.Trailer(&c.trailer), grpc.Peer(&c.peer)}
+	c.capture = [2]grpc.CallOption{grpc.Trailer(&c.trailer), grpc.Peer(&c.peer)}
 	c.op = func(ctx context.Context) (struct{}, error) { return struct{}{}, c.attempt(ctx) }
 	c.opts = append(c.opts, retry.Option{})
 	if d := i.cfg.attemptTimeout; d > 0 {
@@ -95,7 +103,16 @@ func (i *interceptor) unary(ctx context.Context, method string, req, reply any, 
 	c := i.calls.Get().(*unaryCall)
 	c.ctx, c.method, c.req, c.reply, c.cc, c.invoker, c.idempotent = ctx, method, req, reply, cc, invoker, idem
 	c.timeFirst = i.hedge != nil && idem && i.hedge.delay <= 0
-	c.callOpts = append(append(c.callOpts[:0], opts...), c.capture[:]...)
+	c.callOpts = append(c.callOpts[:0], opts...)
+	for _, o := range opts {
+		if t, ok := o.(grpc.TrailerCallOption); ok && t.TrailerAddr != nil {
+			c.callerTrailer = t.TrailerAddr
+		}
+	}
+	if c.callerTrailer == nil {
+		c.callOpts = append(c.callOpts, c.capture[0])
+	}
+	c.callOpts = append(c.callOpts, c.capture[1])
 	c.opts[0] = retry.Scope(i.cfg.scopeOf(cc, method))
 	_, err := retry.DoValue(ctx, i.cfg.strategy, c.op, c.opts...)
 	c.reset()
@@ -107,7 +124,7 @@ func (i *interceptor) unary(ctx context.Context, method string, req, reply any, 
 func (c *unaryCall) reset() {
 	clear(c.callOpts)
 	c.ctx, c.req, c.reply, c.cc, c.invoker, c.last = nil, nil, nil, nil, nil, nil
-	c.method, c.attempts, c.header, c.trailer, c.peer, c.timeFirst = "", 0, nil, nil, peer.Peer{}, false
+	c.method, c.attempts, c.trailer, c.callerTrailer, c.peer, c.timeFirst = "", 0, nil, nil, peer.Peer{}, false
 }
 
 // attempt makes one attempt and classifies its failure.
@@ -117,7 +134,7 @@ func (c *unaryCall) attempt(ctx context.Context) error {
 	if c.attempts > 1 {
 		actx = metadata.AppendToOutgoingContext(ctx, PreviousAttemptsKey, strconv.Itoa(c.attempts-1))
 	}
-	c.header, c.trailer, c.peer = nil, nil, peer.Peer{}
+	c.trailer, c.peer = nil, peer.Peer{}
 	var start time.Time
 	if c.timeFirst && c.attempts == 1 {
 		start = time.Now()
@@ -129,10 +146,17 @@ func (c *unaryCall) attempt(ctx context.Context) error {
 		}
 		return nil
 	}
+	trailer := c.trailer
+	if c.callerTrailer != nil {
+		trailer = *c.callerTrailer
+	}
+	sent := sent(c.peer.Addr)
+	if !sent {
+		trailer = nil // grpc wrote no trailer for this attempt: what is there is an earlier one's
+	}
 	c.last = c.i.cfg.classify(err, outcome{
-		trailer:    c.trailer,
-		answered:   c.header != nil,
-		sent:       sent(c.peer.Addr),
+		trailer:    trailer,
+		sent:       sent,
 		idempotent: c.idempotent,
 		timedOut:   attemptTimedOut(c.ctx, ctx),
 		callerDone: expired(c.ctx),

@@ -1,0 +1,5 @@
+//go:build race
+
+package grpcretry
+
+const raceEnabled = true
