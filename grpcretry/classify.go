@@ -176,10 +176,7 @@ func local(st *status.Status) bool {
 // details of st, or 0, and whether there was one. A negative or invalid
 // delay is no hint; 0 is one (retry at once).
 func retryInfoDelay(st *status.Status) (d time.Duration, ok bool) {
-	if len(st.Proto().GetDetails()) == 0 {
-		return 0, false
-	}
-	for _, x := range st.Details() {
+	for _, x := range st.Details() { // no allocation without details, where Proto copies
 		ri, isRetryInfo := x.(*errdetails.RetryInfo)
 		if !isRetryInfo || ri.GetRetryDelay() == nil || ri.GetRetryDelay().CheckValid() != nil {
 			continue
