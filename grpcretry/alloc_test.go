@@ -98,8 +98,8 @@ func TestAllocations(t *testing.T) {
 		{"unary, Unmarked", unary(plain), unary(through(ok, unmarked)), 1},
 		{"two retries", threeCalls(plainFlaky), unary(through(flaky, noWait)), 17},
 		{"two retries, Unmarked", threeCalls(plainFlaky), unary(through(flaky, noWait, unmarked)), 15},
-		{"stream", stream(plain), stream(through(ok)), 8},
-		{"stream, Unmarked", stream(plain), stream(through(ok, unmarked)), 7},
+		{"stream", stream(plain), stream(through(ok)), 7},
+		{"stream, Unmarked", stream(plain), stream(through(ok, unmarked)), 6},
 	} {
 		tc.base() // connect
 		tc.run()

@@ -44,8 +44,9 @@ var errHedged = errors.New("grpcretry: retry attempts exhausted: the call was he
 type attemptError struct {
 	err  error
 	info retry.Info
-	stop bool // the server's pushback asked not to retry
-	sent bool // the attempt left the client: the caller sees its status as it is
+	stop bool      // the server's pushback asked not to retry
+	sent bool      // the attempt left the client: the caller sees its status as it is
+	loop *recvLoop // the stream's, for vetStream; nil for a unary call's
 }
 
 func (e *attemptError) Error() string         { return e.err.Error() }

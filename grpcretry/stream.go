@@ -401,7 +401,7 @@ func (s *retryStream) run(m any, header bool) (metadata.MD, error) {
 	ropts := s.i.streamOpts.Get().(*[]retry.Option)
 	opts := append((*ropts)[:0], retry.Scope(s.i.cfg.scopeOf(s.cc, s.method)))
 	opts = append(opts, s.i.cfg.retryOpts...)
-	opts = append(opts, retry.BeforeRetry(r.vet))
+	opts = append(opts, retry.BeforeRetry(vetStream))
 	_, err := retry.DoValue(s.call, s.i.cfg.strategy, r.attempt, opts...)
 	clear(opts)
 	*ropts = opts[:0]
@@ -473,6 +473,7 @@ func (r *recvLoop) attempt(ctx context.Context) (struct{}, error) {
 	s.mu.Lock()
 	r.last = s.i.cfg.classify(err, s.outcome(ctx, cur))
 	s.mu.Unlock()
+	r.last.loop = r
 	return struct{}{}, r.last
 }
 
@@ -507,8 +508,23 @@ func (s *retryStream) replay() {
 	}
 }
 
+// vetStream is the BeforeRetry of every stream's loop: the failure it is
+// given is the *attemptError the attempt returned, which names its loop
+// (retry.Do passes a failure on as it is unless it classifies as nothing,
+// which these never do). A hook of each stream's own would cost each stream
+// an allocation.
+func vetStream(ctx context.Context, _ int, err error) error {
+	if e, _ := err.(*attemptError); e != nil && e.loop != nil {
+		return e.loop.vet(ctx)
+	}
+	if expired(ctx) {
+		return context.DeadlineExceeded // as vetHints does
+	}
+	return nil
+}
+
 // vet runs before the strategy is asked for a retry.
-func (r *recvLoop) vet(ctx context.Context, _ int, _ error) error {
+func (r *recvLoop) vet(ctx context.Context) error {
 	r.s.mu.Lock()
 	committed := r.s.committed
 	r.s.mu.Unlock()
