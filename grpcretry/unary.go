@@ -63,14 +63,15 @@ type unaryCall struct {
 	// An attempt's trailer (grpc-retry-pushback-ms, and whether it was
 	// Trailers-Only) and peer (whether it left the client) are all a
 	// failure's classification needs: not its headers, whose copy would
-	// cost every successful call (see outcome.answered). The trailer is
-	// read where the caller's own grpc.Trailer option puts it, if it gave
-	// one, so that grpc copies it once; the peer costs no copy.
-	trailer       metadata.MD
-	callerTrailer *metadata.MD // the caller's grpc.Trailer, or nil
-	peer          peer.Peer
-	capture       [2]grpc.CallOption // grpc.Trailer(&trailer), grpc.Peer(&peer)
-	callOpts      []grpc.CallOption  // the caller's options, then what capture adds
+	// cost every successful call (see outcome.answered). Each is read
+	// where the caller's own grpc.Trailer or grpc.Peer option puts it, if
+	// it gave one, so that grpc copies it once.
+	trailer  metadata.MD
+	peer     peer.Peer
+	trailerp *metadata.MD       // &trailer, or the caller's
+	peerp    *peer.Peer         // &peer, or the caller's
+	capture  [2]grpc.CallOption // grpc.Trailer(&trailer), grpc.Peer(&peer)
+	callOpts []grpc.CallOption  // the caller's options, then what capture adds
 
 	op   func(context.Context) (struct{}, error) // attempt, bound once: DoValue takes it without a wrapper
 	opts []retry.Option                          // scope, attempt timeout, the caller's, BeforeRetry
@@ -104,15 +105,27 @@ func (i *interceptor) unary(ctx context.Context, method string, req, reply any, 
 	c.ctx, c.method, c.req, c.reply, c.cc, c.invoker, c.idempotent = ctx, method, req, reply, cc, invoker, idem
 	c.timeFirst = i.hedge != nil && idem && i.hedge.delay <= 0
 	c.callOpts = append(c.callOpts[:0], opts...)
+	c.trailerp, c.peerp = nil, nil
 	for _, o := range opts {
-		if t, ok := o.(grpc.TrailerCallOption); ok && t.TrailerAddr != nil {
-			c.callerTrailer = t.TrailerAddr
+		switch o := o.(type) {
+		case grpc.TrailerCallOption:
+			if o.TrailerAddr != nil {
+				c.trailerp = o.TrailerAddr
+			}
+		case grpc.PeerCallOption:
+			if o.PeerAddr != nil {
+				c.peerp = o.PeerAddr
+			}
 		}
 	}
-	if c.callerTrailer == nil {
+	if c.trailerp == nil {
+		c.trailerp = &c.trailer
 		c.callOpts = append(c.callOpts, c.capture[0])
 	}
-	c.callOpts = append(c.callOpts, c.capture[1])
+	if c.peerp == nil {
+		c.peerp = &c.peer
+		c.callOpts = append(c.callOpts, c.capture[1])
+	}
 	c.opts[0] = retry.Scope(i.cfg.scopeOf(cc, method))
 	_, err := retry.DoValue(ctx, i.cfg.strategy, c.op, c.opts...)
 	c.reset()
@@ -124,7 +137,8 @@ func (i *interceptor) unary(ctx context.Context, method string, req, reply any, 
 func (c *unaryCall) reset() {
 	clear(c.callOpts)
 	c.ctx, c.req, c.reply, c.cc, c.invoker, c.last = nil, nil, nil, nil, nil, nil
-	c.method, c.attempts, c.trailer, c.callerTrailer, c.peer, c.timeFirst = "", 0, nil, nil, peer.Peer{}, false
+	c.method, c.attempts, c.trailer, c.peer, c.timeFirst = "", 0, nil, peer.Peer{}, false
+	c.trailerp, c.peerp = nil, nil
 }
 
 // attempt makes one attempt and classifies its failure.
@@ -134,7 +148,10 @@ func (c *unaryCall) attempt(ctx context.Context) error {
 	if c.attempts > 1 {
 		actx = metadata.AppendToOutgoingContext(ctx, PreviousAttemptsKey, strconv.Itoa(c.attempts-1))
 	}
-	c.trailer, c.peer = nil, peer.Peer{}
+	// grpc writes the peer only for an attempt that left the client: what
+	// an earlier attempt left there must not count for this one. (So the
+	// caller's own grpc.Peer ends up with the last attempt's, if it left.)
+	*c.peerp = peer.Peer{}
 	var start time.Time
 	if c.timeFirst && c.attempts == 1 {
 		start = time.Now()
@@ -146,11 +163,8 @@ func (c *unaryCall) attempt(ctx context.Context) error {
 		}
 		return nil
 	}
-	trailer := c.trailer
-	if c.callerTrailer != nil {
-		trailer = *c.callerTrailer
-	}
-	sent := sent(c.peer.Addr)
+	trailer := *c.trailerp
+	sent := sent(c.peerp.Addr)
 	if !sent {
 		trailer = nil // grpc wrote no trailer for this attempt: what is there is an earlier one's
 	}
