@@ -138,21 +138,14 @@ func doValue[T any](ctx context.Context, k marker, s Strategy, op func(context.C
 	return loop(ctx, k, s, op, opts)
 }
 
-// none reports whether opts change nothing in a call until its first
-// attempt fails, so that the attempt may be made before the loop starts: no
-// option needs per-call state before a failure. Such are
-// the zero Option (an integration's "nothing to add"), Unmarked (applied
-// before the loop), LongPoll (read only after a failure), and options that
-// set nothing (Scope(""), AttemptTimeout(0), a nil hook), which, with no
-// option to override, leave the loop as no option does.
-func none(opts []Option) bool {
-	b, ok := direct(opts)
-	return ok && b == nil
-}
-
-// direct is none for a call that may also consult a breaker: a closed
-// circuit needs nothing of the call either until an attempt fails. It
-// returns the breaker of WithBreaker, if any.
+// direct reports whether a call with opts may make its first attempt before
+// the loop starts, and returns the breaker of WithBreaker, if any: no option
+// needs per-call state until an attempt fails. Such are the zero Option (an
+// integration's "nothing to add"), Unmarked (applied before the loop),
+// LongPoll (read only after a failure), options that set nothing
+// (Scope(""), AttemptTimeout(0), a nil hook), which, with no option to
+// override, leave the loop as no option does, and a breaker, whose closed
+// circuit needs nothing of the call either.
 func direct(opts []Option) (b *Breaker, ok bool) {
 	for i := range opts {
 		switch o := &opts[i]; {

@@ -43,7 +43,7 @@ const (
 )
 
 // inert reports whether o leaves a call as no option does until its first
-// attempt fails (see none).
+// attempt fails (see direct).
 func (o *Option) inert() bool {
 	switch o.kind {
 	case optNone, optUnmarked, optLongPoll:
