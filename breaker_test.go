@@ -687,7 +687,7 @@ func TestBreakerAllocations(t *testing.T) {
 // TestBreakerOptionAndState: WithBreaker(nil) is the zero Option; the
 // states' names.
 func TestBreakerOptionAndState(t *testing.T) {
-	if b, ok := direct([]Option{WithBreaker(nil)}); !ok || b != nil {
+	if _, b, ok := begin(nil, []Option{WithBreaker(nil)}); !ok || b != nil {
 		t.Error("WithBreaker(nil) is not the zero Option")
 	}
 	for s, want := range map[BreakerState]string{BreakerClosed: "closed", BreakerOpen: "open", BreakerHalfOpen: "half-open", 7: "BreakerState(7)"} {

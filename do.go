@@ -40,53 +40,73 @@ func Do(ctx context.Context, s Strategy, op func(context.Context) error, opts ..
 	if op == nil {
 		return nilOperation(ctx, opts)
 	}
-	k := marker{batch: marks(s, opts)}
+	batch, b, direct := begin(s, opts)
+	k := marker{batch: batch}
 	wrapped := func(ctx context.Context) (struct{}, error) { return struct{}{}, op(ctx) }
-	if b, ok := direct(opts); ok && ctx.Err() == nil {
+	if direct && ctx.Err() == nil {
 		// The one shortcut: the first attempt of a call to the strategies
 		// most calls use, on their own unscoped quota, through a closed
 		// circuit if any, is made here with the strategy called directly
 		// (an interface call costs a sixth of the success path), and a
 		// failure joins the loop (again). Every other call, DoValue's too,
 		// starts in doValue.
-		if brk := b.at(""); closed(brk) {
-			switch s := s.(type) {
-			case *Standard:
-				if q := s.local(); q != nil {
-					if err, left := once(ctx, &k, op); err != nil {
-						return again(ctx, k, opts, s, wrapped, state{bucket: q}, err, left)
-					}
-					s.firstSucceeded(q)
-					brk.succeeded(0)
-					return nil
-				}
-			case *Simple, *No:
-				if err, left := once(ctx, &k, op); err != nil {
-					return again(ctx, k, opts, s, wrapped, state{}, err, left)
-				}
-				brk.succeeded(0)
-				return nil
-			case *Adaptive:
-				if sc := s.local(); sc != nil {
-					if err, left := once(ctx, &k, op); err != nil {
-						return again(ctx, k, opts, s, wrapped, state{bucket: sc}, err, left)
-					}
-					s.firstSucceeded(sc)
-					brk.succeeded(0)
-					return nil
-				}
+		var brk breakerAt
+		if b != nil {
+			brk = b.at("")
+		}
+		var (
+			std *Standard
+			q   *TokenBucket
+			ad  *Adaptive
+			sc  *adaptiveScope
+		)
+		here := true // s on its own quota, or one without a quota
+		switch s := s.(type) {
+		case *Standard:
+			std, q = s, s.local()
+			here = q != nil
+		case *Adaptive:
+			ad, sc = s, s.local()
+			here = sc != nil
+		case *Simple, *No:
+		default:
+			here = false
+		}
+		if here && closed(brk) {
+			var err error
+			var left *Info
+			if k.batch == 0 {
+				err = op(ctx) // unmarked: op is called as it is
+			} else {
+				err, left = once(ctx, &k, op)
 			}
+			if err != nil {
+				var st state
+				switch {
+				case q != nil:
+					st.bucket = q
+				case sc != nil:
+					st.bucket = sc
+				}
+				return again(ctx, k, opts, s, wrapped, st, err, left)
+			}
+			switch {
+			case q != nil:
+				std.firstSucceeded(q)
+			case sc != nil:
+				ad.firstSucceeded(sc)
+			}
+			brk.succeeded(0)
+			return nil
 		}
 	}
-	_, err := doValue(ctx, k, s, wrapped, opts)
+	_, err := doValue(ctx, k, b, direct, s, wrapped, opts)
 	return err
 }
 
-// once is attempt for Do's op, without a wrapper.
+// once is attempt for Do's op, without a wrapper, in a call that marks its
+// attempts.
 func once(ctx context.Context, k *marker, op func(context.Context) error) (error, *Info) {
-	if k.batch == 0 {
-		return op(ctx), nil
-	}
 	m := k.mark(ctx)
 	defer m.stop() // when op returns, or panics
 	err := op(m)
@@ -111,12 +131,14 @@ func DoValue[T any](ctx context.Context, s Strategy, op func(context.Context) (T
 		var zero T
 		return zero, nilOperation(ctx, opts)
 	}
-	return doValue(ctx, marker{batch: marks(s, opts)}, s, op, opts)
+	batch, b, direct := begin(s, opts)
+	return doValue(ctx, marker{batch: batch}, b, direct, s, op, opts)
 }
 
-// doValue is DoValue, marking its attempts with k's marks.
-func doValue[T any](ctx context.Context, k marker, s Strategy, op func(context.Context) (T, error), opts []Option) (T, error) {
-	if b, ok := direct(opts); ok && ctx.Err() == nil {
+// doValue is DoValue, marking its attempts with k's marks, given what begin
+// found in opts.
+func doValue[T any](ctx context.Context, k marker, b *Breaker, direct bool, s Strategy, op func(context.Context) (T, error), opts []Option) (T, error) {
+	if direct && ctx.Err() == nil {
 		// The common case, a built-in strategy without options, gets a path
 		// of its own for the first attempt; a failure joins the loop.
 		e, brk := builtin(s), b.at("")
@@ -138,24 +160,35 @@ func doValue[T any](ctx context.Context, k marker, s Strategy, op func(context.C
 	return loop(ctx, k, s, op, opts)
 }
 
-// direct reports whether a call with opts may make its first attempt before
-// the loop starts, and returns the breaker of WithBreaker, if any: no option
-// needs per-call state until an attempt fails. Such are the zero Option (an
-// integration's "nothing to add"), Unmarked (applied before the loop),
-// LongPoll (read only after a failure), options that set nothing
-// (Scope(""), AttemptTimeout(0), a nil hook), which, with no option to
-// override, leave the loop as no option does, and a breaker, whose closed
-// circuit needs nothing of the call either.
-func direct(opts []Option) (b *Breaker, ok bool) {
+// begin reads what a call's strategy and options decide before its first
+// attempt: the marks of its attempts (see marks), the breaker of
+// WithBreaker if any, and whether the first attempt may be made before the
+// loop starts (direct): no option needs per-call state until an attempt
+// fails. Such are the zero Option (an integration's "nothing to add"),
+// Unmarked (applied here), LongPoll (read only after a failure), options
+// that set nothing (Scope(""), AttemptTimeout(0), a nil hook), which, with
+// no option to override, leave the loop as no option does, and a breaker,
+// whose closed circuit needs nothing of the call either.
+func begin(s Strategy, opts []Option) (batch int, b *Breaker, direct bool) {
+	if len(opts) == 0 {
+		return marks(s), nil, true
+	}
+	direct = true
+	unmarked := false
 	for i := range opts {
 		switch o := &opts[i]; {
 		case o.kind == optBreaker:
 			b = o.breaker
+		case o.kind == optUnmarked:
+			unmarked = true
 		case !o.inert():
-			return nil, false
+			direct = false
 		}
 	}
-	return b, true
+	if !unmarked {
+		batch = marks(s)
+	}
+	return batch, b, direct
 }
 
 // closed reports whether brk's circuit is closed, or there is none: an

@@ -925,11 +925,11 @@ func FuzzDo(f *testing.F) {
 func TestInertOptionsApplyAfterTheFirstAttempt(t *testing.T) {
 	inert := []Option{{}, Unmarked(), Scope(""), AttemptTimeout(0), MaxElapsed(0), WithTrace(nil),
 		OnAttemptFailed(nil), BeforeRetry(nil), OnRetry(nil), OnGiveUp(nil), Log(nil), WithBreaker(nil)}
-	if b, ok := direct(inert); !ok || b != nil {
+	if _, b, ok := begin(nil, inert); !ok || b != nil {
 		t.Fatal("options that set nothing take the loop's path")
 	}
 	for _, o := range []Option{Scope("svc"), AttemptTimeout(time.Second), MaxElapsed(time.Second), WithTrace(&Trace{}), Log(slog.Default())} {
-		if _, ok := direct([]Option{o}); ok {
+		if _, _, ok := begin(nil, []Option{o}); ok {
 			t.Errorf("option of kind %d skips the loop", o.kind)
 		}
 	}

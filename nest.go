@@ -104,13 +104,12 @@ func (m *callerMark) Value(key any) any {
 // never reused.
 func (m *callerMark) stop() { m.ended.Store(true) }
 
-// marks returns how many attempts a loop with strategy s and opts foresees
-// marking (see marker), 0 if it does not mark its attempts: not if told
-// Unmarked, nor if it cannot retry (no strategy, No, one attempt), for then a
-// client inside it retrying alone is the only retry. For this package's
+// marks returns how many attempts a loop with strategy s foresees marking
+// (see marker), 0 if it cannot retry (no strategy, No, one attempt), for
+// then a client inside it retrying alone is the only retry. For this package's
 // strategies it is every attempt the call may make; a Strategy of another
 // type is foreseen the default MaxAttempts.
-func marks(s Strategy, opts []Option) int {
+func marks(s Strategy) int {
 	n := defaultMaxAttempts
 	switch s := s.(type) {
 	case nil, *No:
@@ -122,15 +121,9 @@ func marks(s Strategy, opts []Option) int {
 	case *Adaptive:
 		n = s.opts.MaxAttempts
 	}
-	if single(n) {
-		return 0
-	}
-	for i := range opts {
-		if opts[i].kind == optUnmarked {
-			return 0
-		}
-	}
 	switch {
+	case single(n):
+		return 0
 	case n == 0:
 		return defaultMaxAttempts
 	case n > maxMarkBatch:
