@@ -997,3 +997,45 @@ func TestRetriesOffStillFillsTheReport(t *testing.T) {
 		t.Fatalf("report %+v, want 1 attempt and ErrMaxAttempts", rep)
 	}
 }
+
+// With Retries < 0 the single attempt still goes through Options: a Trace
+// sees it start and end (its AttemptStart context is the request's), and a
+// hook hears the failure, as with retries on.
+func TestRetriesOffKeepsTheOptions(t *testing.T) {
+	srv := newServer(t, failFirst(100, 503))
+	type key struct{}
+	var started, done, failed int
+	var sawCtx bool
+	srvCtx := make(chan bool, 1)
+	base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		srvCtx <- r.Context().Value(key{}) != nil
+		return http.DefaultTransport.RoundTrip(r)
+	})
+	tr := &Transport{Retries: -1, Base: base, Options: []retry.Option{
+		retry.WithTrace(&retry.Trace{
+			AttemptStart: func(ctx context.Context, _ string, n int) context.Context {
+				started++
+				return context.WithValue(ctx, key{}, n)
+			},
+			AttemptDone: func(_ context.Context, _ string, _ int, err error) {
+				if err != nil {
+					done++
+				}
+			},
+		}),
+		retry.OnAttemptFailed(func(context.Context, int, error) { failed++ }),
+	}}
+	resp, err, rep := send(t, tr, context.Background(), "GET", srv.URL, nil)
+	discard(resp)
+	sawCtx = <-srvCtx
+	if err != nil || resp.StatusCode != 503 || len(srv.requests()) != 1 {
+		t.Fatalf("err %v, %d requests", err, len(srv.requests()))
+	}
+	if started != 1 || done != 1 || failed != 1 || !sawCtx {
+		t.Errorf("trace saw %d starts and %d failed ends, hook %d failures, attempt's context from AttemptStart %v; want 1, 1, 1, true",
+			started, done, failed, sawCtx)
+	}
+	if rep.Attempts != 1 || !errors.Is(rep.Reason, retry.ErrMaxAttempts) {
+		t.Fatalf("report %+v, want 1 attempt and ErrMaxAttempts", rep)
+	}
+}

@@ -136,7 +136,7 @@ type Transport struct {
 	// host, so that a failing host does not exhaust the quota of the others.
 	Scope func(*http.Request) string
 	// Options are passed to retry.DoValue, which makes every request's
-	// attempts, after the Transport's own: hooks, logging, a retry.Trace,
+	// attempts (the single one with Retries < 0 too), after the Transport's own: hooks, logging, a retry.Trace,
 	// whose AttemptStart context becomes the context of the attempt's
 	// request. For a bound on each attempt use AttemptTimeout
 	// above, not retry.AttemptTimeout, which would end the attempt's context
@@ -193,7 +193,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		err    error
 		report Report
 	)
-	if t.Retries < 0 && t.Breaker != nil {
+	if t.Retries < 0 && (t.Breaker != nil || len(t.Options) > 0) {
 		resp, report, err = t.single(req)
 	} else if t.Retries < 0 {
 		resp, err = t.base().RoundTrip(req)
@@ -218,9 +218,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return resp, err
 }
 
-// single is RoundTrip with Retries < 0 and a Breaker: a single attempt, which
-// the breaker may refuse and which it counts, classified as the Transport
-// classifies its attempts.
+// single is RoundTrip with Retries < 0 and a Breaker or Options: a single
+// attempt, which the breaker may refuse and counts, and the hooks and Trace
+// of Options see, classified as the Transport classifies its attempts.
 func (t *Transport) single(req *http.Request) (*http.Response, Report, error) {
 	var (
 		resp  *http.Response
@@ -229,7 +229,11 @@ func (t *Transport) single(req *http.Request) (*http.Response, Report, error) {
 	)
 	_, err := retry.DoValue(req.Context(), &noRetries, func(ctx context.Context) (struct{}, error) {
 		made = true
-		resp, rtErr = t.base().RoundTrip(req)
+		r := req
+		if ctx != req.Context() {
+			r = req.WithContext(ctx) // a Trace's AttemptStart gave the attempt its own
+		}
+		resp, rtErr = t.base().RoundTrip(r)
 		if resp == nil && rtErr == nil {
 			rtErr = errNoResponse
 		}
@@ -241,7 +245,7 @@ func (t *Transport) single(req *http.Request) (*http.Response, Report, error) {
 			return struct{}{}, nil
 		}
 		return struct{}{}, retry.WithInfo(errRetriesOff, info)
-	}, retry.Scope(t.scope(req)), retry.WithBreaker(t.Breaker), retry.Unmarked())
+	}, append([]retry.Option{retry.Scope(t.scope(req)), retry.WithBreaker(t.Breaker), retry.Unmarked()}, t.Options...)...)
 	if !made {
 		// Refused: the request was never sent, and a RoundTripper closes
 		// the body even on errors.
