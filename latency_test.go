@@ -103,6 +103,39 @@ func TestAdaptiveRefusesTimeoutsOfAnOverloadedService(t *testing.T) {
 			t.Fatalf("half of 16 attempts timed out: %v, want ErrNotRetryable", last)
 		}
 	})
+	t.Run("half time out while successes stay fast", func(t *testing.T) {
+		// The successes are timed and answer in their usual 5 ms, so the
+		// latency shows nothing wrong: it is the share of the window's
+		// attempts that timed out that refuses. (In each round the second
+		// success takes the probe the first one raised.)
+		clock := newHandClock()
+		a := NewAdaptive(AdaptiveOptions{Now: clock.Now, Rand: noRefusal})
+		for range 10 { // a typical latency, from successes that then leave the window
+			timedPass(t, a, clock, "api", 5*time.Millisecond)
+			clock.Advance(100 * time.Millisecond)
+		}
+		// An answered NOT_FOUND places the successes in the window now,
+		// 11 s before the rounds, rather than at the first timeout.
+		_ = failOnce(t, a, "api", errAdaptiveNotFound)
+		clock.Advance(11 * time.Second)
+		var errs []error
+		for range 4 {
+			for range 2 {
+				timedPass(t, a, clock, "api", 5*time.Millisecond)
+				clock.Advance(100 * time.Millisecond)
+			}
+			for range 2 {
+				errs = append(errs, failOnce(t, a, "api", errAdaptiveTimeout))
+				clock.Advance(100 * time.Millisecond)
+			}
+		}
+		if errs[0] != nil {
+			t.Fatalf("the first timeout among fast successes: %v, want a retry", errs[0])
+		}
+		if last := errs[len(errs)-1]; !errors.Is(last, ErrNotRetryable) {
+			t.Fatalf("8 of 16 attempts timed out, successes fast: %v, want ErrNotRetryable", last)
+		}
+	})
 }
 
 // TestAdaptiveLatencyProbesFollowTheRate: a slow client times every
