@@ -262,6 +262,11 @@ func TestAdaptiveThrottleCutsTheRateSent(t *testing.T) {
 		{"a client 1 s old", 16, 0, time.Hour, time.Second},
 		{"a client that ramped up 1 s before", 1, 16, 10 * time.Second, 11 * time.Second},
 		{"a steady client", 16, 0, time.Hour, 11 * time.Second},
+		// The throttle answers at 10.49 s, and the limiter starts then,
+		// 10 ms before the end of a half-second measurement bucket: its
+		// first measurement must spread those 10 ms of answers over 10 ms,
+		// not over the whole bucket.
+		{"a client throttled late in a measurement bucket", 16, 0, time.Hour, 10*time.Second + 480*time.Millisecond},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
