@@ -95,3 +95,107 @@ func TestBreakerUnavailable(t *testing.T) {
 		t.Fatalf("after the circuit closed: the server saw %d calls, want 2 (the probe, the stream)", got)
 	}
 }
+
+// TestBreakerStreams: streams consult the breaker as Do's attempts do
+// (issue 25). An open circuit refuses a stream before it is opened, through
+// the call's loop, so that its Trace sees the refusal; a half-open one lets
+// at most Probes streams reach the server, and refuses the others before
+// they are opened.
+func TestBreakerStreams(t *testing.T) {
+	var down atomic.Bool
+	down.Store(true)
+	entered := make(chan struct{}, 10)
+	release := make(chan struct{})
+	srv := &server{
+		unary: func(context.Context, int, *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
+			return nil, status.Error(codes.Unavailable, "down")
+		},
+		output: func(_ int, _ *testpb.StreamingOutputCallRequest, s testpb.TestService_StreamingOutputCallServer) error {
+			if down.Load() {
+				return status.Error(codes.Unavailable, "down")
+			}
+			entered <- struct{}{}
+			select {
+			case <-release:
+			case <-s.Context().Done():
+				return s.Context().Err()
+			}
+			return s.Send(&testpb.StreamingOutputCallResponse{Payload: payload(1)})
+		},
+	}
+	var clock handClock
+	const probes = 2
+	b := retry.NewBreaker(retry.BreakerOptions{MinAttempts: 4, OpenFor: time.Second, Probes: probes, Now: clock.now})
+	var gaveUp atomic.Pointer[retry.Error]
+	trace := &retry.Trace{GiveUp: func(_ context.Context, _ string, e *retry.Error) { gaveUp.Store(e) }}
+	addr := serve(t, srv)
+	opts := []Option{WithStrategy(simple(3)), WithBreaker(b), WithRetryOptions(retry.WithTrace(trace))}
+	c := dial(t, addr,
+		grpc.WithUnaryInterceptor(UnaryClientInterceptor(opts...)),
+		grpc.WithStreamInterceptor(StreamClientInterceptor(opts...)))
+	ctx := t.Context()
+	scope := addr
+
+	for i := 0; b.State(scope) != retry.BreakerOpen; i++ {
+		if i == 5 {
+			t.Fatalf("the circuit did not open after %d failed calls", i)
+		}
+		_, _ = c.UnaryCall(ctx, &testpb.SimpleRequest{})
+	}
+
+	// Open: refused before it is opened, and the Trace is told.
+	gaveUp.Store(nil)
+	before := srv.calls.Load()
+	_, err := c.StreamingOutputCall(ctx, &testpb.StreamingOutputCallRequest{})
+	var re *retry.Error
+	if !errors.Is(err, retry.ErrCircuitOpen) || !errors.As(err, &re) || re.Attempts != 0 {
+		t.Fatalf("stream while open: %v, want retry.ErrCircuitOpen after 0 attempts", err)
+	}
+	if e := gaveUp.Load(); e == nil || !errors.Is(e.Reason, retry.ErrCircuitOpen) || e.Attempts != 0 {
+		t.Fatalf("the Trace's GiveUp saw %v, want the refusal (retry.ErrCircuitOpen, 0 attempts)", e)
+	}
+	if got := srv.calls.Load() - before; got != 0 {
+		t.Fatalf("the server saw %d calls while the circuit was open", got)
+	}
+
+	// Half-open: of five streams, the first probes receives reach the
+	// server; the others are refused without being opened.
+	down.Store(false)
+	clock.advance(time.Second)
+	if s := b.State(scope); s != retry.BreakerHalfOpen {
+		t.Fatalf("state %v, want half-open", s)
+	}
+	const streams = 5
+	var sts []testpb.TestService_StreamingOutputCallClient
+	for range streams {
+		st, err := c.StreamingOutputCall(ctx, &testpb.StreamingOutputCallRequest{})
+		if err != nil {
+			t.Fatalf("stream while half-open: %v", err)
+		}
+		sts = append(sts, st)
+	}
+	results := make(chan error, streams)
+	for _, st := range sts[:probes] {
+		go func() { _, err := st.Recv(); results <- err }()
+	}
+	for range probes {
+		<-entered // each probe holds its place in the server
+	}
+	for i, st := range sts[probes:] {
+		if _, err := st.Recv(); !errors.Is(err, retry.ErrCircuitOpen) {
+			t.Fatalf("stream %d beyond the %d probes: %v, want retry.ErrCircuitOpen", probes+i+1, probes, err)
+		}
+	}
+	close(release)
+	for range probes {
+		if err := <-results; err != nil {
+			t.Fatalf("probe: %v", err)
+		}
+	}
+	if got := srv.calls.Load() - before; got != probes {
+		t.Fatalf("while half-open the server saw %d streams, want %d (the probes)", got, probes)
+	}
+	if s := b.State(scope); s != retry.BreakerClosed {
+		t.Fatalf("after the probes succeeded: %v, want closed", s)
+	}
+}

@@ -150,9 +150,12 @@ func WithRetryOptions(opts ...retry.Option) Option {
 // as the calls' quotas are: by WithScope, the ClientConn's target by
 // default. While a circuit is open, a call fails at once with a
 // *retry.Error whose Reason is retry.ErrCircuitOpen, and nothing reaches
-// the server: a unary call makes no attempt, and a stream is not opened
-// (while the circuit is half-open, a stream opened beyond the probes the
-// breaker lets through is cancelled before its first receive returns). A
+// the server: a unary call makes no attempt, and a stream is not opened;
+// the call's retry.Trace and hooks see the refusal. While it is half-open,
+// a stream is opened by its first receive (or Header), once the breaker has
+// given it a probe's place; the others fail there with ErrCircuitOpen
+// without reaching the server (unless their messages outgrew the replay
+// buffer first, which opens them at once). A
 // hedged call is one attempt, as the retry loop sees it. Calls made with
 // the NoRetry call option bypass the interceptors, the breaker included.
 // Share one Breaker per service, across ClientConns that call it. A nil b

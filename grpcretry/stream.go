@@ -3,6 +3,7 @@ package grpcretry
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"strconv"
 	"sync"
@@ -57,14 +58,29 @@ func (i *interceptor) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grp
 	if noRetry {
 		return streamer(ctx, desc, cc, method, opts...)
 	}
-	if b := i.cfg.breaker; b != nil && b.State(i.cfg.scopeOf(cc, method)) == retry.BreakerOpen {
-		// The loop's first attempt is the stream opened here: an open
-		// circuit must refuse it before it is opened.
-		return nil, &retry.Error{Reason: retry.ErrCircuitOpen}
+	// Through a closed circuit (or without a breaker) the first attempt is
+	// opened here, and the loop's consultation of the breaker before it
+	// only counts it. Otherwise the breaker must decide before anything
+	// reaches the server, as it does for Do's attempts: an open circuit
+	// refuses the stream now, through the loop, so that its Trace (and
+	// otelretry) sees the refusal; a half-open one leaves the opening to
+	// the loop's first attempt, after the breaker gave it a probe's place.
+	deferred := false
+	if b := i.cfg.breaker; b != nil {
+		switch b.State(i.cfg.scopeOf(cc, method)) {
+		case retry.BreakerOpen:
+			if err := i.refuse(ctx, cc, method); err != nil {
+				return nil, err
+			}
+			deferred = true // it let probes through meanwhile
+		case retry.BreakerHalfOpen:
+			deferred = true
+		}
 	}
 	s := &retryStream{
 		i: i, ctx: ctx, desc: desc, cc: cc, method: method, streamer: streamer,
 		idempotent: idem || i.cfg.isIdempotent(method),
+		deferred:   deferred,
 	}
 	s.cond.L = &s.mu
 	s.buf = s.bufOne[:0]
@@ -74,6 +90,9 @@ func (i *interceptor) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grp
 	// The peer tells whether an attempt left the client, at no cost; the
 	// rest of a failure's classification is read from the failed attempt.
 	s.opts = append(append(s.optBuf[:0], opts...), grpc.Peer(&s.peer))
+	if deferred {
+		return s, nil
+	}
 	s.open(s.call)
 	if s.openErr != nil && !s.i.cfg.classify(s.openErr, s.outcome(ctx, nil)).info.Retryable() {
 		// Nothing to retry: report it where grpc would, as a give-up.
@@ -81,6 +100,30 @@ func (i *interceptor) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grp
 		return nil, &retry.Error{Attempts: 1, Err: s.openErr, Reason: retry.ErrNotRetryable}
 	}
 	return s, nil
+}
+
+// errRefusalRaced is the failure of the attempt that refuse's loop makes
+// if the circuit it found open lets a probe through by the time the loop
+// consults it: the stream is refused all the same, and the breaker counts
+// the attempt as neither success nor failure, which frees the probe's place.
+var errRefusalRaced = fmt.Errorf("grpcretry: stream refused as the circuit opened to probes: %w", retry.ErrCircuitOpen)
+
+// refuse runs the call's retry loop, with the breaker, for a stream whose
+// circuit is open: the loop refuses its first attempt with
+// retry.ErrCircuitOpen and tells the call's Trace and hooks, as Do does for
+// a unary call. It returns that refusal, or nil if the loop found the
+// circuit letting probes through, made no attempt, and the stream is to
+// be opened by its own loop.
+func (i *interceptor) refuse(ctx context.Context, cc *grpc.ClientConn, method string) error {
+	opts := make([]retry.Option, 0, len(i.cfg.retryOpts)+1)
+	opts = append(opts, retry.Scope(i.cfg.scopeOf(cc, method)))
+	opts = append(opts, i.cfg.retryOpts...)
+	_, err := retry.DoValue(ctx, i.cfg.strategy, func(context.Context) (struct{}, error) {
+		// The circuit let probes through between State and the loop's
+		// consultation: the attempt is refused all the same.
+		return struct{}{}, errRefusalRaced
+	}, opts...)
+	return err
 }
 
 // The states of a stream's retry loop.
@@ -106,6 +149,7 @@ type retryStream struct {
 	opts       []grpc.CallOption  // the caller's, then grpc.Peer(&peer)
 	optBuf     [4]grpc.CallOption // opts, unless the caller gave more than 3
 	idempotent bool
+	deferred   bool                       // the circuit was not closed: the loop's first attempt opens the stream
 	live       atomic.Pointer[attemptRef] // the current attempt, for callContext.Value without s.mu
 	first      attemptRef                 // the first attempt's, which live points to until a retry
 	r          recvLoop                   // the first receive's retry loop
@@ -220,6 +264,16 @@ func (s *retryStream) SendMsg(m any) error {
 	if !s.committed {
 		n := sizeOf(m)
 		if n < 0 || s.size+n > s.i.cfg.bufferLimit {
+			if s.attempts == 0 {
+				// Deferred, and the messages can wait no longer: the
+				// stream opens now, and the breaker's consultation at
+				// the first receive, or Header, decides whether it goes
+				// on.
+				s.open(s.call)
+				if s.openErr == nil {
+					s.replay()
+				}
+			}
 			s.commit()
 		} else {
 			s.buf = append(s.buf, m)
@@ -437,7 +491,13 @@ func (r *recvLoop) attempt(ctx context.Context) (struct{}, error) {
 	s := r.s
 	r.n++
 	s.mu.Lock()
-	if r.n > 1 {
+	if r.n == 1 && s.attempts == 0 {
+		// Deferred: the breaker has let this first attempt through.
+		s.open(ctx)
+		if s.openErr == nil {
+			s.replay()
+		}
+	} else if r.n > 1 {
 		if s.committed && r.last != nil {
 			// Committed during the wait before this retry (a Header read
 			// the failed attempt's headers, or sends outgrew the buffer,
