@@ -183,23 +183,40 @@ func forAPIs(t *testing.T, f func(t *testing.T, a api, table string)) {
 
 // barrier lets n goroutines wait for each other once.
 type barrier struct {
-	wg sync.WaitGroup
+	mu   sync.Mutex
+	left int
+	all  chan struct{} // closed when the last one arrives
 }
 
 func newBarrier(n int) *barrier {
-	b := &barrier{}
-	b.wg.Add(n)
-	return b
+	return &barrier{left: n, all: make(chan struct{})}
 }
 
-// wait arrives and waits for the others, at most 10 s.
+// barrierTimeout bounds a wait at a barrier.
+const barrierTimeout = 10 * time.Second
+
+// wait arrives and waits for the others, at most barrierTimeout. It starts
+// no goroutine, so that a wait that times out leaves none behind.
 func (b *barrier) wait(t testing.TB) {
-	b.wg.Done()
-	done := make(chan struct{})
-	go func() { b.wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
+	t.Helper()
+	if !b.arrive() {
 		t.Error("barrier: the other transaction never arrived")
+	}
+}
+
+// arrive arrives and reports whether the others did within barrierTimeout.
+func (b *barrier) arrive() bool {
+	b.mu.Lock()
+	if b.left--; b.left == 0 {
+		close(b.all)
+	}
+	b.mu.Unlock()
+	timer := time.NewTimer(barrierTimeout)
+	defer timer.Stop()
+	select {
+	case <-b.all:
+		return true
+	case <-timer.C:
+		return false
 	}
 }
