@@ -1,6 +1,8 @@
 // Command transfer moves money between a few accounts from many goroutines at
 // once, under SERIALIZABLE isolation, with sqlretry.PgxTx: conflicts are
 // frequent, each is rolled back and run again, and the total never changes.
+// A transfer that still conflicts after the default's 10 runs gives up and is
+// counted, as a refused one is; the run goes on.
 //
 //	go run ./sqlretry/examples/transfer -dsn 'postgres://localhost/postgres'
 //
@@ -20,6 +22,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/retrykit/retry"
 	"github.com/retrykit/retry/sqlretry"
@@ -38,7 +41,10 @@ func main() {
 
 var errInsufficientFunds = errors.New("insufficient funds")
 
-func run(ctx context.Context, out io.Writer, dsn string, workers, transfers int) error {
+// run makes the transfers, with opts added to each PgxTx call, and reports
+// them to out. A transfer that gave up after conflicts is counted and the
+// others go on; any other error ends the run.
+func run(ctx context.Context, out io.Writer, dsn string, workers, transfers int, opts ...sqlretry.Option) error {
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		return err
@@ -58,11 +64,12 @@ func run(ctx context.Context, out io.Writer, dsn string, workers, transfers int)
 		return err
 	}
 
-	var committed, refused, conflicts atomic.Int64
+	var committed, refused, gaveUp, conflicts atomic.Int64
 	countConflicts := sqlretry.WithRetryOptions(retry.OnRetry(func(context.Context, int, time.Duration, error) {
 		conflicts.Add(1)
 	}))
 	serializable := sqlretry.WithPgxTxOptions(pgx.TxOptions{IsoLevel: pgx.Serializable})
+	opts = append([]sqlretry.Option{serializable, countConflicts}, opts...)
 	var wg sync.WaitGroup
 	errs := make(chan error, workers)
 	start := time.Now()
@@ -85,12 +92,16 @@ func run(ctx context.Context, out io.Writer, dsn string, workers, transfers int)
 					}
 					_, err := tx.Exec(ctx, "UPDATE transfer_accounts SET balance = balance + $1 WHERE id = $2", amount, to)
 					return err
-				}, serializable, countConflicts)
+				}, opts...)
 				switch {
 				case err == nil:
 					committed.Add(1)
 				case errors.Is(err, errInsufficientFunds):
 					refused.Add(1)
+				case errors.Is(err, retry.ErrMaxAttempts) && conflict(err):
+					// Rolled back: the transfer was not made, and the
+					// others can still be.
+					gaveUp.Add(1)
 				default:
 					errs <- err
 					return
@@ -107,11 +118,17 @@ func run(ctx context.Context, out io.Writer, dsn string, workers, transfers int)
 	if err := pool.QueryRow(ctx, "SELECT sum(balance) FROM transfer_accounts").Scan(&total); err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "%d transfers committed, %d refused for insufficient funds, %d conflicts run again, in %v\n",
-		committed.Load(), refused.Load(), conflicts.Load(), time.Since(start).Round(time.Millisecond))
+	fmt.Fprintf(out, "%d transfers committed, %d refused for insufficient funds, %d gave up after conflicts, %d conflicts run again, in %v\n",
+		committed.Load(), refused.Load(), gaveUp.Load(), conflicts.Load(), time.Since(start).Round(time.Millisecond))
 	fmt.Fprintf(out, "total balance: %d (was %d)\n", total, accounts*initial)
 	if total != accounts*initial {
 		return fmt.Errorf("money was created or lost: %d", total-accounts*initial)
 	}
 	return nil
+}
+
+// conflict reports whether err is a serialization failure or a deadlock.
+func conflict(err error) bool {
+	var pg *pgconn.PgError
+	return errors.As(err, &pg) && (pg.Code == "40001" || pg.Code == "40P01")
 }
