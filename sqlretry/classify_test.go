@@ -32,6 +32,7 @@ func TestClassify(t *testing.T) {
 		{"40001", pg("40001"), safe},
 		{"40P01", pg("40P01"), safe},
 		{"40001 wrapped", fmt.Errorf("debit: %w", pg("40001")), safe},
+		{"40001 at begin", &txError{stageBegin, pg("40001")}, safe},
 		{"40001 at commit", &txError{stageCommit, pg("40001")}, safe},
 		{"40001 of lib/pq", &pqError{"40001"}, safe},
 		{"40P01 of lib/pq in fn", &txError{stageFn, &pqError{"40P01"}}, safe},
