@@ -18,7 +18,8 @@ var dsn, noServer string
 
 func TestMain(m *testing.M) {
 	runtime.LockOSThread() // the server dies with this thread: see pgtest.Start
-	c, err := pgtest.Start(context.Background())
+	// Deadlocks among the transfers are found after 20 ms, not 1 s.
+	c, err := pgtest.Start(context.Background(), "deadlock_timeout=20ms")
 	switch {
 	case pgtest.Missing(err) && !pgtest.Required():
 		noServer = err.Error()
