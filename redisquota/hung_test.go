@@ -21,14 +21,20 @@ func TestHungRedis(t *testing.T) {
 	// Generous: Timeout is 100 ms, the pauses 2.5 s and 5 s. Without the
 	// bound, Take waits out the pause and Close the 5 s ReadTimeout.
 	const bound = time.Second
-	setup := func(t *testing.T) (*redisquota.Quota, func(ms int), *logs) {
+	setup := func(t *testing.T, opaque ...bool) (*redisquota.Quota, func(ms int), *logs) {
 		r := startRedis(t)
 		c := redis.NewClient(&redis.Options{Addr: r.Addr}) // as the documentation shows
 		t.Cleanup(func() { c.Close() })
 		admin := redis.NewClient(&redis.Options{Addr: r.Addr})
 		t.Cleanup(func() { admin.Close() })
 		var l logs
-		q := redisquota.New(c, "hung", redisquota.Options{Capacity: 100, LeaseSize: 40, Logger: slog.New(&l)})
+		var client redis.UniversalClient = c
+		if len(opaque) > 0 {
+			// Its methods are the interface's alone: no WithTimeout, as
+			// with a Cluster or Ring client.
+			client = struct{ redis.UniversalClient }{c}
+		}
+		q := redisquota.New(client, "hung", redisquota.Options{Capacity: 100, LeaseSize: 40, Logger: slog.New(&l)})
 		t.Cleanup(func() { q.Close() })
 		pause := func(ms int) {
 			if err := admin.Do(t.Context(), "CLIENT", "PAUSE", ms).Err(); err != nil {
@@ -53,6 +59,23 @@ func TestHungRedis(t *testing.T) {
 			t.Errorf("the fallback was not logged:\n%s", l)
 		}
 		closeWithin(t, q, bound)
+	})
+
+	// Without WithTimeout the quota cannot shorten the client's socket
+	// deadlines: Take must stop waiting at Timeout all the same. (Close
+	// then waits for the call, up to the client's ReadTimeout: the pause
+	// is shorter than that, and than the bound Take must keep.)
+	t.Run("take through a client without WithTimeout", func(t *testing.T) {
+		q, pause, _ := setup(t, true)
+		pause(1500)
+		start := time.Now()
+		ok := q.Take(14)
+		if d := time.Since(start); d > bound {
+			t.Errorf("Take took %v with Redis paused; want about Timeout (100 ms), at most %v", d, bound)
+		}
+		if !ok || q.Shared() {
+			t.Errorf("Take = %v, Shared %v: want a take from the local quota", ok, q.Shared())
+		}
 	})
 
 	t.Run("close with a lease", func(t *testing.T) {
