@@ -30,8 +30,13 @@ type latency struct {
 	sent [2]uint32
 	// seen is the accept count at the last probe, for the stride.
 	seen   uint32
-	stride uint32  // successes between probes; 0 = 1
-	latest float64 // the last probe's latency, ns; 0 = none
+	stride uint32 // successes between probes; 0 = 1
+	// overdue: the newest probe came staleProbe or more after the one
+	// before, which the stride had foreseen within probeEvery: the client
+	// slowed down or paused between them, so the older no longer tells
+	// what it sends.
+	overdue bool
+	latest  float64 // the last probe's latency, ns; 0 = none
 	// typical is the latency of the probes before the latest, smoothed
 	// over about a window of time (each probe weighs the time since the
 	// one before, over the window): the baseline a climb is measured from.
@@ -48,6 +53,13 @@ const (
 	// climbFactor is how many times its typical latency the latest probe
 	// must take for the latency to count as climbing.
 	climbFactor = 4
+	// staleProbe is how long after the last probe one foreseen within
+	// probeEvery is taken as overdue: the client slowed down or paused.
+	staleProbe = 10 * probeEvery
+	// maxStride bounds the successes between probes, so that a client
+	// that was fast and slows down is probed again soon: at a million
+	// successes a second, a probe every millisecond, which costs little.
+	maxStride = 1024
 )
 
 // succeeded is told of every success, with the accept count the success
@@ -82,10 +94,12 @@ func (l *latency) record(started, now int64, total uint64, window time.Duration)
 	count := uint32(total)
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.overdue = false
 	if last := l.at[1]; last != 0 && now > last {
+		l.overdue = l.stride > 1 && now-last >= int64(staleProbe)
 		// Successes per probeEvery since the last probe set the stride.
 		rate := float64(count-l.seen) / float64(now-last) // per ns
-		l.stride = uint32(min(max(rate*float64(probeEvery), 1), 1<<30))
+		l.stride = uint32(min(max(rate*float64(probeEvery), 1), maxStride))
 	}
 	switch {
 	case l.latest == 0:
@@ -118,15 +132,26 @@ func (l *latency) healthy(now int64, window time.Duration) bool {
 // (a probe comes about every probeEvery, so that spans one or two of them,
 // or a few requests of a client that sends seldom), and ok false when no
 // probe has been made. attempts is the scope's attempt count now.
+//
+// A client that slows down or pauses leaves a gap the stride did not
+// foresee: the probes before it would spread what the client sends now
+// over the gap, and a throttle would cut it to a fraction of its rate. So
+// the older probe is left out when the newest came overdue, and when the
+// next is overdue already, what was sent since the newest is spread over
+// at most staleProbe: the client sent it after a gap of unknown length.
 func (l *latency) sendRate(now int64, attempts uint32) (rate float64, ok bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	i := 0
-	if l.at[0] == 0 {
-		i = 1 // one probe so far
-	}
-	if l.at[i] == 0 || now <= l.at[i] {
+	newest := l.at[1]
+	if newest == 0 || now <= newest {
 		return 0, false
+	}
+	if l.stride > 1 && now-newest >= int64(staleProbe) {
+		return float64(attempts-l.sent[1]) / seconds(min(now-newest, int64(staleProbe))), true
+	}
+	i := 0
+	if l.at[0] == 0 || l.overdue {
+		i = 1
 	}
 	return float64(attempts-l.sent[i]) / seconds(now-l.at[i]), true
 }

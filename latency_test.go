@@ -139,7 +139,9 @@ func TestAdaptiveRefusesTimeoutsOfAnOverloadedService(t *testing.T) {
 }
 
 // TestAdaptiveLatencyProbesFollowTheRate: a slow client times every
-// attempt; a fast one a few, so that its success path stays cheap.
+// attempt; a fast one about every probeEvery, so that its success path
+// stays cheap, and at most every maxStride successes, so that it is probed
+// again soon after it slows down.
 func TestAdaptiveLatencyProbesFollowTheRate(t *testing.T) {
 	clock := newHandClock()
 	a := NewAdaptive(AdaptiveOptions{Now: clock.Now})
@@ -157,8 +159,11 @@ func TestAdaptiveLatencyProbesFollowTheRate(t *testing.T) {
 	if n := timed(20, time.Second); n < 19 {
 		t.Fatalf("a client sending one request a second timed %d of 20, want all but the first few", n)
 	}
-	if n := timed(100_000, 10*time.Microsecond); n > 20 || n < 5 {
-		t.Fatalf("a client sending 100,000 requests a second timed %d in a second, want about 10", n)
+	if n := timed(10_000, 100*time.Microsecond); n > 20 || n < 5 {
+		t.Fatalf("a client sending 10,000 requests a second timed %d in a second, want about 10", n)
+	}
+	if n := timed(100_000, 10*time.Microsecond); n > 100_000/maxStride+5 || n < 100_000/maxStride-5 {
+		t.Fatalf("a client sending 100,000 requests a second timed %d in a second, want one every %d", n, maxStride)
 	}
 }
 
@@ -288,6 +293,43 @@ func TestAdaptiveThrottleCutsTheRateSent(t *testing.T) {
 					t.Fatalf("the limiter still limited %v after the only throttle", after)
 				}
 			})
+		})
+	}
+}
+
+// TestAdaptiveThrottleAfterAPauseOrSlowdown: a client that sent fast, then
+// paused or slowed down, and then sends 1,000 requests a second, is cut by
+// one throttle to no less than half of those 1,000, not to a fraction of
+// them spread over the pause (126 a second before the fix), whether the
+// throttle comes a second after it resumed or later. Right after a
+// slowdown the rate may be overestimated by the fast requests of the last
+// probe's span (at most 10 ms of them here), never by more than twice.
+func TestAdaptiveThrottleAfterAPauseOrSlowdown(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		pause   time.Duration // between the fast and the slow traffic
+		resumed int           // requests at 1 ms each before the throttle
+	}{
+		{"paused a minute, throttled 1 s after", time.Minute, 1000},
+		{"paused a minute, throttled 3 s after", time.Minute, 3000},
+		{"slowed at once, throttled 1 s after", 0, 1000},
+		{"slowed at once, throttled 5 s after", 0, 5000},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := newHandClock()
+			a := NewAdaptive(AdaptiveOptions{Now: clock.Now, Rand: noRefusal})
+			for range 100_000 {
+				timedPass(t, a, clock, "", 10*time.Microsecond) // 100,000 a second
+			}
+			clock.Advance(tc.pause)
+			for range tc.resumed {
+				timedPass(t, a, clock, "", time.Millisecond)
+			}
+			_ = failOnce(t, a, "", errAdaptive429)
+			rate, limiting := a.Rate("")
+			if !limiting || rate < 500 || rate > 1400 {
+				t.Errorf("after one throttle the limiter allows %.0f a second (limiting %v), want 0.7 of the 1,000 sent, at least half and at most 0.7 of twice", rate, limiting)
+			}
 		})
 	}
 }
