@@ -69,10 +69,7 @@ func (i *interceptor) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grp
 	if b := i.cfg.breaker; b != nil {
 		switch b.State(i.cfg.scopeOf(cc, method)) {
 		case retry.BreakerOpen:
-			if err := i.refuse(ctx, cc, method); err != nil {
-				return nil, err
-			}
-			deferred = true // it let probes through meanwhile
+			return nil, i.refuse(ctx, cc, method)
 		case retry.BreakerHalfOpen:
 			deferred = true
 		}
@@ -111,9 +108,7 @@ var errRefusalRaced = fmt.Errorf("grpcretry: stream refused as the circuit opene
 // refuse runs the call's retry loop, with the breaker, for a stream whose
 // circuit is open: the loop refuses its first attempt with
 // retry.ErrCircuitOpen and tells the call's Trace and hooks, as Do does for
-// a unary call. It returns that refusal, or nil if the loop found the
-// circuit letting probes through, made no attempt, and the stream is to
-// be opened by its own loop.
+// a unary call. It returns that refusal, a *retry.Error that is never nil.
 func (i *interceptor) refuse(ctx context.Context, cc *grpc.ClientConn, method string) error {
 	opts := make([]retry.Option, 0, len(i.cfg.retryOpts)+1)
 	opts = append(opts, retry.Scope(i.cfg.scopeOf(cc, method)))
