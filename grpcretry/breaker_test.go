@@ -199,3 +199,50 @@ func TestBreakerStreams(t *testing.T) {
 		t.Fatalf("after the probes succeeded: %v, want closed", s)
 	}
 }
+
+// TestBreakerHalfOpenStreamOutgrowsBuffer: a stream the half-open circuit
+// leaves to its first receive, whose messages outgrow the replay buffer
+// before that, is opened then with every message kept so far, and the
+// breaker's consultation at the receive makes it the probe.
+func TestBreakerHalfOpenStreamOutgrowsBuffer(t *testing.T) {
+	var got [][]int
+	srv := &server{
+		unary: func(context.Context, int, *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
+			return nil, status.Error(codes.Unavailable, "down")
+		},
+		input: sumInput(0, &got),
+	}
+	var clock handClock
+	b := retry.NewBreaker(retry.BreakerOptions{MinAttempts: 4, OpenFor: time.Second, Now: clock.now})
+	addr := serve(t, srv)
+	opts := []Option{WithStrategy(simple(3)), WithBreaker(b), WithBufferLimit(50)}
+	c := dial(t, addr,
+		grpc.WithUnaryInterceptor(UnaryClientInterceptor(opts...)),
+		grpc.WithStreamInterceptor(StreamClientInterceptor(opts...)))
+	for i := 0; b.State(addr) != retry.BreakerOpen; i++ {
+		if i == 5 {
+			t.Fatalf("the circuit did not open after %d failed calls", i)
+		}
+		_, _ = c.UnaryCall(t.Context(), &testpb.SimpleRequest{})
+	}
+	clock.advance(time.Second)
+	st, err := c.StreamingInputCall(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 { // the second outgrows the 50 bytes
+		if err := st.Send(&testpb.StreamingInputCallRequest{Payload: payload(40)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, err := st.CloseAndRecv()
+	if err != nil || r.GetAggregatedPayloadSize() != 120 {
+		t.Fatalf("CloseAndRecv = %v, %v; want a sum of 120", r, err)
+	}
+	if len(got) != 1 || len(got[0]) != 3 {
+		t.Errorf("the server received %v, want one stream of the three messages", got)
+	}
+	if s := b.State(addr); s != retry.BreakerClosed {
+		t.Errorf("after the probe succeeded: %v, want closed", s)
+	}
+}
