@@ -42,7 +42,6 @@ func Do(ctx context.Context, s Strategy, op func(context.Context) error, opts ..
 	}
 	batch, b, direct := begin(s, opts)
 	k := marker{batch: batch}
-	wrapped := func(ctx context.Context) (struct{}, error) { return struct{}{}, op(ctx) }
 	if direct && ctx.Err() == nil {
 		// The one shortcut: the first attempt of a call to the strategies
 		// most calls use, on their own unscoped quota, through a closed
@@ -81,14 +80,14 @@ func Do(ctx context.Context, s Strategy, op func(context.Context) error, opts ..
 				err, left = once(ctx, &k, op)
 			}
 			if err != nil {
-				var st state
+				var bucket Quota
 				switch {
 				case q != nil:
-					st.bucket = q
+					bucket = q
 				case sc != nil:
-					st.bucket = sc
+					bucket = sc
 				}
-				return again(ctx, k, opts, s, wrapped, st, err, left)
+				return again(ctx, k, opts, s, op, bucket, err, left)
 			}
 			switch {
 			case q != nil:
@@ -100,7 +99,7 @@ func Do(ctx context.Context, s Strategy, op func(context.Context) error, opts ..
 			return nil
 		}
 	}
-	_, err := doValue(ctx, k, b, direct, s, wrapped, opts)
+	_, err := doValue(ctx, k, b, direct, s, func(ctx context.Context) (struct{}, error) { return struct{}{}, op(ctx) }, opts)
 	return err
 }
 
@@ -113,12 +112,14 @@ func once(ctx context.Context, k *marker, op func(context.Context) error) (error
 	return err, m.left.Load()
 }
 
-// again continues Do's loop after a first attempt, made in state st, failed
-// with err, an inner loop having left it left (see judged).
-func again(ctx context.Context, k marker, opts []Option, s Strategy, op func(context.Context) (struct{}, error), st state, err error, left *Info) error {
+// again continues Do's loop after a first attempt, paid from bucket (nil
+// for none), failed with err, an inner loop having left it left (see
+// judged). The loop's wrapper of op is made here, off the success path.
+func again(ctx context.Context, k marker, opts []Option, s Strategy, op func(context.Context) error, bucket Quota, err error, left *Info) error {
 	c := config{marker: k}
 	c.apply(opts)
-	_, err = resume(ctx, s, op, &c, &first[struct{}]{st: st, err: err, left: left})
+	wrapped := func(ctx context.Context) (struct{}, error) { return struct{}{}, op(ctx) }
+	_, err = resume(ctx, s, wrapped, &c, &first[struct{}]{st: state{bucket: bucket}, err: err, left: left})
 	return err
 }
 
