@@ -12,11 +12,12 @@ import (
 //
 // Timing an attempt costs two clock reads, more than the rest of the
 // success path, so attempts are timed as probes: about one every
-// probeEvery, whatever the rate. A success counts towards the next probe
-// with the atomic add the success path makes anyway; the success that
-// reaches the count raises due, and the next attempt to begin takes the
-// probe. A client that sends a request a second times every one of them;
-// one that sends a million a second, one in a hundred thousand. The zero
+// probeEvery, and at least one every maxStride successes. A success counts
+// towards the next probe with the atomic add the success path makes
+// anyway; the success that reaches the count raises due, and the next
+// attempt to begin takes the probe. A client that sends a request a second
+// times every one of them; one that sends ten thousand a second, one in a
+// thousand; one that sends a million a second, one in 1,024. The zero
 // value is ready to use, with a probe due once the first success arms it.
 type latency struct {
 	due  atomic.Bool   // the next attempt to begin is timed

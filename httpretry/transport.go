@@ -136,11 +136,12 @@ type Transport struct {
 	// host, so that a failing host does not exhaust the quota of the others.
 	Scope func(*http.Request) string
 	// Options are passed to retry.DoValue, which makes every request's
-	// attempts (the single one with Retries < 0 too), after the Transport's own: hooks, logging, a retry.Trace,
-	// whose AttemptStart context becomes the context of the attempt's
-	// request. For a bound on each attempt use AttemptTimeout
-	// above, not retry.AttemptTimeout, which would end the attempt's context
-	// before the caller has read the response.
+	// attempts (the single one with Retries < 0 too), after the
+	// Transport's own: hooks, logging, a retry.Trace, whose AttemptStart
+	// context becomes the context of the attempt's request. For a bound on
+	// each attempt use AttemptTimeout above, not retry.AttemptTimeout,
+	// which would end the attempt's context before the caller has read the
+	// response.
 	Options []retry.Option
 
 	once  sync.Once
