@@ -144,7 +144,7 @@ func (l *latency) sendRate(now int64, attempts uint32) (rate float64, ok bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	newest := l.at[1]
-	if newest == 0 || now <= newest {
+	if newest == 0 {
 		return 0, false
 	}
 	if l.stride > 1 && now-newest >= int64(staleProbe) {
@@ -153,6 +153,16 @@ func (l *latency) sendRate(now int64, attempts uint32) (rate float64, ok bool) {
 	i := 0
 	if l.at[0] == 0 || l.overdue {
 		i = 1
+	}
+	if now <= l.at[i] {
+		// The answer shares the newest probe's clock reading (a coarse
+		// clock, or a burst in virtual time): no time has passed since
+		// it, so the span since the older is all there is, even one
+		// that holds a pause.
+		i = 0
+	}
+	if l.at[i] == 0 || now <= l.at[i] {
+		return 0, false
 	}
 	return float64(attempts-l.sent[i]) / seconds(now-l.at[i]), true
 }

@@ -333,3 +333,37 @@ func TestAdaptiveThrottleAfterAPauseOrSlowdown(t *testing.T) {
 		})
 	}
 }
+
+// TestAdaptiveThrottleInTheInstantOfAProbe: a throttle answered at the
+// very clock reading a probe ended at (a coarse clock, or virtual time,
+// where a burst of attempts shares one reading) is measured from the probe
+// before it, not from the window's attempts spread over the whole window.
+// 8 attempts every 20 ms for a second, 400 a second: one throttle in the
+// instant of a probe cut a client so measured to 30 a second (0.07x),
+// where it must keep at least half.
+func TestAdaptiveThrottleInTheInstantOfAProbe(t *testing.T) {
+	clock := newHandClock()
+	a := NewAdaptive(AdaptiveOptions{Now: clock.Now, Rand: noRefusal})
+	probed := func() bool { // the newest probe ended at this reading
+		sc := a.scopes.peek("")
+		sc.latency.mu.Lock()
+		defer sc.latency.mu.Unlock()
+		return sc.latency.at[1] == a.now()
+	}
+	for i := 0; ; i++ {
+		if i == 200 {
+			t.Fatal("no probe in 4 s of 400 attempts a second")
+		}
+		clock.Advance(20 * time.Millisecond)
+		for range 8 {
+			timedPass(t, a, clock, "", 0)
+		}
+		if i >= 50 && probed() {
+			break
+		}
+	}
+	_ = failOnce(t, a, "", errAdaptive429)
+	if rate, limiting := a.Rate(""); !limiting || rate < 200 || rate > 400 {
+		t.Fatalf("after one throttle the limiter allows %.0f a second (limiting %v), want 0.7 of the 400 sent, at least half", rate, limiting)
+	}
+}
