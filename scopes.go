@@ -1,6 +1,8 @@
 package retry
 
 import (
+	"cmp"
+	"slices"
 	"sync"
 	"sync/atomic"
 )
@@ -29,8 +31,10 @@ type scopeConfig struct {
 // scopes is bounded: when a new scope would exceed the bound, the least
 // recently used idle scope is dropped, or the least recently used of all if
 // none is idle, and then the new scope starts no better off than the one it
-// replaced. Lookups take no lock; only creating a scope does. The zero value
-// is ready to use.
+// replaced. Lookups take no lock; only creating a scope does, and dropping
+// one costs O(log n) amortized, not a scan of every scope, so that a client
+// calling more hosts than it keeps scopes for is not slowed to a crawl.
+// The zero value is ready to use.
 type scopes[T any, P interface {
 	*T
 	scopeState
@@ -41,6 +45,19 @@ type scopes[T any, P interface {
 
 	mu    sync.Mutex // serialises creation and eviction
 	count int        // entries in byName, under mu
+	// The candidates for eviction found by the last scan, under mu, the
+	// oldest last: the oldest idle scopes, and the oldest of all.
+	idleOld, allOld []victim[T]
+	buf             []victim[T] // the last scan's, allOld at its end
+	moreIdle        bool        // the last scan saw idle scopes beyond idleOld
+}
+
+// victim is a scope found among the oldest by a scan, with its last use
+// then: if it has been used since, it is no longer among the oldest.
+type victim[T any] struct {
+	name string
+	b    *scoped[T]
+	use  uint64
 }
 
 type scoped[T any] struct {
@@ -100,36 +117,96 @@ func (s *scopes[T, P]) create(scope string, cfg scopeConfig, limit int) *T {
 // evictOldest drops the least recently used idle scope or, if no scope is
 // idle, the least recently used of all, which it returns. Dropping an idle
 // scope loses nothing; dropping another would hand a failing service a fresh
-// quota if the new scope did not inherit from it. Callers hold mu. It scans
-// every scope, which happens only when a new scope is created beyond the
-// bound.
+// quota if the new scope did not inherit from it. Callers hold mu.
+//
+// Rather than scan every scope for each drop, a scan sorts them once and
+// keeps the oldest quarter as candidates, idle and all; later drops take the
+// oldest candidate not used since the scan, which is the least recently
+// used scope still: every scope the scan left out was younger, and every
+// use since makes a scope younger still. A busy scope is dropped only when
+// the scan saw no idle scope beyond the idle candidates, and a candidate is
+// dropped as idle only if it still is. A scan costs O(n log n) and buys n/4
+// drops, or is spent by uses of the candidates, each a call. A scope that
+// became idle after the scan, unused, may be dropped a little later than an
+// exact search would drop it.
 func (s *scopes[T, P]) evictOldest() *scoped[T] {
-	var (
-		oldest, oldestIdle       any
-		oldestUse, oldestIdleUse uint64
-		busy                     *scoped[T]
-	)
+	for fresh := false; ; fresh = true {
+		if v, ok := s.pop(&s.idleOld, true, fresh); ok {
+			s.drop(v)
+			return nil
+		}
+		// A busy scope goes only if the scan saw no idle one beyond its
+		// candidates; else the next scan finds them.
+		if !s.moreIdle || fresh {
+			if v, ok := s.pop(&s.allOld, false, fresh); ok {
+				s.drop(v)
+				if P(&v.b.val).idle() {
+					return nil
+				}
+				return v.b
+			}
+		}
+		if fresh || !s.scan() {
+			s.count = 0 // nothing held: the count was off
+			return nil
+		}
+	}
+}
+
+// pop takes the oldest candidate from *q that is still held and, unless
+// the scan is fresh (made for this drop, so that uses racing it cannot
+// leave the drop without a candidate), not used since the scan; if idle
+// is set, one that is still idle.
+func (s *scopes[T, P]) pop(q *[]victim[T], idle, fresh bool) (victim[T], bool) {
+	for len(*q) > 0 {
+		v := (*q)[len(*q)-1]
+		(*q)[len(*q)-1] = victim[T]{} // let go of the scope
+		*q = (*q)[:len(*q)-1]
+		if cur, ok := s.byName.Load(v.name); !ok || cur != v.b || !fresh && v.b.lastUse.Load() != v.use {
+			continue
+		}
+		if idle && !P(&v.b.val).idle() {
+			continue
+		}
+		return v, true
+	}
+	return victim[T]{}, false
+}
+
+func (s *scopes[T, P]) drop(v victim[T]) {
+	s.byName.Delete(v.name)
+	s.count--
+}
+
+// scan refills the candidates from every scope held, and reports whether
+// there is any.
+func (s *scopes[T, P]) scan() bool {
+	all := s.buf[:0]
 	s.byName.Range(func(k, v any) bool {
 		b := v.(*scoped[T])
-		use := b.lastUse.Load()
-		if oldest == nil || use < oldestUse {
-			oldest, oldestUse, busy = k, use, b
-		}
-		if P(&b.val).idle() && (oldestIdle == nil || use < oldestIdleUse) {
-			oldestIdle, oldestIdleUse = k, use
-		}
+		all = append(all, victim[T]{k.(string), b, b.lastUse.Load()})
 		return true
 	})
-	if oldestIdle != nil {
-		oldest, busy = oldestIdle, nil
+	if len(all) == 0 {
+		return false
 	}
-	if oldest == nil {
-		s.count = 0
-		return nil
+	slices.SortFunc(all, func(x, y victim[T]) int { return cmp.Compare(y.use, x.use) }) // the oldest last
+	keep := max(len(all)/4, 1)
+	idle := s.idleOld[:0]
+	s.moreIdle = false
+	for i := len(all) - 1; i >= 0; i-- {
+		if P(&all[i].b.val).idle() {
+			if len(idle) == keep {
+				s.moreIdle = true
+				break
+			}
+			idle = append(idle, all[i])
+		}
 	}
-	s.byName.Delete(oldest)
-	s.count--
-	return busy
+	slices.Reverse(idle) // the oldest last
+	clear(all[:len(all)-keep])
+	s.buf, s.allOld, s.idleOld = all, all[len(all)-keep:], idle
+	return true
 }
 
 // peek returns scope's state without creating or touching it.
