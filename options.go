@@ -193,6 +193,21 @@ func WithBreaker(b *Breaker) Option {
 	return Option{kind: optBreaker, breaker: b}
 }
 
+// BreakerOf returns the Breaker that Do and DoValue consult with opts, the
+// last WithBreaker's, or nil if there is none. It is for an integration
+// that must consult the call's breaker before its loop starts, as
+// grpcretry's streams do before they are opened, so that it asks the same
+// breaker the loop will.
+func BreakerOf(opts ...Option) *Breaker {
+	var b *Breaker
+	for i := range opts {
+		if opts[i].kind == optBreaker {
+			b = opts[i].breaker
+		}
+	}
+	return b
+}
+
 // Options of the same kind add up, in the order given: a hook an integration
 // sets for itself and one the caller passes both run. Two of a kind cost
 // one small allocation when the options are applied; one costs nothing.

@@ -246,3 +246,62 @@ func TestBreakerHalfOpenStreamOutgrowsBuffer(t *testing.T) {
 		t.Errorf("after the probe succeeded: %v, want closed", s)
 	}
 }
+
+// TestBreakerOfRetryOptions: a breaker given as retry.WithBreaker in
+// WithRetryOptions, alone or replacing WithBreaker's, is the one streams
+// consult before they are opened, as the unary calls' loop does: with its
+// circuit open a stream is refused and the server sees nothing, whatever
+// the state of a breaker it replaced.
+func TestBreakerOfRetryOptions(t *testing.T) {
+	for _, replaced := range []bool{false, true} {
+		name := "alone"
+		if replaced {
+			name = "replacing WithBreaker's"
+		}
+		t.Run(name, func(t *testing.T) {
+			srv := &server{
+				unary: func(context.Context, int, *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
+					return nil, status.Error(codes.Unavailable, "down")
+				},
+				output: func(_ int, _ *testpb.StreamingOutputCallRequest, s testpb.TestService_StreamingOutputCallServer) error {
+					return s.Send(&testpb.StreamingOutputCallResponse{Payload: payload(1)})
+				},
+			}
+			var clock handClock
+			b := retry.NewBreaker(retry.BreakerOptions{MinAttempts: 4, OpenFor: time.Second, Now: clock.now})
+			addr := serve(t, srv)
+			opts := []Option{WithStrategy(simple(3)), WithRetryOptions(retry.WithBreaker(b))}
+			if replaced {
+				opts = append(opts, WithBreaker(retry.NewBreaker(retry.BreakerOptions{})))
+			}
+			// Below grpcretry's, an interceptor counts the streams opened
+			// on the connection: the server may not have seen one yet.
+			var opened atomic.Int64
+			count := func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+				opened.Add(1)
+				return streamer(ctx, desc, cc, method, opts...)
+			}
+			c := dial(t, addr,
+				grpc.WithUnaryInterceptor(UnaryClientInterceptor(opts...)),
+				grpc.WithChainStreamInterceptor(StreamClientInterceptor(opts...), count))
+			ctx := t.Context()
+			for i := 0; b.State(addr) != retry.BreakerOpen; i++ {
+				if i == 5 {
+					t.Fatalf("the circuit did not open after %d failed calls", i)
+				}
+				_, _ = c.UnaryCall(ctx, &testpb.SimpleRequest{})
+			}
+			before := srv.calls.Load()
+			st, err := c.StreamingOutputCall(ctx, &testpb.StreamingOutputCallRequest{})
+			if err == nil {
+				_, err = st.Recv()
+			}
+			if !errors.Is(err, retry.ErrCircuitOpen) {
+				t.Fatalf("stream while the circuit is open: %v, want retry.ErrCircuitOpen", err)
+			}
+			if got := srv.calls.Load() - before; got != 0 || opened.Load() != 0 {
+				t.Fatalf("%d streams opened, %d seen by the server, while the circuit was open", opened.Load(), got)
+			}
+		})
+	}
+}

@@ -55,6 +55,9 @@ func newConfig(opts []Option) *config {
 		// First, so that a retry.WithBreaker of WithRetryOptions replaces it.
 		c.retryOpts = append([]retry.Option{retry.WithBreaker(c.breaker)}, c.retryOpts...)
 	}
+	// Streams consult the breaker before they are opened: the one the
+	// loop consults, wherever it was given.
+	c.breaker = retry.BreakerOf(c.retryOpts...)
 	return c
 }
 
@@ -159,7 +162,8 @@ func WithRetryOptions(opts ...retry.Option) Option {
 // hedged call is one attempt, as the retry loop sees it. Calls made with
 // the NoRetry call option bypass the interceptors, the breaker included.
 // Share one Breaker per service, across ClientConns that call it. A nil b
-// is no breaker; a retry.WithBreaker of WithRetryOptions replaces b.
+// is no breaker; a retry.WithBreaker of WithRetryOptions replaces b, for
+// streams too.
 func WithBreaker(b *retry.Breaker) Option { return func(c *config) { c.breaker = b } }
 
 // WithIndependentRetries makes the interceptors retry as if alone even when
