@@ -488,39 +488,6 @@ func TestFaultString(t *testing.T) {
 	}
 }
 
-func TestErrorClassifiesUnsafe(t *testing.T) {
-	e := errors.New("op failed")
-	tests := []struct {
-		name string
-		err  error
-		want Info
-	}{
-		{"Err Transient", &Error{Attempts: 3, Err: Transient(e), Reason: ErrMaxAttempts}, Info{Safety: Unsafe}},
-		{"Err Throttled keeps Throttle", &Error{Attempts: 2, Err: Throttled(e), Reason: ErrQuotaExhausted}, Info{Safety: Unsafe, Throttle: true}},
-		{"Err server timeout", &Error{Attempts: 2, Err: WithInfo(e, Info{Safety: Safe, Timeout: true, Fault: FaultServer})},
-			Info{Safety: Unsafe, Timeout: true, Fault: FaultServer}},
-		{"Err nil", &Error{Attempts: 0, Reason: ErrNotRetryable}, Info{Safety: Unsafe}},
-		{"wrapped", fmt.Errorf("outer: %w", &Error{Attempts: 3, Err: Transient(e), Reason: ErrMaxAttempts}), Info{Safety: Unsafe}},
-		{"joined with a Transient", errors.Join(Transient(e), &Error{Attempts: 3, Err: Transient(e)}), Info{Safety: Unsafe}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got := Classify(tt.err)
-			if got != tt.want {
-				t.Errorf("Classify = %+v, want %+v", got, tt.want)
-			}
-			if got.Retryable() {
-				t.Error("a *retry.Error is Retryable: nested loops would multiply attempts")
-			}
-		})
-	}
-	// The operation's error stays reachable.
-	err := &Error{Attempts: 3, Err: Transient(e), Reason: ErrMaxAttempts}
-	if !errors.Is(err, e) || !errors.Is(err, ErrMaxAttempts) {
-		t.Error("errors.Is does not reach the operation's error and the reason")
-	}
-}
-
 // TestClassifySelfWrappingError: an *Error whose Err is itself must not make
 // Classify recurse without bound.
 func TestClassifySelfWrappingError(t *testing.T) {

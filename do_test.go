@@ -411,19 +411,6 @@ func TestDoAttemptTimeoutDeepPermanent(t *testing.T) {
 	})
 }
 
-// A Permanent error is not retryable, which is not the same as unsafe to
-// repeat (a 404 can be repeated harmlessly): the give-up message says the
-// former.
-func TestDoPermanentMessage(t *testing.T) {
-	err := Do(context.Background(), NewStandard(StandardOptions{}), func(context.Context) error {
-		return Permanent(errors.New("404 Not Found"))
-	})
-	msg := err.Error()
-	if !strings.Contains(msg, "not retryable") || strings.Contains(msg, "unsafe") || !strings.Contains(msg, "404 Not Found") {
-		t.Fatalf("message %q: want it to say the error is not retryable, without calling it unsafe", msg)
-	}
-}
-
 // The package documentation's first example must retry when it is copied:
 // an unclassified error is never retried, so the example classifies its own.
 func TestPackageDocFirstExampleClassifies(t *testing.T) {
