@@ -209,6 +209,9 @@ type adaptiveScope struct {
 }
 
 func (sc *adaptiveScope) init(cfg scopeConfig) {
+	if cfg.clock != nil {
+		sc.outcomes.begin(cfg.clock.read(cfg.now))
+	}
 	switch {
 	case cfg.shared != nil:
 		sc.quota = cfg.shared
@@ -385,9 +388,11 @@ func (a *Adaptive) quota(scope string) Quota {
 		sc = &b.val
 	} else {
 		if scope != "" && !a.scoped.Load() {
+			// The strategy-wide counts start now.
+			a.all.begin(a.now())
 			a.scoped.Store(true)
 		}
-		sc = a.scopes.get(scope, scopeConfig{capacity: a.opts.Capacity, shared: a.opts.Bucket}, orDefault(a.opts.MaxScopes, defaultMaxScopes))
+		sc = a.scopes.get(scope, scopeConfig{capacity: a.opts.Capacity, shared: a.opts.Bucket, clock: &a.clock, now: a.opts.Now}, orDefault(a.opts.MaxScopes, defaultMaxScopes))
 	}
 	return sc
 }

@@ -34,6 +34,16 @@ const (
 	placeEvery = 1 << 24
 )
 
+// begin notes now, a reading of the strategy's clock, as when counting
+// began, unless counts were placed already: the counts pending at the
+// first placement are then spread over the time since, and a scope that
+// succeeded for an hour before its first failure does not place the hour's
+// successes in the window that ends then, which would hide a failing
+// service from client-side throttling for a window.
+func (o *outcomes) begin(now int64) {
+	o.placed.CompareAndSwap(0, max(now, 1))
+}
+
 // success counts an accepted attempt and returns the new total. The caller
 // should place the counts when the total's accepts reach a multiple of
 // placeEvery (see full): rarely, once every placeEvery successes without a

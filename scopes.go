@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // scopeState is what a strategy keeps per scope: a Standard's bucket, an
@@ -25,6 +26,10 @@ type scopeState interface {
 type scopeConfig struct {
 	capacity int   // of the scope's own quota
 	shared   Quota // a quota shared by every scope, if any
+	// The strategy's clock and the caller's Now, for a state that notes
+	// when it was made; nil for one that does not.
+	clock *clock
+	now   func() time.Time
 }
 
 // scopes holds one state per scope, created on first use. The number of
