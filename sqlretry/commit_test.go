@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"testing"
-	"time"
 
 	"github.com/retrykit/retry"
 	"github.com/retrykit/retry/sqlretry"
@@ -27,23 +26,12 @@ func TestLostConnectionAtCommit(t *testing.T) {
 		terminated := make(chan error, 1)
 		go func() {
 			pid := <-pids
-			deadline := time.Now().Add(5 * time.Second)
-			for time.Now().Before(deadline) {
-				var n int64
-				err := pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
-					WHERE pid = $1 AND state = 'active' AND query ILIKE 'commit%' AND wait_event = 'PgSleep'`, pid).Scan(&n)
-				if err != nil {
-					terminated <- err
-					return
-				}
-				if n == 1 {
-					_, err := pool.Exec(context.Background(), "SELECT pg_terminate_backend($1)", pid)
-					terminated <- err
-					return
-				}
-				time.Sleep(5 * time.Millisecond)
+			if err := awaitPgSleep(context.Background(), pid, "commit%"); err != nil {
+				terminated <- err
+				return
 			}
-			terminated <- errors.New("the backend never reached COMMIT")
+			_, err := pool.Exec(context.Background(), "SELECT pg_terminate_backend($1)", pid)
+			terminated <- err
 		}()
 		outer := 0
 		runs := 0

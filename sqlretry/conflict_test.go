@@ -349,24 +349,48 @@ func TestNotRetried(t *testing.T) {
 	})
 }
 
-// Cancelling the context stops the transaction at once and rolls it back:
-// its row lock is released, so another connection can take it.
+// Cancelling the context stops the transaction at once, in the middle of a
+// statement, and rolls it back: its row lock is released, so another
+// connection can take it. The context is cancelled once pg_stat_activity
+// shows the statement running.
 func TestCancel(t *testing.T) {
 	forAPIs(t, func(t *testing.T, a api, table string) {
 		exec(t, "DROP TABLE IF EXISTS "+table, "CREATE TABLE "+table+" (k int PRIMARY KEY)")
 		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		pids := make(chan int64, 1)
+		cancelled := make(chan error, 1)
+		go func() {
+			select {
+			case pid := <-pids:
+				cancelled <- awaitPgSleep(t.Context(), pid, "select pg_sleep%")
+			case <-ctx.Done():
+				cancelled <- nil // the run ended before its statement: the checks below say how
+			}
+			cancel()
+		}()
 		runs := 0
-		go func() { time.Sleep(100 * time.Millisecond); cancel() }()
-		start := time.Now()
+		var start time.Time
 		err := a.run(ctx, func(ctx context.Context, tx q) error {
 			runs++
 			if err := tx.Exec(ctx, "INSERT INTO "+table+" VALUES (1)"); err != nil {
 				return err
 			}
+			pid, err := tx.Int(ctx, "SELECT pg_backend_pid()")
+			if err != nil {
+				return err
+			}
+			start = time.Now()
+			pids <- pid
 			return tx.Exec(ctx, "SELECT pg_sleep(10)")
 		})
-		if elapsed := time.Since(start); elapsed > 3*time.Second || runs != 1 || !errors.Is(err, context.Canceled) {
-			t.Fatalf("%d runs in %v, %v; want one, cut short, context.Canceled", runs, elapsed, err)
+		cancel() // for a run that ended before its statement
+		if err := <-cancelled; err != nil {
+			t.Fatal(err)
+		}
+		// Ten seconds would be the statement run to its end.
+		if elapsed := time.Since(start); start.IsZero() || elapsed > 5*time.Second || runs != 1 || !errors.Is(err, context.Canceled) {
+			t.Fatalf("%d runs, the statement cut after %v, %v; want one, cut short, context.Canceled", runs, elapsed, err)
 		}
 		// The row's lock is gone: the same key inserts at once.
 		conn, err := pool.Acquire(t.Context())
