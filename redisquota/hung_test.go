@@ -98,8 +98,10 @@ func closeWithin(t *testing.T, q *redisquota.Quota, bound time.Duration) {
 		t.Errorf("Close took %v with Redis paused; want at most %v", d, bound)
 	}
 	// A goroutine that Close waited for has signalled that it is done but
-	// may not have returned yet: give it a generous second to go.
-	for deadline := time.Now().Add(time.Second); ; {
+	// may not have returned yet, and nothing signals its return: poll the
+	// stacks, giving it a generous bound to go (it is runnable; a loaded
+	// machine may leave it waiting for a CPU).
+	for deadline := time.Now().Add(10 * time.Second); ; {
 		g := quotaGoroutines()
 		if g == "" {
 			break

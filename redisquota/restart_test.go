@@ -31,14 +31,15 @@ func TestRedisRestart(t *testing.T) {
 			r := startRedis(t, extra...)
 			c := redis.NewClient(&redis.Options{Addr: r.Addr})
 			defer c.Close()
-			var l logs
+			var l watchedLogs
 			const capacity = 10000
 			opts := redisquota.Options{Capacity: capacity, LeaseSize: 50, FlushInterval: time.Hour, LeaseTTL: time.Minute,
 				Timeout: 200 * time.Millisecond, ReconnectMax: 100 * time.Millisecond, Logger: slog.New(&l)}
 			q := redisquota.New(c, "restart", opts)
 
+			var loadLogs watchedLogs
 			load := redisquota.New(c, "restart-load", redisquota.Options{Capacity: 500, FlushInterval: 5 * time.Millisecond,
-				Timeout: 50 * time.Millisecond, ReconnectMax: 50 * time.Millisecond, Logger: slog.New(&logs{})})
+				Timeout: 50 * time.Millisecond, ReconnectMax: 50 * time.Millisecond, Logger: slog.New(&loadLogs)})
 			stop := make(chan struct{})
 			var wg sync.WaitGroup
 			for g := range 8 {
@@ -55,6 +56,8 @@ func TestRedisRestart(t *testing.T) {
 						} else if rnd.IntN(2) == 0 {
 							load.Refund(14)
 						}
+						// Pacing, so that the load leaves the CPUs some
+						// room; no check depends on its length.
 						time.Sleep(100 * time.Microsecond)
 					}
 				})
@@ -84,16 +87,15 @@ func TestRedisRestart(t *testing.T) {
 				t.Error("the fallback quota refused a retry")
 			}
 			q.Refund(7) // to the fallback quota
-			time.Sleep(150 * time.Millisecond)
+			// The loaded quota saw the outage too.
+			loadLogs.await(t, "falling back")
 			if err := r.Start(t.Context()); err != nil {
 				t.Fatal(err)
 			}
-			deadline := time.Now().Add(5 * time.Second)
-			for !q.Shared() || !load.Shared() {
-				if time.Now().After(deadline) {
-					t.Fatalf("never rejoined (quota %v, load %v):\n%s", q.Shared(), load.Shared(), &l)
-				}
-				time.Sleep(5 * time.Millisecond)
+			l.await(t, "rejoined")
+			loadLogs.await(t, "rejoined")
+			if !q.Shared() || !load.Shared() {
+				t.Fatalf("rejoined, but not shared (quota %v, load %v):\n%s", q.Shared(), load.Shared(), &l)
 			}
 			close(stop)
 			wg.Wait()
@@ -147,6 +149,8 @@ func TestCluster(t *testing.T) {
 	if err := admin.Do(ctx, "CLUSTER", "ADDSLOTSRANGE", "0", "16383").Err(); err != nil {
 		t.Fatal(err)
 	}
+	// The node says when its cluster is ready only when asked: poll, within
+	// a bound.
 	deadline := time.Now().Add(10 * time.Second)
 	for !strings.Contains(admin.ClusterInfo(ctx).Val(), "cluster_state:ok") {
 		if time.Now().After(deadline) {

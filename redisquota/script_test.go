@@ -5,8 +5,8 @@ import (
 	"log/slog"
 	"slices"
 	"testing"
-	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/retrykit/retry/redisquota"
 )
 
@@ -90,10 +90,14 @@ func TestLostLeaseRecords(t *testing.T) {
 	}
 
 	// Only the expiries are lost: the leases are still on record, so their
-	// holders keep them, but a dead holder's must still come back.
+	// holders keep them, but a dead holder's must still come back. The
+	// expiries run on Redis's clock, in real time: rather than wait for one,
+	// the test checks the deadline each lease was given and then moves the
+	// dead holder's into the past, as Redis's clock passing it would.
 	t.Run("expiries", func(t *testing.T) {
 		key := fresh(t, "lost-expiries")
-		call := func(id string, bal, gack, want, ttl int64) []int64 {
+		const ttl = 60000 // ms: no lease expires on its own during the test
+		call := func(id string, bal, gack, want int64) []int64 {
 			t.Helper()
 			v, err := redisquota.RunScript(t.Context(), c, key, id, 100, bal, gack, 0, 0, want, 0, ttl, 0)
 			if err != nil {
@@ -101,34 +105,44 @@ func TestLostLeaseRecords(t *testing.T) {
 			}
 			return v // status, granted, balance, tokens, leased, capacity
 		}
-		const ttl = 1000 // ms
-		call("dead", 0, 0, 40, ttl)
-		call("live", 0, 0, 20, ttl)
-		if err := other.Del(t.Context(), redisquota.Keys(key)[2]).Err(); err != nil {
+		now := func() int64 {
+			t.Helper()
+			tm, err := c.Time(t.Context()).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			return tm.UnixMilli()
+		}
+		call("dead", 0, 0, 40)
+		call("live", 0, 0, 20)
+		keys := redisquota.Keys(key)
+		if err := other.Del(t.Context(), keys[2]).Err(); err != nil {
 			t.Fatal(err)
 		}
-		if v := call("probe", 0, 0, 0, ttl); v[3] != 40 || v[4] != 60 {
+		before := now()
+		if v := call("probe", 0, 0, 0); v[3] != 40 || v[4] != 60 {
 			t.Fatalf("after the expiries were lost: %d free, %d leased; want 40, 60 (the leases are on record)", v[3], v[4])
 		}
-		keys := redisquota.Keys(key)
+		after := now()
 		if h, z := c.HLen(t.Context(), keys[1]).Val(), c.ZCard(t.Context(), keys[2]).Val(); h != 3*z || z != 3 {
 			t.Errorf("%d lease fields, %d expiries: want 3 leases of 3 fields, each with an expiry", h, z)
 		}
-		// The live holder renews (with a long TTL, so that it outlasts the
-		// wait): its lease is whole.
-		if v := call("live", 20, 20, 20, 60000); v[0] != 0 || v[2] != 20 {
+		for _, id := range []string{"dead", "live"} {
+			if at := int64(c.ZScore(t.Context(), keys[2], id).Val()); at < before+ttl || at > after+ttl {
+				t.Errorf("%s's lease expires at %d, want the TTL (%d ms) from the call that found it without one (%d to %d)",
+					id, at, ttl, before+ttl, after+ttl)
+			}
+		}
+		// The live holder renews: its lease is whole.
+		if v := call("live", 20, 20, 20); v[0] != 0 || v[2] != 20 {
 			t.Fatalf("the live holder's renewal: %v, want status 0 and its 20 tokens", v)
 		}
-		deadline := time.Now().Add(5 * time.Second) // the dead lease's TTL is 1 s
-		for {
-			v := call("probe", 0, 0, 0, ttl)
-			if v[3] == 80 && v[4] == 20 {
-				break // the dead holder's 40 are back; the live one's 20 still leased
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("the dead holder's lease never came back: %d free, %d leased; want 80, 20", v[3], v[4])
-			}
-			time.Sleep(50 * time.Millisecond)
+		// The dead holder's TTL runs out.
+		if err := c.ZAddXX(t.Context(), keys[2], redis.Z{Score: float64(now() - 1), Member: "dead"}).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if v := call("probe", 0, 0, 0); v[3] != 80 || v[4] != 20 {
+			t.Fatalf("the dead holder's lease did not come back: %d free, %d leased; want 80, 20 (the live one's 20 still leased)", v[3], v[4])
 		}
 	})
 }
