@@ -40,6 +40,7 @@ var errReadAfterClose = errors.New("read after close")
 // it refuses reads, so a body closed too early cannot be sent again.
 type countingBody struct {
 	rc     io.ReadCloser
+	onRead func(total int64) // if set, told the bytes read so far after each read
 	mu     sync.Mutex
 	read   int64
 	closes int
@@ -59,7 +60,11 @@ func (b *countingBody) Read(p []byte) (int, error) {
 	n, err := b.rc.Read(p) // unlocked: a Close must not wait for a blocked read
 	b.mu.Lock()
 	b.read += int64(n)
+	total := b.read
 	b.mu.Unlock()
+	if b.onRead != nil {
+		b.onRead(total)
+	}
 	return n, err
 }
 
@@ -78,9 +83,10 @@ func (b *countingBody) counts() (read int64, closes int) {
 
 // observed wraps a real base transport: it records the requests the
 // Transport gives it and wraps the bodies of the real responses in
-// countingBody.
+// countingBody, with onRead if set.
 type observed struct {
 	base   http.RoundTripper
+	onRead func(total int64)
 	mu     sync.Mutex
 	reqs   []*http.Request
 	bodies []*countingBody
@@ -92,7 +98,7 @@ func (o *observed) RoundTrip(r *http.Request) (*http.Response, error) {
 	o.mu.Unlock()
 	resp, err := o.base.RoundTrip(r)
 	if resp != nil {
-		b := &countingBody{rc: resp.Body}
+		b := &countingBody{rc: resp.Body, onRead: o.onRead}
 		resp.Body = b
 		o.mu.Lock()
 		o.bodies = append(o.bodies, b)
@@ -891,12 +897,14 @@ func TestLargeFailedBodyIsNotDrained(t *testing.T) {
 	}
 }
 
-// A failed response whose small body arrives a little late is drained, so
-// that its connection is reused, when the request has no deadline: the drain
-// may take up to drainTime (1 s); here the body's second half comes 50 ms
-// after the first.
+// A failed response whose small body arrives late is drained, so that its
+// connection is reused, when the request has no deadline: the drain may take
+// up to drainTime (1 s); here the body's second half is sent once the drain
+// has read the first, and waits for more.
 func TestSlowSmallFailedBodyIsDrainedWithoutADeadline(t *testing.T) {
 	const size = 2000
+	firstHalfRead := make(chan struct{})
+	var once sync.Once
 	srv := newServer(t, func(n int, w http.ResponseWriter, r *http.Request) {
 		if n > 1 {
 			io.WriteString(w, "ok")
@@ -906,12 +914,20 @@ func TestSlowSmallFailedBodyIsDrainedWithoutADeadline(t *testing.T) {
 		w.WriteHeader(503)
 		w.Write(make([]byte, size/2))
 		w.(http.Flusher).Flush()
-		time.Sleep(50 * time.Millisecond)
+		select {
+		case <-firstHalfRead:
+		case <-r.Context().Done(): // the client gave up on the body
+			return
+		}
 		w.Write(make([]byte, size/2))
 	})
 	base := &http.Transport{}
 	defer base.CloseIdleConnections()
-	obs := &observed{base: base}
+	obs := &observed{base: base, onRead: func(total int64) {
+		if total >= size/2 {
+			once.Do(func() { close(firstHalfRead) })
+		}
+	}}
 	resp, err, _ := send(t, &Transport{Base: obs, Strategy: noWait()}, context.Background(), "GET", srv.URL, nil)
 	if err != nil {
 		t.Fatal(err)
