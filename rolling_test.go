@@ -174,21 +174,8 @@ func TestPlaceShare(t *testing.T) {
 // an old one's place, the reset races with no add.
 func TestRollingConcurrentAdds(t *testing.T) {
 	var r rolling
-	const workers, adds = 8, 20000
-	run := func(f func(g, i int)) {
-		var wg sync.WaitGroup
-		start := make(chan struct{}) // all at once, not one after another
-		for g := range workers {
-			wg.Go(func() {
-				<-start
-				for i := range adds {
-					f(g, i)
-				}
-			})
-		}
-		close(start)
-		wg.Wait()
-	}
+	const workers, adds = 8, 50000
+	run := func(f func(g, i int)) { together(workers, adds, f) }
 	run(func(g, i int) { r.add(int64(990+(i+g)%4), milli) })
 	if got, want := r.sum(993), int64(workers*adds*milli); got != want {
 		t.Fatalf("sum = %d, want %d: concurrent adds were lost", got, want)
@@ -210,4 +197,22 @@ func wantSum(t *testing.T, r *rolling, slot, want int64, why string) {
 	if got := r.sum(slot); got != want {
 		t.Fatalf("sum(%d) = %d, want %d: %s", slot, got, want, why)
 	}
+}
+
+// together calls f(g, i) for every i below n in each of workers goroutines
+// g, started at once rather than one after another, so that their calls
+// overlap, and returns when all are done.
+func together(workers, n int, f func(g, i int)) {
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for g := range workers {
+		wg.Go(func() {
+			<-start
+			for i := range n {
+				f(g, i)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
 }
