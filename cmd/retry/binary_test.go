@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -73,20 +74,78 @@ func runRetry(t testing.TB, stdin string, args ...string) (stdout, stderr string
 }
 
 // startRetry starts the command with args and returns it with its stderr.
-func startRetry(t *testing.T, args ...string) (*exec.Cmd, *bytes.Buffer) {
+func startRetry(t *testing.T, args ...string) (*exec.Cmd, *watchedText) {
 	t.Helper()
 	cmd := exec.Command(retryBin, args...)
-	var errOut bytes.Buffer
-	cmd.Stderr = &errOut
+	errOut := &watchedText{}
+	cmd.Stderr = errOut
 	cmd.WaitDelay = 5 * time.Second
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill() })
-	return cmd, &errOut
+	return cmd, errOut
 }
 
-// waitFor polls until cond is true, failing the test after 20 s.
+// watchedText is a command's output as it comes, safe to read while the
+// command writes it, which a test can wait on.
+type watchedText struct {
+	mu      sync.Mutex
+	b       bytes.Buffer
+	changed chan struct{} // closed at the next write
+}
+
+func (w *watchedText) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.changed != nil {
+		close(w.changed)
+		w.changed = nil
+	}
+	return w.b.Write(p)
+}
+
+func (w *watchedText) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
+}
+
+// await waits until the text contains s, failing the test after 20 s.
+func (w *watchedText) await(t *testing.T, s string) {
+	t.Helper()
+	timeout := time.NewTimer(20 * time.Second)
+	defer timeout.Stop()
+	for {
+		w.mu.Lock()
+		if strings.Contains(w.b.String(), s) {
+			w.mu.Unlock()
+			return
+		}
+		if w.changed == nil {
+			w.changed = make(chan struct{})
+		}
+		changed := w.changed
+		w.mu.Unlock()
+		select {
+		case <-changed:
+		case <-timeout.C:
+			t.Fatalf("timed out waiting for %q in:\n%s", s, w)
+		}
+	}
+}
+
+// fileText is a file whose String is its content.
+type fileText string
+
+func (f fileText) String() string {
+	data, _ := os.ReadFile(string(f))
+	return string(data)
+}
+
+// waitFor polls until cond is true, failing the test after 20 s. It is for
+// what gives no event to wait on: a file a command writes, a process's
+// state.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	for deadline := time.Now().Add(20 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {

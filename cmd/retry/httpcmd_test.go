@@ -378,9 +378,9 @@ func TestHTTPSignalStopsTheWait(t *testing.T) {
 			t.Parallel()
 			s := newServer(t, "", 503)
 			s.setHeader("Retry-After", "30")
-			cmd, errOut := startRetry(t, "http", s.URL)
-			waitFor(t, "the first request", func() bool { return len(s.requests()) > 0 })
-			time.Sleep(50 * time.Millisecond) // let the wait begin
+			// -v: each attempt is reported, with the wait after it.
+			cmd, errOut := startRetry(t, "http", "-v", s.URL)
+			errOut.await(t, "retry: attempt 1: 503 Service Unavailable, retrying in 30s")
 			start := time.Now()
 			if err := cmd.Process.Signal(sig); err != nil {
 				t.Fatal(err)

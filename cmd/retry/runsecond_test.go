@@ -96,7 +96,10 @@ func TestRunGroupKillCopyIsNotASecondSignal(t *testing.T) {
 	}
 	first := time.Now()
 	for len(lines(t, got)) == 0 && time.Since(first) < 20*time.Second {
-		time.Sleep(time.Millisecond) // not waitFor's 10ms: the copy is to come soon after
+		// The shell's line in a file is the only sign that it caught the
+		// signal: poll, and not at waitFor's 10ms, as the copy is to come
+		// soon after.
+		time.Sleep(time.Millisecond)
 	}
 	// retry leads its group (startNoTerminal), as timeout does; the
 	// attempt has its own.

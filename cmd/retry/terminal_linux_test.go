@@ -220,9 +220,14 @@ func testSecondCtrlC(t *testing.T, flags []string) {
 	waitFor(t, "the command to start", func() bool { return len(lines(t, started)) > 0 })
 	ctrlC(t, master)
 	waitFor(t, "the command to catch the first SIGINT", func() bool { return len(lines(t, got)) > 0 })
-	// Past the window in which the same signal is the first's copy.
+	// Past the window in which the same signal is the first's copy: a real
+	// wait, as the window runs on retry's clock, in another process. retry
+	// stamps the first signal before the command can catch it, but on a
+	// goroutine of its own that shows no sign of it: the 300 ms are for that
+	// goroutine to have run.
 	time.Sleep(copyWindow + 300*time.Millisecond)
-	if cmd.ProcessState != nil {
+	// Not cmd.ProcessState, which only cmd.Wait sets.
+	if exitedUnwaited(cmd.Process.Pid) {
 		t.Fatal("retry exited on the first Ctrl-C, though the command runs on")
 	}
 	ctrlC(t, master)
@@ -404,6 +409,11 @@ func TestRunCtrlZWithoutJobControl(t *testing.T) {
 	if _, err := master.Write([]byte{26}); err != nil { // Ctrl-Z
 		t.Fatal(err)
 	}
+	// Nothing is to happen, and no event says that nothing did: retry
+	// handles SIGTSTP on a goroutine and, with no shell to continue it,
+	// leaves it. A passing verdict does not depend on the wait; a stop that
+	// came later than it would go unseen here, but not the Ctrl-C after it,
+	// which a stopped retry would not answer.
 	time.Sleep(300 * time.Millisecond)
 	if s, c := procState(cmd.Process.Pid), procState(child); s == "T" || c == "T" {
 		t.Errorf("after a Ctrl-Z retry is in state %q and the command in %q, want neither stopped", s, c)
