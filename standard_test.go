@@ -560,56 +560,6 @@ func TestStandardConcurrentAccounting(t *testing.T) {
 	}
 }
 
-func TestSimple(t *testing.T) {
-	var s Simple
-	tok := mustAcquire(t, &s, "")
-	tok = mustRefresh(t, &s, tok, errTransient)
-	if tok.Delay() >= 50*time.Millisecond {
-		t.Fatalf("default backoff: %v", tok.Delay())
-	}
-	tok = mustRefresh(t, &s, tok, errTransient)
-	if _, err := s.RefreshToken(tok, errTransient); !errors.Is(err, ErrMaxAttempts) {
-		t.Fatalf("err = %v, want ErrMaxAttempts after 3 attempts", err)
-	}
-	// No quota: a thousand requests of retries are all granted.
-	many := &Simple{MaxAttempts: 2, Backoff: Linear{Base: time.Second}}
-	for range 1000 {
-		tok := mustRefresh(t, many, mustAcquire(t, many, ""), errTransient)
-		if tok.Delay() != time.Second {
-			t.Fatalf("delay = %v, want 1s", tok.Delay())
-		}
-		_ = many.RecordSuccess(tok)
-	}
-	// Throttling errors use the given backoff too; hints are a minimum with a cap.
-	tok = mustRefresh(t, many, mustAcquire(t, many, ""), Throttled(RetryAfter(errBoom, 2*time.Second)))
-	if tok.Delay() != 2*time.Second {
-		t.Fatalf("delay = %v, want 2s", tok.Delay())
-	}
-	if _, err := many.RefreshToken(mustAcquire(t, many, ""), RetryAfter(errBoom, time.Hour)); !errors.Is(err, ErrRetryAfterTooLong) {
-		t.Fatalf("err = %v, want ErrRetryAfterTooLong", err)
-	}
-	if _, err := many.RefreshToken(mustAcquire(t, many, ""), errBoom); !errors.Is(err, ErrNotRetryable) {
-		t.Fatalf("err = %v, want ErrNotRetryable", err)
-	}
-	one := &Simple{MaxAttempts: -5}
-	if _, err := one.RefreshToken(mustAcquire(t, one, ""), errTransient); !errors.Is(err, ErrMaxAttempts) {
-		t.Fatalf("negative MaxAttempts: err = %v, want one attempt only", err)
-	}
-}
-
-func TestNo(t *testing.T) {
-	var n No
-	if _, err := n.RefreshToken(mustAcquire(t, &n, ""), errTransient); !errors.Is(err, ErrMaxAttempts) {
-		t.Fatalf("err = %v, want ErrMaxAttempts", err)
-	}
-	if _, err := n.RefreshToken(mustAcquire(t, &n, ""), errBoom); !errors.Is(err, ErrNotRetryable) {
-		t.Fatalf("err = %v, want ErrNotRetryable", err)
-	}
-	if err := n.RecordSuccess(mustAcquire(t, &n, "")); err != nil {
-		t.Fatal(err)
-	}
-}
-
 func TestReleaseTokenRefundsARetryNeverMade(t *testing.T) {
 	b := NewTokenBucket(500)
 	s := NewStandard(StandardOptions{Bucket: b})
