@@ -3,10 +3,12 @@ package retry
 import (
 	"context"
 	"errors"
+	"fmt"
 	"runtime"
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -185,4 +187,58 @@ func TestUntracedPanicPassesThrough(t *testing.T) {
 	if recovered != "op" {
 		t.Fatalf("recovered %v, want op", recovered)
 	}
+}
+
+// A Trace's Done hears every call end once: the attempts, the time waited
+// between them (in virtual time) and the call's error.
+func TestTraceDone(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var got []string
+		trace := WithTrace(&Trace{Done: func(_ context.Context, scope string, n int, waited time.Duration, err error) {
+			got = append(got, fmt.Sprintf("%s %d %v %v", scope, n, waited, err != nil))
+		}})
+		s := &Simple{Backoff: Linear{Base: time.Second}}
+		_ = Do(context.Background(), s, failing(2, errTransient).op, trace, Scope("a"))
+		_ = Do(context.Background(), s, failing(5, errTransient).op, trace)
+		_ = Do(context.Background(), s, failing(0, errTransient).op, trace)
+		want := "a 3 3s false| 3 3s true| 1 0s false"
+		if strings.Join(got, "|") != want {
+			t.Fatalf("Done heard %q, want %q", strings.Join(got, "|"), want)
+		}
+	})
+}
+
+type callKey struct{}
+
+// A Trace's CallStart gives the whole call a context of its own: every
+// attempt and every later hook sees it, and two traces nest.
+func TestTraceCallStart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var seen []string
+		start := func(name string) Option {
+			return WithTrace(&Trace{CallStart: func(ctx context.Context, scope string) context.Context {
+				prev, _ := ctx.Value(callKey{}).(string)
+				return context.WithValue(ctx, callKey{}, prev+name+scope)
+			}})
+		}
+		look := func(where string, ctx context.Context) {
+			seen = append(seen, fmt.Sprint(where, " ", ctx.Value(callKey{})))
+		}
+		opts := []Option{Scope("s"), start("a"), start("b"),
+			WithTrace(&Trace{
+				Retry: func(ctx context.Context, _ string, _ int, _ time.Duration, _ error) { look("retry", ctx) },
+				Done:  func(ctx context.Context, _ string, _ int, _ time.Duration, _ error) { look("done", ctx) },
+			})}
+		n := 0
+		_ = Do(context.Background(), &Simple{Backoff: Constant(time.Second)}, func(ctx context.Context) error {
+			look("op", ctx)
+			if n++; n == 1 {
+				return errTransient
+			}
+			return nil
+		}, opts...)
+		if got, want := strings.Join(seen, "|"), "op asbs|retry asbs|op asbs|done asbs"; got != want {
+			t.Fatalf("seen %q, want %q", got, want)
+		}
+	})
 }
