@@ -60,19 +60,30 @@ func full(total uint64) bool { return total&(placeEvery-1) == 0 }
 // accepts in the window that ends then.
 func (o *outcomes) failure(now int64, window time.Duration) (attempts, accepts float64) {
 	o.total.Add(oneAttempt)
-	return o.count(now, window)
+	return o.place(now, window, oneAttempt)
 }
 
 // accept counts an accepted attempt at now, as failure counts a failed
 // one, and returns the window's counts.
 func (o *outcomes) accept(now int64, window time.Duration) (attempts, accepts float64) {
 	o.total.Add(oneAttempt | oneAccept)
-	return o.count(now, window)
+	return o.place(now, window, oneAttempt|oneAccept)
 }
 
 // count places the pending counts and returns the attempts and accepts in
 // the window that ends at now.
 func (o *outcomes) count(now int64, window time.Duration) (attempts, accepts float64) {
+	return o.place(now, window, 0)
+}
+
+// place is count for an answer at now, own, that is among the pending
+// counts: it happened now, so it is placed whole, and only the rest is
+// spread over the time since the last placement (the first failure after
+// an hour's quiet counts as one attempt, not as a window's share of the
+// hour). If a concurrent placement took own first, it spread own with the
+// rest, and this one places whole only what it took: nothing is counted
+// twice.
+func (o *outcomes) place(now int64, window time.Duration, own uint64) (attempts, accepts float64) {
 	slot := slotOf(now, window)
 	var t, last uint64
 	for {
@@ -87,8 +98,9 @@ func (o *outcomes) count(now int64, window time.Duration) (attempts, accepts flo
 	share := placeShare(&o.placed, now, window)
 	if t != last {
 		attempts, accepts := uint32(t>>32)-uint32(last>>32), uint32(t)-uint32(last)
-		o.attempts.add(slot, int64(float64(attempts)*share*milli))
-		o.accepts.add(slot, int64(float64(accepts)*share*milli))
+		ownAttempts, ownAccepts := min(uint32(own>>32), attempts), min(uint32(own), accepts)
+		o.attempts.add(slot, int64((float64(attempts-ownAttempts)*share+float64(ownAttempts))*milli))
+		o.accepts.add(slot, int64((float64(accepts-ownAccepts)*share+float64(ownAccepts))*milli))
 	}
 	return float64(o.attempts.sum(slot)) / milli, float64(o.accepts.sum(slot)) / milli
 }

@@ -1,6 +1,7 @@
 package retry
 
 import (
+	"fmt"
 	"testing"
 	"time"
 )
@@ -81,16 +82,24 @@ func TestOutcomesSpread(t *testing.T) {
 		o.success()
 	}
 	// 40 s since the last placement: the 10 s window holds a quarter of the
-	// 100 successes and of the attempts, the failure's own included.
+	// 100 successes, and the failure that places them, which happened
+	// now, whole.
 	a, c := o.failure(reading(41), outcomesWindow)
-	wantOutcomes(t, "40 s after the last placement", a, c, 101.0/4, 100.0/4)
+	wantOutcomes(t, "40 s after the last placement", a, c, 100.0/4+1, 100.0/4)
 
 	// Within a window of the last placement, all of them count.
 	for range 10 {
 		o.success()
 	}
 	a, c = o.failure(reading(45), outcomesWindow)
-	wantOutcomes(t, "4 s after", a, c, 101.0/4+11, 100.0/4+10)
+	wantOutcomes(t, "4 s after", a, c, 100.0/4+1+11, 100.0/4+10)
+
+	// An accept that places the counts is placed whole too.
+	for range 100 {
+		o.success()
+	}
+	a, c = o.accept(reading(85), outcomesWindow)
+	wantOutcomes(t, "an accept 40 s after", a, c, 100.0/4+1, 100.0/4+1)
 }
 
 // The running totals wrap at 32 bits each; a placement counts what was
@@ -137,4 +146,64 @@ func TestOutcomesConcurrent(t *testing.T) {
 	})
 	a, c := o.count(now, outcomesWindow)
 	wantOutcomes(t, "after every goroutine", a, c, workers*rounds, workers*rounds*3/4)
+}
+
+// TestAdaptiveLongHealthBeforeAFailure: a scope that succeeded ten times a
+// second for an hour, and whose service then fails every attempt, starts
+// client-side throttling within about a second, as a young scope does: the
+// hour's successes are spread over the hour, not all placed in the window
+// that ends at the first failure (which held 36,000 accepts, not the 100 of
+// its 10 s, and refused no retry for a whole window).
+func TestAdaptiveLongHealthBeforeAFailure(t *testing.T) {
+	for _, scope := range []string{"", "service"} {
+		clock := newHandClock()
+		a := NewAdaptive(AdaptiveOptions{Streak: -1, Now: clock.Now, Rand: alwaysRefuse})
+		for range 36_000 {
+			clock.Advance(100 * time.Millisecond)
+			passOnce(t, a, scope)
+		}
+		refused := -1
+		for i := range 1000 { // 100 failing requests a second, for 10 s
+			clock.Advance(10 * time.Millisecond)
+			if err := failOnce(t, a, scope, errAdaptive503); err != nil {
+				if err != errThrottledClient {
+					t.Fatalf("scope %q: failure %d refused with %v, want client-side throttling", scope, i+1, err)
+				}
+				refused = i
+				break
+			}
+		}
+		// Throttling begins once the window's attempts pass twice its
+		// accepts: 100 successes in the last 10 s, so about 100 failures on.
+		if refused < 90 || refused > 150 {
+			t.Fatalf("scope %q: the first retry refused was that of failure %d, want about the 100th", scope, refused+1)
+		}
+	}
+}
+
+// TestAdaptiveLongHealthBeforeAFailureAcrossScopes: the same across scopes:
+// an hour of successes under ten host names, then failures each under a
+// host name never seen (each new scope has no evidence of its own), meet
+// the strategy-wide throttling within about a second.
+func TestAdaptiveLongHealthBeforeAFailureAcrossScopes(t *testing.T) {
+	clock := newHandClock()
+	a := NewAdaptive(AdaptiveOptions{Streak: -1, Now: clock.Now, Rand: alwaysRefuse})
+	for i := range 36_000 {
+		clock.Advance(100 * time.Millisecond)
+		passOnce(t, a, fmt.Sprint("h", i%10))
+	}
+	refused := -1
+	for i := range 1000 {
+		clock.Advance(10 * time.Millisecond)
+		if err := failOnce(t, a, fmt.Sprint("new", i), errAdaptive503); err != nil {
+			if err != errThrottledAll {
+				t.Fatalf("failure %d refused with %v, want the strategy-wide client-side throttling", i+1, err)
+			}
+			refused = i
+			break
+		}
+	}
+	if refused < 90 || refused > 150 {
+		t.Fatalf("the first retry refused was that of failure %d, want about the 100th", refused+1)
+	}
 }
