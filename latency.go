@@ -140,6 +140,9 @@ func (l *latency) healthy(now int64, window time.Duration) bool {
 // the older probe is left out when the newest came overdue, and when the
 // next is overdue already, what was sent since the newest is spread over
 // at most staleProbe: the client sent it after a gap of unknown length.
+// An answer that shares the newest probe's clock reading, which no span
+// since the newest can measure, is measured from the older probe unless
+// the newest came overdue; then there is no measurement (ok false).
 func (l *latency) sendRate(now int64, attempts uint32) (rate float64, ok bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -148,21 +151,24 @@ func (l *latency) sendRate(now int64, attempts uint32) (rate float64, ok bool) {
 		return 0, false
 	}
 	if l.stride > 1 && now-newest >= int64(staleProbe) {
-		return float64(attempts-l.sent[1]) / seconds(min(now-newest, int64(staleProbe))), true
+		return float64(since(attempts, l.sent[1])) / seconds(min(now-newest, int64(staleProbe))), true
 	}
-	i := 0
+	i := 0 // the older probe: an answer sharing the newest's clock reading has no span since it
 	if l.at[0] == 0 || l.overdue {
 		i = 1
 	}
 	if now <= l.at[i] {
-		// The answer shares the newest probe's clock reading (a coarse
-		// clock, or a burst in virtual time): no time has passed since
-		// it, so the span since the older is all there is, even one
-		// that holds a pause.
-		i = 0
-	}
-	if l.at[i] == 0 || now <= l.at[i] {
 		return 0, false
 	}
-	return float64(attempts-l.sent[i]) / seconds(now-l.at[i]), true
+	return float64(since(attempts, l.sent[i])) / seconds(now-l.at[i]), true
+}
+
+// since returns the attempts counted between the counts then and now,
+// which wrap; 0 if then is ahead (a probe recorded concurrently, after
+// now was read).
+func since(now, then uint32) uint32 {
+	if int32(now-then) < 0 {
+		return 0
+	}
+	return now - then
 }

@@ -367,3 +367,30 @@ func TestAdaptiveThrottleInTheInstantOfAProbe(t *testing.T) {
 		t.Fatalf("after one throttle the limiter allows %.0f a second (limiting %v), want 0.7 of the 400 sent, at least half", rate, limiting)
 	}
 }
+
+// TestAdaptiveThrottleInTheInstantOfAnOverdueProbe: when the probe that
+// shares the throttle's clock reading came overdue, after a pause, the
+// probe before it is left out as for any later answer: a burst of 1,000
+// after a minute's pause is not spread over the minute (19.5 a second).
+func TestAdaptiveThrottleInTheInstantOfAnOverdueProbe(t *testing.T) {
+	clock := newHandClock()
+	a := NewAdaptive(AdaptiveOptions{Now: clock.Now, Rand: noRefusal})
+	for range 100_000 {
+		timedPass(t, a, clock, "", 10*time.Microsecond)
+	}
+	clock.Advance(time.Minute)
+	for range 1000 {
+		timedPass(t, a, clock, "", 0)
+	}
+	sc := a.scopes.peek("")
+	sc.latency.mu.Lock()
+	at, overdue := sc.latency.at[1], sc.latency.overdue
+	sc.latency.mu.Unlock()
+	if at != a.now() || !overdue {
+		t.Fatalf("the newest probe (at the reading now: %v) did not come overdue (%v): the case is not made", at == a.now(), overdue)
+	}
+	_ = failOnce(t, a, "", errAdaptive429)
+	if rate, limiting := a.Rate(""); !limiting || rate < 70 {
+		t.Fatalf("after one throttle the limiter allows %.1f a second (limiting %v): the burst was spread over the pause", rate, limiting)
+	}
+}
