@@ -36,9 +36,10 @@ type scopeConfig struct {
 // scopes is bounded: when a new scope would exceed the bound, the least
 // recently used idle scope is dropped, or the least recently used of all if
 // none is idle, and then the new scope starts no better off than the one it
-// replaced. Lookups take no lock; only creating a scope does, and dropping
-// one costs O(log n) amortized, not a scan of every scope, so that a client
-// calling more hosts than it keeps scopes for is not slowed to a crawl.
+// replaced (see evictOldest for the one approximation). Lookups take no
+// lock; only creating a scope does, and dropping one costs O(log n)
+// amortized, not a scan of every scope, so that a client calling more hosts
+// than it keeps scopes for is not slowed to a crawl.
 // The zero value is ready to use.
 type scopes[T any, P interface {
 	*T
@@ -129,11 +130,14 @@ func (s *scopes[T, P]) create(scope string, cfg scopeConfig, limit int) *T {
 // oldest candidate not used since the scan, which is the least recently
 // used scope still: every scope the scan left out was younger, and every
 // use since makes a scope younger still. A busy scope is dropped only when
-// the scan saw no idle scope beyond the idle candidates, and a candidate is
-// dropped as idle only if it still is. A scan costs O(n log n) and buys n/4
-// drops, or is spent by uses of the candidates, each a call. A scope that
-// became idle after the scan, unused, may be dropped a little later than an
-// exact search would drop it.
+// the scan saw no idle scope beyond the idle candidates and none of those
+// is idle still, and a candidate is dropped as idle only if it still is. A
+// scan costs O(n log n) and buys n/4 drops, or is spent by uses of the
+// candidates, each a call. One approximation remains: a scope made after
+// the scan, or become idle after it without being used, is not seen as
+// idle until the next scan, which comes once the candidates are spent; in
+// the meantime a busy scope may be dropped while it is held (its state
+// then goes to the new scope, as any busy drop's does).
 func (s *scopes[T, P]) evictOldest() *scoped[T] {
 	for fresh := false; ; fresh = true {
 		if v, ok := s.pop(&s.idleOld, true, fresh); ok {
@@ -167,7 +171,13 @@ func (s *scopes[T, P]) pop(q *[]victim[T], idle, fresh bool) (victim[T], bool) {
 		v := (*q)[len(*q)-1]
 		(*q)[len(*q)-1] = victim[T]{} // let go of the scope
 		*q = (*q)[:len(*q)-1]
-		if cur, ok := s.byName.Load(v.name); !ok || cur != v.b || !fresh && v.b.lastUse.Load() != v.use {
+		if cur, ok := s.byName.Load(v.name); !ok || cur != v.b {
+			continue
+		}
+		if !fresh && v.b.lastUse.Load() != v.use {
+			if idle && P(&v.b.val).idle() {
+				s.moreIdle = true // idle still, only younger: the next scan ranks it
+			}
 			continue
 		}
 		if idle && !P(&v.b.val).idle() {

@@ -144,3 +144,31 @@ func TestScopesDropTheLeastRecentlyUsed(t *testing.T) {
 		t.Fatalf("s11 = %d: it replaced a busy scope and must not start full", got)
 	}
 }
+
+// TestScopesKeepBusyWhileIdleAreHeld: an idle candidate used since the scan
+// is passed over as younger, but it is idle still, so no busy scope is
+// dropped for the next new one while it is held: the next scan ranks it.
+// (Before, with the scan having seen no other idle scope, the oldest busy
+// scope went, and its drained quota to the new name.)
+func TestScopesKeepBusyWhileIdleAreHeld(t *testing.T) {
+	s := NewStandard(StandardOptions{MaxScopes: 8, Backoff: Constant(0)})
+	name := func(i int) string { return fmt.Sprint("s", i) }
+	held := func(i int) bool { return s.scopes.peek(name(i)) != nil }
+	for i := range 6 { // s0-s5 busy: a retry's cost paid
+		_, _ = s.RefreshToken(mustAcquire(t, s, name(i)), errTransient)
+	}
+	for i := 6; i < 9; i++ { // s6, s7 idle; s8 scans and drops s6
+		_ = s.RecordSuccess(mustAcquire(t, s, name(i)))
+	}
+	if held(6) || !held(0) {
+		t.Fatal("s8 did not drop s6, the oldest idle scope")
+	}
+	_ = s.RecordSuccess(mustAcquire(t, s, name(7))) // s7: used since the scan, idle still
+	_ = s.RecordSuccess(mustAcquire(t, s, name(9)))
+	if !held(0) {
+		t.Fatalf("s9 dropped s0, busy, while idle s7 and s8 were held (s7 %v, s8 %v)", held(7), held(8))
+	}
+	if held(7) && held(8) {
+		t.Fatal("s9 dropped neither idle scope")
+	}
+}
