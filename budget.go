@@ -3,6 +3,7 @@ package retry
 import (
 	"errors"
 	"math"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -50,13 +51,16 @@ type BudgetOptions struct {
 // the service fails.
 //
 // Call Deposit once per request and TryWithdraw before each retry. Deposit
-// reads no clock and takes no lock: it is one atomic add, and the deposits
-// are placed in the window when the budget is next consulted, spread evenly
-// over the time since then (a burst of requests long before a failure
-// therefore counts for less than the same requests made just before it,
-// which errs on the side of fewer retries). TryWithdraw is lock-free; under
-// contention it may let through at most one retry per concurrent caller more
-// than the budget holds.
+// takes no lock and, but for a budget's first, reads no clock: it is one
+// atomic add, and the deposits are placed in the window when the budget is
+// next consulted, spread evenly over the time since then, or since the
+// first deposit (a burst of requests long before a failure therefore counts
+// for less than the same requests made just before it, which errs on the
+// side of fewer retries; an hour of requests before the first failure counts
+// as a window's share of them, not as a window's worth). TryWithdraw takes a
+// short lock to place the pending deposits; under contention it may let
+// through at most one retry per concurrent caller more than the budget
+// holds.
 //
 // A Budget is safe for concurrent use. The zero value is ready to use with
 // the default options; NewBudget sets others. It must not be copied after
@@ -64,7 +68,8 @@ type BudgetOptions struct {
 type Budget struct {
 	opts        BudgetOptions
 	pending     atomic.Int64 // deposits not yet placed in a slot
-	placed      atomic.Int64 // when deposits were last placed, a reading of clock; 0 = never
+	placed      atomic.Int64 // when deposits were last placed, or first made, a reading of clock; 0 = never
+	mu          sync.Mutex   // held by place, so that the deposits it takes and the time they spread over go together
 	clock       clock
 	deposits    rolling // requests, placed
 	withdrawals rolling // retries
@@ -75,8 +80,15 @@ func NewBudget(opts BudgetOptions) *Budget {
 	return &Budget{opts: opts}
 }
 
-// Deposit records one request. It costs one atomic add and no clock read.
-func (b *Budget) Deposit() { b.pending.Add(1) }
+// Deposit records one request. It costs one atomic add and a load, and a
+// clock read once, at the budget's first deposit: without the time they
+// began, the first placement would count every deposit since as recent.
+func (b *Budget) Deposit() {
+	if b.placed.Load() == 0 {
+		b.placed.CompareAndSwap(0, max(b.now(), 1))
+	}
+	b.pending.Add(1)
+}
 
 // TryWithdraw reports whether the budget allows one more retry now, and if
 // it does, records the retry.
@@ -111,8 +123,13 @@ func (b *Budget) refund() {
 // last placement are taken to be spread evenly over the time since then, so
 // only the share of them that falls inside the window counts.
 func (b *Budget) place(now int64, slot int64) {
+	// Taken in one step with the time since the last placement: a
+	// placement racing another could otherwise take an hour's deposits
+	// and a gap of nothing, and place the hour whole in the window.
+	b.mu.Lock()
 	n := b.pending.Swap(0)
 	share := placeShare(&b.placed, now, b.window())
+	b.mu.Unlock()
 	if n == 0 {
 		return
 	}

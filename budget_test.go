@@ -207,6 +207,25 @@ func TestBudgetDepositsPendingForLongCountInPart(t *testing.T) {
 	})
 }
 
+// TestBudgetLongHealthBeforeTheFirstRetry: a budget first consulted after
+// an hour of requests (36,000, ten a second) holds the ratio of the last
+// window's requests, not of the hour's: the first deposit notes when they
+// began. Before, the first placement counted the hour as recent, and a
+// service failing after an hour of health met 7,200 retries in its first
+// window where the budget means 20 (and the floor's 10).
+func TestBudgetLongHealthBeforeTheFirstRetry(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := NewBudget(BudgetOptions{Window: 10 * time.Second})
+		for range 36_000 {
+			b.Deposit()
+			time.Sleep(100 * time.Millisecond)
+		}
+		if got := b.Available(); got < 28 || got > 32 {
+			t.Fatalf("%d retries available, want about 30: 0.2 of the 100 requests in the window and the floor's 10", got)
+		}
+	})
+}
+
 // TestBudgetRefund gives back a retry that was not made.
 func TestBudgetRefund(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {

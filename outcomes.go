@@ -1,6 +1,7 @@
 package retry
 
 import (
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -18,9 +19,15 @@ type outcomes struct {
 	// last placed. The low word is the scope's running accept count, which
 	// the latency probes read. (An accept that wraps the low word carries
 	// one phantom attempt into the high one: one in four billion.)
-	total    atomic.Uint64
-	taken    atomic.Uint64
-	placed   atomic.Int64 // when pending counts were last placed, a reading of the strategy's clock; 0 = never
+	total  atomic.Uint64
+	taken  atomic.Uint64
+	placed atomic.Int64 // when pending counts were last placed, a reading of the strategy's clock; 0 = never
+	// place holds mu while it takes the pending counts and the time they
+	// spread over, so that both come from the same placement: claimed in
+	// two steps, a placement racing another could take the counts of an
+	// hour and a gap of nothing, and place the hour whole in the window.
+	// Successes never take it.
+	mu       sync.Mutex
 	attempts rolling
 	accepts  rolling
 }
@@ -85,17 +92,11 @@ func (o *outcomes) count(now int64, window time.Duration) (attempts, accepts flo
 // twice.
 func (o *outcomes) place(now int64, window time.Duration, own uint64) (attempts, accepts float64) {
 	slot := slotOf(now, window)
-	var t, last uint64
-	for {
-		// The total is read after taken, and only grows: a placement that
-		// wins the swap takes exactly the counts since the previous one.
-		last = o.taken.Load()
-		t = o.total.Load()
-		if o.taken.CompareAndSwap(last, t) {
-			break
-		}
-	}
+	o.mu.Lock()
+	last, t := o.taken.Load(), o.total.Load()
+	o.taken.Store(t)
 	share := placeShare(&o.placed, now, window)
+	o.mu.Unlock()
 	if t != last {
 		attempts, accepts := uint32(t>>32)-uint32(last>>32), uint32(t)-uint32(last)
 		ownAttempts, ownAccepts := min(uint32(own>>32), attempts), min(uint32(own), accepts)
