@@ -122,6 +122,18 @@ func (c *config) apply(opts []Option) {
 // empty scope.
 func Scope(name string) Option { return Option{kind: optScope, scope: name} }
 
+// ScopeOf returns the scope that Do and DoValue give a call with opts, the
+// last Scope's, and whether opts name one. Like BreakerOf, it is for an
+// integration that consults the call's breaker before its loop starts.
+func ScopeOf(opts ...Option) (scope string, ok bool) {
+	for i := range opts {
+		if opts[i].kind == optScope {
+			scope, ok = opts[i].scope, true
+		}
+	}
+	return scope, ok
+}
+
 // AttemptTimeout bounds each attempt: the operation's context is cancelled d
 // after the attempt starts. An attempt that fails because of it is classified
 // as a timeout with a server fault (so it may be retried) unless the

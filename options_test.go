@@ -381,3 +381,31 @@ func TestBreakerOf(t *testing.T) {
 		}
 	}
 }
+
+// TestScopeOf: ScopeOf names the scope the loop applies, the last Scope's,
+// Scope("") included, and says whether any was given.
+func TestScopeOf(t *testing.T) {
+	tests := []struct {
+		name   string
+		opts   []Option
+		want   string
+		wantOK bool
+	}{
+		{"none", nil, "", false},
+		{"other options", []Option{LongPoll(), Unmarked()}, "", false},
+		{"one", []Option{LongPoll(), Scope("a"), Unmarked()}, "a", true},
+		{"the last", []Option{Scope("a"), Scope("b")}, "b", true},
+		{"empty after", []Option{Scope("a"), Scope("")}, "", true},
+	}
+	for _, tt := range tests {
+		got, ok := ScopeOf(tt.opts...)
+		if got != tt.want || ok != tt.wantOK {
+			t.Errorf("%s: ScopeOf = %q, %v; want %q, %v", tt.name, got, ok, tt.want, tt.wantOK)
+		}
+		c := config{scope: "before"}
+		c.apply(tt.opts)
+		if tt.wantOK && c.scope != got {
+			t.Errorf("%s: the loop applies scope %q, ScopeOf says %q", tt.name, c.scope, got)
+		}
+	}
+}

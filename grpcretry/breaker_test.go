@@ -249,16 +249,20 @@ func TestBreakerHalfOpenStreamOutgrowsBuffer(t *testing.T) {
 
 // TestBreakerOfRetryOptions: a breaker given as retry.WithBreaker in
 // WithRetryOptions, alone or replacing WithBreaker's, is the one streams
-// consult before they are opened, as the unary calls' loop does: with its
-// circuit open a stream is refused and the server sees nothing, whatever
-// the state of a breaker it replaced.
+// consult before they are opened, in the scope the loop gives the call (a
+// retry.Scope of WithRetryOptions included), as the unary calls' loop
+// does: with its circuit open a stream is refused and the server sees
+// nothing, whatever the state of a breaker or scope it replaced.
 func TestBreakerOfRetryOptions(t *testing.T) {
-	for _, replaced := range []bool{false, true} {
-		name := "alone"
-		if replaced {
-			name = "replacing WithBreaker's"
-		}
-		t.Run(name, func(t *testing.T) {
+	for _, tc := range []struct {
+		name             string
+		replaced, scoped bool
+	}{
+		{"alone", false, false},
+		{"replacing WithBreaker's", true, false},
+		{"with a retry.Scope of its own", false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
 			srv := &server{
 				unary: func(context.Context, int, *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
 					return nil, status.Error(codes.Unavailable, "down")
@@ -271,8 +275,13 @@ func TestBreakerOfRetryOptions(t *testing.T) {
 			b := retry.NewBreaker(retry.BreakerOptions{MinAttempts: 4, OpenFor: time.Second, Now: clock.now})
 			addr := serve(t, srv)
 			opts := []Option{WithStrategy(simple(3)), WithRetryOptions(retry.WithBreaker(b))}
-			if replaced {
+			if tc.replaced {
 				opts = append(opts, WithBreaker(retry.NewBreaker(retry.BreakerOptions{})))
+			}
+			scope := addr // cc.Target(), the default scope
+			if tc.scoped {
+				scope = "svc" // the loop's, which the streams must consult too
+				opts = append(opts, WithRetryOptions(retry.Scope(scope)))
 			}
 			// Below grpcretry's, an interceptor counts the streams opened
 			// on the connection: the server may not have seen one yet.
@@ -285,7 +294,7 @@ func TestBreakerOfRetryOptions(t *testing.T) {
 				grpc.WithUnaryInterceptor(UnaryClientInterceptor(opts...)),
 				grpc.WithChainStreamInterceptor(StreamClientInterceptor(opts...), count))
 			ctx := t.Context()
-			for i := 0; b.State(addr) != retry.BreakerOpen; i++ {
+			for i := 0; b.State(scope) != retry.BreakerOpen; i++ {
 				if i == 5 {
 					t.Fatalf("the circuit did not open after %d failed calls", i)
 				}

@@ -35,6 +35,8 @@ type config struct {
 	retryOpts      []retry.Option
 	independent    bool
 	breaker        *retry.Breaker
+	loopScope      string // a retry.Scope of retryOpts, if loopScoped
+	loopScoped     bool
 }
 
 func newConfig(opts []Option) *config {
@@ -56,8 +58,10 @@ func newConfig(opts []Option) *config {
 		c.retryOpts = append([]retry.Option{retry.WithBreaker(c.breaker)}, c.retryOpts...)
 	}
 	// Streams consult the breaker before they are opened: the one the
-	// loop consults, wherever it was given.
+	// loop consults, wherever it was given, in the scope the loop gives
+	// the call (a retry.Scope of WithRetryOptions replaces WithScope's).
 	c.breaker = retry.BreakerOf(c.retryOpts...)
+	c.loopScope, c.loopScoped = retry.ScopeOf(c.retryOpts...)
 	return c
 }
 
@@ -193,7 +197,12 @@ func (c *config) isIdempotent(method string) bool {
 	return false
 }
 
+// scopeOf returns the scope a call's loop runs in: a retry.Scope of
+// WithRetryOptions, or WithScope's, or the ClientConn's target.
 func (c *config) scopeOf(cc *grpc.ClientConn, method string) string {
+	if c.loopScoped {
+		return c.loopScope
+	}
 	if c.scope != nil {
 		return c.scope(cc, method)
 	}
