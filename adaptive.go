@@ -210,7 +210,7 @@ type adaptiveScope struct {
 
 func (sc *adaptiveScope) init(cfg scopeConfig) {
 	if cfg.clock != nil {
-		sc.outcomes.begin(cfg.clock.read(cfg.now))
+		sc.outcomes.placed.begin(cfg.clock.read(cfg.now))
 	}
 	switch {
 	case cfg.shared != nil:
@@ -244,7 +244,7 @@ func (sc *adaptiveScope) inherit(old any) {
 	}
 	sc.outcomes.total.Store(o.outcomes.total.Load())
 	sc.outcomes.taken.Store(o.outcomes.taken.Load())
-	sc.outcomes.placed.Store(o.outcomes.placed.Load())
+	sc.outcomes.placed.at.Store(o.outcomes.placed.at.Load())
 	for i := range rollingSlots {
 		sc.outcomes.attempts.slots[i].Store(o.outcomes.attempts.slots[i].Load())
 		sc.outcomes.accepts.slots[i].Store(o.outcomes.accepts.slots[i].Load())
@@ -389,7 +389,7 @@ func (a *Adaptive) quota(scope string) Quota {
 	} else {
 		if scope != "" && !a.scoped.Load() {
 			// The strategy-wide counts start now.
-			a.all.begin(a.now())
+			a.all.placed.begin(a.now())
 			a.scoped.Store(true)
 		}
 		sc = a.scopes.get(scope, scopeConfig{capacity: a.opts.Capacity, shared: a.opts.Bucket, clock: &a.clock, now: a.opts.Now}, orDefault(a.opts.MaxScopes, defaultMaxScopes))

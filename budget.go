@@ -3,7 +3,6 @@ package retry
 import (
 	"errors"
 	"math"
-	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -68,8 +67,7 @@ type BudgetOptions struct {
 type Budget struct {
 	opts        BudgetOptions
 	pending     atomic.Int64 // deposits not yet placed in a slot
-	placed      atomic.Int64 // when deposits were last placed, or first made, a reading of clock; 0 = never
-	mu          sync.Mutex   // held by place, so that the deposits it takes and the time they spread over go together
+	placed      placement    // begun at the first deposit
 	clock       clock
 	deposits    rolling // requests, placed
 	withdrawals rolling // retries
@@ -84,8 +82,8 @@ func NewBudget(opts BudgetOptions) *Budget {
 // clock read once, at the budget's first deposit: without the time they
 // began, the first placement would count every deposit since as recent.
 func (b *Budget) Deposit() {
-	if b.placed.Load() == 0 {
-		b.placed.CompareAndSwap(0, max(b.now(), 1))
+	if !b.placed.started() {
+		b.placed.begin(b.now())
 	}
 	b.pending.Add(1)
 }
@@ -123,13 +121,8 @@ func (b *Budget) refund() {
 // last placement are taken to be spread evenly over the time since then, so
 // only the share of them that falls inside the window counts.
 func (b *Budget) place(now int64, slot int64) {
-	// Taken in one step with the time since the last placement: a
-	// placement racing another could otherwise take an hour's deposits
-	// and a gap of nothing, and place the hour whole in the window.
-	b.mu.Lock()
-	n := b.pending.Swap(0)
-	share := placeShare(&b.placed, now, b.window())
-	b.mu.Unlock()
+	var n int64
+	share := b.placed.take(now, b.window(), func() { n = b.pending.Swap(0) })
 	if n == 0 {
 		return
 	}

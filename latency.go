@@ -151,7 +151,7 @@ func (l *latency) sendRate(now int64, attempts uint32) (rate float64, ok bool) {
 		return 0, false
 	}
 	if l.stride > 1 && now-newest >= int64(staleProbe) {
-		return float64(since(attempts, l.sent[1])) / seconds(min(now-newest, int64(staleProbe))), true
+		return float64(sentSince(attempts, l.sent[1])) / seconds(min(now-newest, int64(staleProbe))), true
 	}
 	i := 0 // the older probe: an answer sharing the newest's clock reading has no span since it
 	if l.at[0] == 0 || l.overdue {
@@ -160,13 +160,13 @@ func (l *latency) sendRate(now int64, attempts uint32) (rate float64, ok bool) {
 	if now <= l.at[i] {
 		return 0, false
 	}
-	return float64(since(attempts, l.sent[i])) / seconds(now-l.at[i]), true
+	return float64(sentSince(attempts, l.sent[i])) / seconds(now-l.at[i]), true
 }
 
-// since returns the attempts counted between the counts then and now,
+// sentSince returns the attempts counted between the counts then and now,
 // which wrap; 0 if then is ahead (a probe recorded concurrently, after
 // now was read).
-func since(now, then uint32) uint32 {
+func sentSince(now, then uint32) uint32 {
 	if int32(now-then) < 0 {
 		return 0
 	}

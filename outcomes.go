@@ -1,7 +1,6 @@
 package retry
 
 import (
-	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -19,15 +18,9 @@ type outcomes struct {
 	// last placed. The low word is the scope's running accept count, which
 	// the latency probes read. (An accept that wraps the low word carries
 	// one phantom attempt into the high one: one in four billion.)
-	total  atomic.Uint64
-	taken  atomic.Uint64
-	placed atomic.Int64 // when pending counts were last placed, a reading of the strategy's clock; 0 = never
-	// place holds mu while it takes the pending counts and the time they
-	// spread over, so that both come from the same placement: claimed in
-	// two steps, a placement racing another could take the counts of an
-	// hour and a gap of nothing, and place the hour whole in the window.
-	// Successes never take it.
-	mu       sync.Mutex
+	total    atomic.Uint64
+	taken    atomic.Uint64
+	placed   placement // successes never take its lock
 	attempts rolling
 	accepts  rolling
 }
@@ -40,16 +33,6 @@ const (
 	// asks its caller to place them.
 	placeEvery = 1 << 24
 )
-
-// begin notes now, a reading of the strategy's clock, as when counting
-// began, unless counts were placed already: the counts pending at the
-// first placement are then spread over the time since, and a scope that
-// succeeded for an hour before its first failure does not place the hour's
-// successes in the window that ends then, which would hide a failing
-// service from client-side throttling for a window.
-func (o *outcomes) begin(now int64) {
-	o.placed.CompareAndSwap(0, max(now, 1))
-}
 
 // success counts an accepted attempt and returns the new total. The caller
 // should place the counts when the total's accepts reach a multiple of
@@ -92,11 +75,11 @@ func (o *outcomes) count(now int64, window time.Duration) (attempts, accepts flo
 // twice.
 func (o *outcomes) place(now int64, window time.Duration, own uint64) (attempts, accepts float64) {
 	slot := slotOf(now, window)
-	o.mu.Lock()
-	last, t := o.taken.Load(), o.total.Load()
-	o.taken.Store(t)
-	share := placeShare(&o.placed, now, window)
-	o.mu.Unlock()
+	var last, t uint64
+	share := o.placed.take(now, window, func() {
+		last, t = o.taken.Load(), o.total.Load()
+		o.taken.Store(t)
+	})
 	if t != last {
 		attempts, accepts := uint32(t>>32)-uint32(last>>32), uint32(t)-uint32(last)
 		ownAttempts, ownAccepts := min(uint32(own>>32), attempts), min(uint32(own), accepts)

@@ -1,6 +1,7 @@
 package retry
 
 import (
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -91,6 +92,38 @@ func (r *rolling) sum(slot int64) int64 {
 func slotOf(t int64, window time.Duration) int64 {
 	width := max(int64(window)/rollingSlots, 1)
 	return max(t, 0) / width
+}
+
+// placement is when a window's pending counts were last placed, or began
+// to be counted: the time that the counts taken at the next placement are
+// spread over. The zero value has no start, and its first placement counts
+// everything pending as recent: begin says when counting began, so that a
+// scope or budget healthy for an hour before its first failure does not
+// place the hour in the window that ends then (which would hide a failing
+// service from throttling, or hand it a window's worth of retries).
+type placement struct {
+	// take holds mu while it takes the pending counts and the time they
+	// spread over, so that both come from the same placement: claimed in
+	// two steps, a placement racing another could take an hour's counts
+	// and a gap of nothing, and place the hour whole.
+	mu sync.Mutex
+	at atomic.Int64 // a reading of the clock; 0 = never
+}
+
+// started reports whether the placement has a start or a placement.
+func (p *placement) started() bool { return p.at.Load() != 0 }
+
+// begin notes now as when counting began, unless it has a start already.
+func (p *placement) begin(now int64) { p.at.CompareAndSwap(0, max(now, 1)) }
+
+// take runs claim, which takes the pending counts, and records now as a
+// placement, in one step, and returns the share of the counts taken that
+// falls in a window ending now (see placeShare).
+func (p *placement) take(now int64, window time.Duration, claim func()) float64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	claim()
+	return placeShare(&p.at, now, window)
 }
 
 // placeShare records now as the last placement of counts that were pending
