@@ -7,9 +7,10 @@ import (
 
 // TestZeroAllocations pins the promise that the success path, and a run with
 // retries that then succeeds, allocate nothing but the marks on the attempts'
-// contexts (see CallerRetries): one for a call that succeeds at once, two for
-// one that retries however often (see marker), and nothing at all when told
-// Unmarked. The race detector makes sync.Pool drop items at random, so it is
+// contexts (see CallerRetries): one for a call that succeeds at once or
+// retries within its first four attempts, two for one that retries up to the
+// attempts its strategy foresees, however many (see marker), and nothing at
+// all when told Unmarked. The race detector makes sync.Pool drop items at random, so it is
 // skipped there.
 func TestZeroAllocations(t *testing.T) {
 	if raceEnabled || testing.Short() {
@@ -37,6 +38,14 @@ func TestZeroAllocations(t *testing.T) {
 	opts := []Option{Scope("svc"), AttemptTimeout(0)}
 	attempts := 0
 	trace := WithTrace(&Trace{AttemptDone: func(context.Context, string, int, error) { attempts++ }})
+	attemptContexts := WithTrace(&Trace{AttemptStart: func(ctx context.Context, _ string, _ int) context.Context { return ctx }})
+	nineAttempts := &Simple{Backoff: Constant(0), MaxAttempts: 9}
+	eightRetries := func(context.Context) error {
+		if n++; n%9 != 0 {
+			return errTransient
+		}
+		return nil
+	}
 	// A type that wraps a strategy goes through the Strategy methods and
 	// single-use tokens rather than the built-in fast path.
 	wrapped := &struct{ Strategy }{NewStandard(StandardOptions{})}
@@ -60,13 +69,18 @@ func TestZeroAllocations(t *testing.T) {
 		{"success through a closed circuit in a scope", doWith(standard, succeed), []Option{Scope("svc"), WithBreaker(NewBreaker(BreakerOptions{}))}, 1},
 		{"success with options that set nothing", doWith(standard, succeed), []Option{Scope(""), AttemptTimeout(0), WithTrace(nil), LongPoll()}, 1},
 		{"success with a Trace", doWith(standard, succeed), []Option{trace}, 1},
-		{"two zero-delay retries", doWith(simple, twoRetries), nil, 2},
+		{"two zero-delay retries", doWith(simple, twoRetries), nil, 1},
+		{"two retries with a Trace", doWith(simple, twoRetries), []Option{trace}, 1},
+		// Each attempt made in a context of the Trace's has a block of its own.
+		{"two retries with a Trace's attempt contexts", doWith(simple, twoRetries), []Option{attemptContexts}, 2},
 		{"five zero-delay retries", doWith(sixAttempts, fiveRetries), nil, 2},
+		{"eight zero-delay retries", doWith(nineAttempts, eightRetries), nil, 2},
 		{"success through tokens", doWith(wrapped, succeed), nil, 1},
-		{"two retries through tokens", doWith(wrappedSimple, twoRetries), nil, 2},
+		{"two retries through tokens", doWith(wrappedSimple, twoRetries), nil, 1},
 		// Beyond the attempts foreseen for a Strategy of another type (3),
 		// each allocation holds twice the marks of the one before.
-		{"five retries through tokens", doWith(&struct{ Strategy }{sixAttempts}, fiveRetries), nil, 3},
+		{"five retries through tokens", doWith(&struct{ Strategy }{sixAttempts}, fiveRetries), nil, 2},
+		{"eight retries through tokens", doWith(&struct{ Strategy }{nineAttempts}, eightRetries), nil, 3},
 		{"DoValue", func(o []Option) {
 			_, _ = DoValue(ctx, standard, func(context.Context) (int, error) { return 1, nil }, o...)
 		}, nil, 1},

@@ -104,12 +104,15 @@ func Do(ctx context.Context, s Strategy, op func(context.Context) error, opts ..
 }
 
 // once is attempt for Do's op, without a wrapper, in a call that marks its
-// attempts.
+// attempts: the call's first.
 func once(ctx context.Context, k *marker, op func(context.Context) error) (error, *Info) {
-	m := k.mark(ctx)
-	defer m.stop() // when op returns, or panics
-	err := op(m)
-	return err, m.left.Load()
+	b := &markBlock{Context: ctx}
+	defer b.end(1) // when op returns, or panics
+	err := op((*mark1)(b))
+	if err != nil {
+		k.began(b)
+	}
+	return err, b.leftTo(1)
 }
 
 // again continues Do's loop after a first attempt, paid from bucket (nil
@@ -512,10 +515,10 @@ func runAttempt[T any](ctx context.Context, c *config, n int, op func(context.Co
 // loop left to the attempt. The mark ends when the attempt ends.
 func call[T any](ctx context.Context, c *config, op func(context.Context) (T, error)) (v T, err error, timedOut bool, left *Info) {
 	if c.batch > 0 {
-		m := c.mark(ctx)
-		defer m.stop() // when op returns, or panics
-		v, err, timedOut = bounded(m, c.attemptTimeout, op)
-		return v, err, timedOut, m.left.Load()
+		b, n := c.mark(ctx)
+		defer b.end(n) // when op returns, or panics
+		v, err, timedOut = bounded(b.at(n), c.attemptTimeout, op)
+		return v, err, timedOut, b.leftTo(n)
 	}
 	v, err, timedOut = bounded(ctx, c.attemptTimeout, op)
 	return v, err, timedOut, nil

@@ -59,8 +59,8 @@ var ErrOuterLoop = errors.New("retry: left to the caller's retries")
 // ended: the caller will retry a failure of the work, so the work should not
 // retry it too.
 func CallerRetries(ctx context.Context) bool {
-	m, ok := ctx.Value(callerKey{}).(*callerMark)
-	return ok && !m.ended.Load()
+	b, n := markOf(ctx)
+	return b != nil && b.live(n)
 }
 
 // WithCallerRetries returns a copy of ctx marked to say that the caller will
@@ -71,38 +71,107 @@ func CallerRetries(ctx context.Context) bool {
 // attempts themselves: this is for a loop of one's own, or a server that
 // learns its caller retries.
 func WithCallerRetries(ctx context.Context) (context.Context, func()) {
-	m := &callerMark{Context: ctx}
-	return m, m.stop
+	b := &markBlock{Context: ctx}
+	return (*mark1)(b), func() { b.end(1) }
 }
 
 // Unmarked makes Do and DoValue pass ctx to the operation as it is, without
 // the mark that tells the integrations inside it that this loop retries their
 // failures (see CallerRetries). It is for an operation that calls no retrying
-// client, on a path where the mark's one small allocation per attempt
-// matters. An operation that does call one then retries at both layers.
+// client, on a path where the mark's one small allocation per call matters.
+// An operation that does call one then retries at both layers.
 func Unmarked() Option { return Option{kind: optUnmarked} }
 
 type callerKey struct{}
 
-// callerMark is a marked context.
-type callerMark struct {
-	context.Context
-	ended atomic.Bool
-	left  atomic.Pointer[Info] // a failure an inner loop left to this attempt
+// markSlots is how many attempts' marks a markBlock holds: every attempt of a
+// call with the default MaxAttempts (3), and one more.
+const markSlots = 4
+
+// A markBlock holds the marks of up to markSlots attempts made in one
+// context, one after another: one allocation marks every attempt of most
+// calls. Each attempt's mark is a context of its own type (mark1 to mark4),
+// so that work an attempt leaves running holds the mark of its attempt, not
+// the block's latest, and the block is as small as one mark.
+type markBlock struct {
+	context.Context                             // the context the attempts are made in
+	left            atomic.Pointer[leftFailure] // the latest failure an inner loop left
+	ended           atomic.Uint32               // the block's attempts that have ended
 }
 
-// Value answers the nearest mark, ended or not, so that an ended mark hides
-// the marks around it.
-func (m *callerMark) Value(key any) any {
+// leftFailure is a failure an inner loop left to attempt n of a block.
+type leftFailure struct {
+	n    uint32
+	info Info
+}
+
+// live reports whether the mark of the block's attempt n has not ended:
+// attempts end in order, and whoever holds the mark of attempt n got it
+// after the attempts before n began.
+func (b *markBlock) live(n uint32) bool { return b.ended.Load() == n-1 }
+
+// end ends the mark of the block's attempt n. What an inner loop left to it
+// stays there, out of the next attempt's reach.
+func (b *markBlock) end(n uint32) { b.ended.Store(n) }
+
+// leftTo returns the failure an inner loop left to the block's attempt n.
+func (b *markBlock) leftTo(n uint32) *Info {
+	if l := b.left.Load(); l != nil && l.n == n {
+		return &l.info
+	}
+	return nil
+}
+
+// value answers ctx.Value for the mark m of one of the block's attempts: the
+// mark itself, ended or not, so that an ended mark hides the marks around it.
+func (b *markBlock) value(key, m any) any {
 	if key == (callerKey{}) {
 		return m
 	}
-	return m.Context.Value(key)
+	return b.Context.Value(key)
 }
 
-// stop ends the mark. What an inner loop left to it stays there: a mark is
-// never reused.
-func (m *callerMark) stop() { m.ended.Store(true) }
+// The marks of a block's attempts, one type each.
+type (
+	mark1 markBlock
+	mark2 markBlock
+	mark3 markBlock
+	mark4 markBlock
+)
+
+func (m *mark1) Value(key any) any { return (*markBlock)(m).value(key, m) }
+func (m *mark2) Value(key any) any { return (*markBlock)(m).value(key, m) }
+func (m *mark3) Value(key any) any { return (*markBlock)(m).value(key, m) }
+func (m *mark4) Value(key any) any { return (*markBlock)(m).value(key, m) }
+
+// at returns the context of the block's attempt n.
+func (b *markBlock) at(n uint32) context.Context {
+	switch n {
+	case 1:
+		return (*mark1)(b)
+	case 2:
+		return (*mark2)(b)
+	case 3:
+		return (*mark3)(b)
+	}
+	return (*mark4)(b)
+}
+
+// markOf returns the block and the attempt of the nearest mark on ctx, or
+// nil if it has none.
+func markOf(ctx context.Context) (*markBlock, uint32) {
+	switch m := ctx.Value(callerKey{}).(type) {
+	case *mark1:
+		return (*markBlock)(m), 1
+	case *mark2:
+		return (*markBlock)(m), 2
+	case *mark3:
+		return (*markBlock)(m), 3
+	case *mark4:
+		return (*markBlock)(m), 4
+	}
+	return nil, 0
+}
 
 // marks returns how many attempts a loop with strategy s foresees marking
 // (see marker), 0 if it cannot retry (no strategy, No, one attempt), for
@@ -126,67 +195,109 @@ func marks(s Strategy) int {
 		return 0
 	case n == 0:
 		return defaultMaxAttempts
-	case n > maxMarkBatch:
-		return maxMarkBatch // a rare call that retries this much allocates again
 	}
 	return n
 }
 
-// maxMarkBatch bounds the marks allocated at once for a strategy that allows
-// many attempts: most calls end after their first.
-const maxMarkBatch = 8
+// maxMarkBlocks bounds the blocks allocated at once for a strategy that
+// allows many attempts: most calls end after their first.
+const maxMarkBlocks = 4
 
 // single reports whether a MaxAttempts setting allows one attempt only.
 func single(maxAttempts int) bool { return maxAttempts == 1 || maxAttempts < 0 }
 
-// marker hands out the marks of one call's attempts. The first attempt's
-// mark is allocated alone, for most calls end with it; the first retry
-// allocates the marks of every attempt left together, so that a call costs
-// at most two allocations whatever its attempts. A mark is never reused: the
-// marks a call has not yet handed out are the only ones it may.
+// marker hands out the marks of one call's attempts. The first block is
+// allocated alone, and holds every attempt of most calls (see markSlots);
+// the attempts beyond it get blocks allocated together, enough for every
+// attempt the call foresees, and twice as many each time a strategy outlives
+// those. A mark is never reused.
 type marker struct {
-	batch int          // the call's attempts (see marks); 0 if the loop does not mark
-	began bool         // the first attempt's mark was handed out
-	spare []callerMark // allocated for later attempts, not yet handed out
+	batch int         // the call's attempts (see marks); 0 if the loop does not mark
+	alone bool        // each attempt has a context of its own (a Trace's AttemptStart), so a block of its own
+	used  uint32      // the attempts of b that have begun
+	b     *markBlock  // the block of the latest attempt
+	spare []markBlock // allocated for later attempts, not yet used
+	grown int         // the blocks allocated at the last growth
 }
 
-// mark returns the mark for an attempt made in ctx.
-func (k *marker) mark(ctx context.Context) *callerMark {
-	if !k.began {
-		k.began = true
-		return &callerMark{Context: ctx}
+// mark returns the block and the number there of an attempt made in ctx:
+// its context is the block's at that number.
+func (k *marker) mark(ctx context.Context) (*markBlock, uint32) {
+	if k.b == nil {
+		k.began(&markBlock{Context: ctx})
+		return k.b, 1
 	}
+	return k.next(ctx)
+}
+
+// began notes b, the block of the call's first attempt, so that the attempts
+// after it share it. The shortcuts that make a first attempt before the loop
+// call it only if the attempt failed: a success stores nothing.
+func (k *marker) began(b *markBlock) { k.b, k.used = b, 1 }
+
+// next is mark for an attempt after the first.
+func (k *marker) next(ctx context.Context) (*markBlock, uint32) {
+	if k.used == markSlots || k.alone {
+		k.b, k.used = k.block(ctx), 0
+	}
+	k.used++
+	return k.b, k.used
+}
+
+// block returns a new block, after the first, for attempts made in ctx.
+func (k *marker) block(ctx context.Context) *markBlock {
 	if len(k.spare) == 0 {
-		// A strategy that outlives the attempts foreseen gets twice as
-		// many each time, so that its allocations grow with the log of
-		// its attempts.
-		k.spare = make([]callerMark, max(k.batch-1, 1))
-		k.batch *= 2
+		n := 2 * k.grown // beyond the attempts foreseen: allocations grow with the log of the attempts
+		if k.grown == 0 {
+			per := markSlots
+			if k.alone {
+				per = 1
+			}
+			n = min(max((k.batch-1)/per, 1), maxMarkBlocks) // the attempts foreseen beyond the first block
+		}
+		k.grown = n
+		k.spare = make([]markBlock, n)
 	}
-	m := &k.spare[0]
+	b := &k.spare[0]
 	k.spare = k.spare[1:]
-	m.Context = ctx
-	return m
+	b.Context = ctx
+	return b
 }
 
-// attempt runs op once, with ctx marked for the attempt if k marks, and
-// returns what an inner loop left to the attempt.
+// attempt runs a call's first attempt, with ctx marked for the attempt if k
+// marks, and returns what an inner loop left to the attempt.
 func attempt[T any](ctx context.Context, k *marker, op func(context.Context) (T, error)) (T, error, *Info) {
 	if k.batch == 0 {
 		v, err := op(ctx)
 		return v, err, nil
 	}
-	m := k.mark(ctx)
-	defer m.stop() // when op returns, or panics
-	v, err := op(m)
-	return v, err, m.left.Load()
+	b := &markBlock{Context: ctx}
+	defer b.end(1) // when op returns, or panics
+	v, err := op((*mark1)(b))
+	if err != nil {
+		k.began(b)
+	}
+	return v, err, b.leftTo(1)
 }
 
 // leave tells the attempt whose mark is nearest on ctx, if it has not ended,
 // that a failure with info was left to it (a give-up with ErrOuterLoop).
 func leave(ctx context.Context, info Info) {
-	if m, ok := ctx.Value(callerKey{}).(*callerMark); ok && !m.ended.Load() {
-		m.left.Store(&info)
+	if b, n := markOf(ctx); b != nil {
+		b.leave(n, &leftFailure{n, info})
+	}
+}
+
+// leave stores l, a failure left to the block's attempt n, if n's mark has
+// not ended. A store that comes late, from work attempt n left running that
+// found the mark live just before it ended, never replaces what was left to
+// a later attempt, which reads only its own.
+func (b *markBlock) leave(n uint32, l *leftFailure) {
+	for b.live(n) {
+		old := b.left.Load()
+		if old != nil && old.n > n || b.left.CompareAndSwap(old, l) {
+			return
+		}
 	}
 }
 

@@ -495,3 +495,47 @@ func TestAttemptsSharingAnAllocationHaveTheirOwnMarks(t *testing.T) {
 		}
 	}
 }
+
+// What an inner loop left to one attempt is that attempt's alone: the next
+// attempt, whose operation fails with an error that says nothing about
+// retrying and left nothing, is judged by that error, whether it shares the
+// earlier attempt's allocation (see marker) or not.
+func TestLeftFailureIsTheAttemptsOwn(t *testing.T) {
+	for left := 1; left <= 5; left++ {
+		attempts := 0
+		plain := errors.New("the service answered 503")
+		err := Do(context.Background(), &Simple{Backoff: Constant(0), MaxAttempts: 6}, func(ctx context.Context) error {
+			attempts++
+			switch {
+			case attempts < left:
+				return errTransient
+			case attempts == left:
+				leave(ctx, Info{Safety: Safe, Fault: FaultServer})
+			}
+			return plain
+		})
+		var e *Error
+		if !errors.As(err, &e) || e.Attempts != left+1 || e.Err != plain {
+			t.Errorf("left to attempt %d: err %v after %d attempts; want attempt %d's own error, not retried", left, err, attempts, left+1)
+		}
+	}
+}
+
+// A failure left to an attempt by work an earlier attempt left running, that
+// found its mark live just before the mark ended, lands after the attempt's
+// own: it must not replace it.
+func TestLateLeaveKeepsTheLaterAttemptsFailure(t *testing.T) {
+	b := &markBlock{Context: context.Background()}
+	late := &leftFailure{1, Info{Safety: Unsafe}}
+	b.end(1)
+	b.leave(2, &leftFailure{2, Info{Safety: Safe, Fault: FaultServer}})
+	b.ended.Store(0) // attempt 1's work saw its mark live, then stores
+	b.leave(1, late)
+	b.ended.Store(1)
+	if got := b.leftTo(2); got == nil || got.Safety != Safe {
+		t.Fatalf("attempt 2's left failure %+v, want its own, not attempt 1's late one", got)
+	}
+	if b.leftTo(1) != nil {
+		t.Fatal("attempt 1's late failure reached it after its mark ended")
+	}
+}

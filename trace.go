@@ -84,6 +84,9 @@ var errGoexit = errors.New("retry: the attempt's goroutine exited (runtime.Goexi
 // hook's own panic is not taken for the attempt's.
 func tracedAttempt[T any](ctx context.Context, c *config, n int, op func(context.Context) (T, error)) (v T, err error, timedOut bool, left *Info) {
 	actx := c.trace.attemptStart(ctx, c.scope, n)
+	if c.trace.AttemptStart != nil {
+		c.alone = true // the attempt's context is the Trace's: its mark cannot share a block
+	}
 	returned := false
 	defer func() {
 		if !returned {
