@@ -41,7 +41,6 @@ func Do(ctx context.Context, s Strategy, op func(context.Context) error, opts ..
 		return nilOperation(ctx, opts)
 	}
 	batch, b, direct := begin(s, opts)
-	k := marker{batch: batch}
 	if direct && ctx.Err() == nil {
 		// The one shortcut: the first attempt of a call to the strategies
 		// most calls use, on their own unscoped quota, through a closed
@@ -72,14 +71,21 @@ func Do(ctx context.Context, s Strategy, op func(context.Context) error, opts ..
 			here = false
 		}
 		if here && closed(brk) {
-			var err error
-			var left *Info
-			if k.batch == 0 {
+			var (
+				err   error
+				marks *markBlock
+				left  *Info
+			)
+			if batch == 0 {
 				err = op(ctx) // unmarked: op is called as it is
 			} else {
-				err, left = once(ctx, &k, op)
+				err, marks, left = once(ctx, op)
 			}
 			if err != nil {
+				k := marker{batch: batch}
+				if marks != nil {
+					k.began(marks)
+				}
 				var bucket Quota
 				switch {
 				case q != nil:
@@ -99,20 +105,18 @@ func Do(ctx context.Context, s Strategy, op func(context.Context) error, opts ..
 			return nil
 		}
 	}
-	_, err := doValue(ctx, k, b, direct, s, func(ctx context.Context) (struct{}, error) { return struct{}{}, op(ctx) }, opts)
+	_, err := doValue(ctx, marker{batch: batch}, b, direct, s, func(ctx context.Context) (struct{}, error) { return struct{}{}, op(ctx) }, opts)
 	return err
 }
 
 // once is attempt for Do's op, without a wrapper, in a call that marks its
-// attempts: the call's first.
-func once(ctx context.Context, k *marker, op func(context.Context) error) (error, *Info) {
+// attempts: the call's first. It returns the block of the attempt's mark, for
+// the attempts after it (see marker.began).
+func once(ctx context.Context, op func(context.Context) error) (error, *markBlock, *Info) {
 	b := &markBlock{Context: ctx}
 	defer b.end(1) // when op returns, or panics
 	err := op((*mark1)(b))
-	if err != nil {
-		k.began(b)
-	}
-	return err, b.leftTo(1)
+	return err, b, b.leftTo(1)
 }
 
 // again continues Do's loop after a first attempt, paid from bucket (nil
