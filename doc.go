@@ -134,7 +134,8 @@
 // that a service's own calls leave to its caller what the caller retries.
 // Unmarked, and the integrations' Independent settings, opt out.
 //
-// The success path allocates nothing but the mark, one small context per
-// attempt (none with Unmarked): tokens are values, and the per-request state
-// that makes them single-use comes from a pool.
+// The success path allocates nothing but the mark, one 32-byte block that
+// marks up to four attempts of a call (none with Unmarked): tokens are
+// values, and the per-request state that makes them single-use comes from a
+// pool.
 package retry
