@@ -3,14 +3,15 @@ package retry
 import (
 	"context"
 	"testing"
+	"time"
 )
 
 // TestZeroAllocations pins the promise that the success path, and a run with
 // retries that then succeeds, allocate nothing but the marks on the attempts'
 // contexts (see CallerRetries): one for a call that succeeds at once or
-// retries within its first four attempts, two for one that retries up to the
-// attempts its strategy foresees, however many (see marker), and nothing at
-// all when told Unmarked. The race detector makes sync.Pool drop items at random, so it is
+// retries within its first four attempts, two for one that makes up to 20
+// attempts its strategy foresees, one more each time its attempts double
+// past those (see marker), and nothing at all when told Unmarked. The race detector makes sync.Pool drop items at random, so it is
 // skipped there.
 func TestZeroAllocations(t *testing.T) {
 	if raceEnabled || testing.Short() {
@@ -40,6 +41,13 @@ func TestZeroAllocations(t *testing.T) {
 	trace := WithTrace(&Trace{AttemptDone: func(context.Context, string, int, error) { attempts++ }})
 	attemptContexts := WithTrace(&Trace{AttemptStart: func(ctx context.Context, _ string, _ int) context.Context { return ctx }})
 	nineAttempts := &Simple{Backoff: Constant(0), MaxAttempts: 9}
+	twentyOneAttempts := &Simple{Backoff: Constant(0), MaxAttempts: 21}
+	twentyRetries := func(context.Context) error {
+		if n++; n%21 != 0 {
+			return errTransient
+		}
+		return nil
+	}
 	eightRetries := func(context.Context) error {
 		if n++; n%9 != 0 {
 			return errTransient
@@ -75,6 +83,8 @@ func TestZeroAllocations(t *testing.T) {
 		{"two retries with a Trace's attempt contexts", doWith(simple, twoRetries), []Option{attemptContexts}, 2},
 		{"five zero-delay retries", doWith(sixAttempts, fiveRetries), nil, 2},
 		{"eight zero-delay retries", doWith(nineAttempts, eightRetries), nil, 2},
+		// The first growth holds 16 attempts at most: the 21st allocates again.
+		{"twenty zero-delay retries", doWith(twentyOneAttempts, twentyRetries), nil, 3},
 		{"success through tokens", doWith(wrapped, succeed), nil, 1},
 		{"two retries through tokens", doWith(wrappedSimple, twoRetries), nil, 1},
 		// Beyond the attempts foreseen for a Strategy of another type (3),
@@ -113,5 +123,42 @@ func TestRefusalAllocs(t *testing.T) {
 	g()
 	if n := testing.AllocsPerRun(1000, g); n > 1 {
 		t.Fatalf("quota refusal: %v allocs, want 1 (the QuotaError)", n)
+	}
+}
+
+// The marks of a call whose options compose Traces share a block when no
+// Trace gives the attempts contexts of their own: the composed Trace has an
+// AttemptStart only if one of them has.
+func TestComposedTracesShareTheMarks(t *testing.T) {
+	if raceEnabled || testing.Short() {
+		t.Skip("allocation counts are not meaningful under -race or -short")
+	}
+	ctx := context.Background()
+	n := 0
+	twoRetries := func(context.Context) error {
+		if n++; n%3 != 0 {
+			return errTransient
+		}
+		return nil
+	}
+	done := WithTrace(&Trace{AttemptDone: func(context.Context, string, int, error) {}})
+	called := WithTrace(&Trace{Done: func(context.Context, string, int, time.Duration, error) {}})
+	started := WithTrace(&Trace{AttemptStart: func(ctx context.Context, _ string, _ int) context.Context { return ctx }})
+	for _, tt := range []struct {
+		name  string
+		opts  []Option
+		marks float64
+	}{
+		{"two Traces without AttemptStart", []Option{done, called}, 1},
+		{"a Trace with AttemptStart after one without", []Option{done, started}, 2},
+		{"a Trace with AttemptStart before one without", []Option{started, called}, 2},
+	} {
+		run := func(opts []Option) func() {
+			return func() { _ = Do(ctx, &Simple{Backoff: Constant(0)}, twoRetries, opts...) }
+		}
+		unmarked := append(tt.opts[:len(tt.opts):len(tt.opts)], Unmarked())
+		if got := testing.AllocsPerRun(1000, run(tt.opts)) - testing.AllocsPerRun(1000, run(unmarked)); got != tt.marks {
+			t.Errorf("%s: the marks of three attempts cost %v allocations, want %v", tt.name, got, tt.marks)
+		}
 	}
 }

@@ -168,12 +168,9 @@ func (t *Trace) then(u *Trace) *Trace {
 	if u == nil {
 		return t
 	}
-	return &Trace{
+	v := &Trace{
 		CallStart: func(ctx context.Context, scope string) context.Context {
 			return u.callStart(t.callStart(ctx, scope), scope)
-		},
-		AttemptStart: func(ctx context.Context, scope string, n int) context.Context {
-			return u.attemptStart(t.attemptStart(ctx, scope, n), scope, n)
 		},
 		AttemptDone: func(ctx context.Context, scope string, n int, err error) {
 			t.attemptDone(ctx, scope, n, err)
@@ -192,4 +189,12 @@ func (t *Trace) then(u *Trace) *Trace {
 			u.done(ctx, scope, attempts, waited, err)
 		},
 	}
+	if t.AttemptStart != nil || u.AttemptStart != nil {
+		// Only then does each attempt have a context of its own, and a
+		// mark of its own (see tracedAttempt).
+		v.AttemptStart = func(ctx context.Context, scope string, n int) context.Context {
+			return u.attemptStart(t.attemptStart(ctx, scope, n), scope, n)
+		}
+	}
+	return v
 }
