@@ -209,8 +209,8 @@ func single(maxAttempts int) bool { return maxAttempts == 1 || maxAttempts < 0 }
 // marker hands out the marks of one call's attempts. The first block is
 // allocated alone, and holds every attempt of most calls (see markSlots);
 // the attempts beyond it get blocks allocated together, enough for every
-// attempt the call foresees, and twice as many each time a strategy outlives
-// those. A mark is never reused.
+// attempt the call foresees up to maxMarkBlocks (16 attempts more), and
+// twice as many each time the call outlives those. A mark is never reused.
 type marker struct {
 	batch int         // the call's attempts (see marks); 0 if the loop does not mark
 	alone bool        // each attempt has a context of its own (a Trace's AttemptStart), so a block of its own
