@@ -27,9 +27,9 @@ var errNilStrategy = &refusal{ErrMaxAttempts, "no strategy (nil), so one attempt
 // reasons are listed at Error; with the default strategy, Adaptive, the usual
 // one is ErrBudgetExhausted.
 //
-// op receives ctx, or a context bounded by AttemptTimeout. A nil s means one
-// attempt without retries. A nil op makes no attempt: the *Error's Reason is
-// ErrNilOperation. Errors that op returns are classified with Classify: an
+// op receives ctx (context.Background if ctx is nil), or a context bounded
+// by AttemptTimeout. A nil s means one attempt without retries. A nil op
+// makes no attempt: the *Error's Reason is ErrNilOperation. Errors that op returns are classified with Classify: an
 // error nobody marked as retryable (see Transient) is not retried.
 //
 // Unless told Unmarked, Do marks the context of each attempt it may retry to
@@ -37,6 +37,9 @@ var errNilStrategy = &refusal{ErrMaxAttempts, "no strategy (nil), so one attempt
 // Forrst client, the gRPC interceptors) does not retry the same failures too:
 // see CallerRetries for the rule. Each mark ends with its attempt.
 func Do(ctx context.Context, s Strategy, op func(context.Context) error, opts ...Option) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
 	if op == nil {
 		return nilOperation(ctx, opts)
 	}
@@ -135,6 +138,9 @@ func again(ctx context.Context, k marker, opts []Option, s Strategy, op func(con
 // returned (often the zero value) with an *Error. It marks its attempts as Do
 // does.
 func DoValue[T any](ctx context.Context, s Strategy, op func(context.Context) (T, error), opts ...Option) (T, error) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
 	if op == nil {
 		var zero T
 		return zero, nilOperation(ctx, opts)
@@ -550,8 +556,12 @@ func fits(ctx context.Context, d time.Duration) bool {
 // not start a wait that could not end before ctx's deadline: it returns
 // ErrDeadline at once. It returns ctx's error if ctx is done first or already
 // (a zero or negative d waits nothing and reports only that), and nil after a
-// full wait. Its timer is stopped before it returns.
+// full wait. Its timer is stopped before it returns. A nil ctx is
+// context.Background.
 func Sleep(ctx context.Context, d time.Duration) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
 	if d <= 0 {
 		return ctx.Err()
 	}

@@ -588,3 +588,39 @@ func TestBreakerOnTheShortcutCountsEachAttemptOnce(t *testing.T) {
 		}
 	})
 }
+
+// A nil context is context.Background, as for a BreakerTicket's Done: a
+// clear default rather than a nil dereference deep in the loop.
+func TestNilContextIsBackground(t *testing.T) {
+	var nilCtx context.Context
+	calls := 0
+	op := func(ctx context.Context) error {
+		if calls++; ctx == nil || ctx.Err() != nil || !CallerRetries(ctx) {
+			t.Errorf("attempt %d: context %v, want a live marked one", calls, ctx)
+		}
+		if calls < 2 {
+			return errTransient
+		}
+		return nil
+	}
+	if err := Do(nilCtx, &Simple{Backoff: Constant(0)}, op); err != nil || calls != 2 {
+		t.Fatalf("Do: %v after %d attempts, want success on the second", err, calls)
+	}
+	calls = 0
+	if _, err := DoValue(nilCtx, NewStandard(StandardOptions{Backoff: Constant(0)}), func(ctx context.Context) (int, error) {
+		return 0, op(ctx)
+	}); err != nil || calls != 2 {
+		t.Fatalf("DoValue: %v after %d attempts, want success on the second", err, calls)
+	}
+	if err := Sleep(nilCtx, 0); err != nil {
+		t.Fatalf("Sleep: %v", err)
+	}
+	if CallerRetries(nilCtx) {
+		t.Fatal("a nil context is marked")
+	}
+	marked, done := WithCallerRetries(nilCtx)
+	if !CallerRetries(marked) || marked.Err() != nil || marked.Value("key") != nil {
+		t.Fatal("WithCallerRetries(nil) did not mark a background context")
+	}
+	done()
+}

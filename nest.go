@@ -57,8 +57,11 @@ var ErrOuterLoop = errors.New("retry: left to the caller's retries")
 // CallerRetries reports whether the nearest mark on ctx, put there by a loop
 // (Do, DoValue) on an attempt's context or by WithCallerRetries, has not
 // ended: the caller will retry a failure of the work, so the work should not
-// retry it too.
+// retry it too. A nil ctx carries no mark.
 func CallerRetries(ctx context.Context) bool {
+	if ctx == nil {
+		return false
+	}
 	b, n := markOf(ctx)
 	return b != nil && b.live(n)
 }
@@ -69,8 +72,11 @@ func CallerRetries(ctx context.Context) bool {
 // then, contexts derived from the copy carry the mark too; after, none does,
 // whatever marks the contexts around it carry. Do and DoValue mark their
 // attempts themselves: this is for a loop of one's own, or a server that
-// learns its caller retries.
+// learns its caller retries. A nil ctx is context.Background.
 func WithCallerRetries(ctx context.Context) (context.Context, func()) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
 	b := &markBlock{Context: ctx}
 	return (*mark1)(b), func() { b.end(1) }
 }
