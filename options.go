@@ -221,8 +221,9 @@ func BreakerOf(opts ...Option) *Breaker {
 }
 
 // Options of the same kind add up, in the order given: a hook an integration
-// sets for itself and one the caller passes both run. Two of a kind cost
-// one small allocation when the options are applied; one costs nothing.
+// sets for itself and one the caller passes both run. Two hooks of a kind
+// cost one small allocation when the options are applied, two Traces one
+// for the composed Trace and one for each of its hooks; one costs nothing.
 
 func both(a, b func(context.Context, int, error)) func(context.Context, int, error) {
 	if a == nil {
