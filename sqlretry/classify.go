@@ -3,6 +3,7 @@ package sqlretry
 import (
 	"strings"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/retrykit/retry"
 )
 
@@ -13,6 +14,7 @@ const (
 	stageBegin stage = iota + 1
 	stageFn
 	stageCommit
+	stageEnded // fn failed after ending the transaction itself (Commit or Rollback)
 )
 
 // txError is an error of one run of a transaction, with the stage it
@@ -75,6 +77,12 @@ const (
 //     timeout.
 //   - Any other SQLSTATE (23505 unique_violation, 42601 syntax_error, …): a
 //     client fault, never retried.
+//   - A COMMIT that pgx reports answered with ROLLBACK
+//     (pgx.ErrTxCommitRollback: fn hid the error that aborted the
+//     transaction): nothing committed; a client fault, never retried.
+//   - Before COMMIT, an error whose SafeToRetry method reports that nothing
+//     of the request reached the server (pgconn's, for a pooled connection
+//     the server had closed): Safe, a server fault.
 //   - An error without a SQLSTATE: retry.Classify's answer (an error of fn's
 //     own marked retry.Transient, a cancelled context, a refused dial).
 //
@@ -93,6 +101,15 @@ func Classify(err error) retry.Info {
 	case w.mark != nil:
 		return *w.mark
 	case w.code == serializationFailure || w.code == deadlockDetected:
+		return retry.Info{Safety: retry.Safe, Fault: retry.FaultServer}
+	case w.code == "" && w.rolledBack:
+		// The server answered COMMIT with ROLLBACK: nothing committed, and
+		// fn hid the error that aborted the transaction.
+		return retry.Info{Fault: retry.FaultClient}
+	case w.code == "" && w.unsent && !w.commit:
+		// Nothing of it reached the server (a pooled connection the server
+		// had closed): the transaction had not begun, or dies with its
+		// connection.
 		return retry.Info{Safety: retry.Safe, Fault: retry.FaultServer}
 	case w.code == statementCompletionUnkwn:
 		return retry.Info{Safety: retry.Unsafe, Fault: retry.FaultServer}
@@ -137,9 +154,11 @@ func classifyCode(code string) retry.Info {
 
 // found is what a walk over an error's chain found.
 type found struct {
-	code   string      // the first SQLSTATE, "" if none
-	commit bool        // the SQLSTATE, or the chain's end, is under a failed COMMIT
-	mark   *retry.Info // a RetryInfo method above the SQLSTATE, or a give-up
+	code       string      // the first SQLSTATE, "" if none
+	commit     bool        // the SQLSTATE, or the chain's end, is under a failed COMMIT
+	mark       *retry.Info // a RetryInfo method above the SQLSTATE, or a give-up
+	rolledBack bool        // pgx: the server answered COMMIT with ROLLBACK
+	unsent     bool        // the driver says nothing of the request reached the server
 }
 
 // conflict reports whether the walk found a serialization failure or a
@@ -166,9 +185,15 @@ func inspect(err error) found {
 func walk(err error, f *found, budget *int) bool {
 	for err != nil && *budget > 0 {
 		*budget--
+		if err == pgx.ErrTxCommitRollback {
+			f.rolledBack = true
+		}
+		if u, ok := err.(interface{ SafeToRetry() bool }); ok && u.SafeToRetry() {
+			f.unsent = true // pgconn's errors say so
+		}
 		switch e := err.(type) {
 		case *txError:
-			if e.stage == stageCommit {
+			if e.stage == stageCommit || e.stage == stageEnded {
 				f.commit = true
 			}
 			err = e.err

@@ -16,23 +16,9 @@ import (
 // pg_stat_activity shows it in that COMMIT.
 func TestLostConnectionAtCommit(t *testing.T) {
 	forAPIs(t, func(t *testing.T, a api, table string) {
-		exec(t, "DROP TABLE IF EXISTS "+table,
-			"CREATE TABLE "+table+" (k int PRIMARY KEY)",
-			`CREATE OR REPLACE FUNCTION `+table+`_slow() RETURNS trigger LANGUAGE plpgsql AS $$
-			BEGIN PERFORM pg_sleep(5); RETURN NULL; END $$`,
-			"CREATE CONSTRAINT TRIGGER slow_commit AFTER INSERT ON "+table+
-				" DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION "+table+"_slow()")
+		slowCommitTable(t, table, "k int PRIMARY KEY")
 		pids := make(chan int64, 10)
-		terminated := make(chan error, 1)
-		go func() {
-			pid := <-pids
-			if err := awaitPgSleep(context.Background(), pid, "commit%"); err != nil {
-				terminated <- err
-				return
-			}
-			_, err := pool.Exec(context.Background(), "SELECT pg_terminate_backend($1)", pid)
-			terminated <- err
-		}()
+		terminated := killInCommit(pids)
 		outer := 0
 		runs := 0
 		err := retry.Do(t.Context(), &retry.Simple{MaxAttempts: 3, Backoff: retry.Constant(0)}, func(ctx context.Context) error {
@@ -60,4 +46,31 @@ func TestLostConnectionAtCommit(t *testing.T) {
 			t.Fatalf("the transaction's give-up: %#v; want not retryable, the COMMIT's error Unsafe", inner)
 		}
 	})
+}
+
+// slowCommitTable creates table with columns, and a deferred constraint
+// trigger that sleeps 5 s in the COMMIT of a transaction that inserted in it.
+func slowCommitTable(t *testing.T, table, columns string) {
+	exec(t, "DROP TABLE IF EXISTS "+table,
+		"CREATE TABLE "+table+" ("+columns+")",
+		`CREATE OR REPLACE FUNCTION `+table+`_slow() RETURNS trigger LANGUAGE plpgsql AS $$
+			BEGIN PERFORM pg_sleep(5); RETURN NULL; END $$`,
+		"CREATE CONSTRAINT TRIGGER slow_commit AFTER INSERT ON "+table+
+			" DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION "+table+"_slow()")
+}
+
+// killInCommit terminates the backend whose pid comes first on pids once
+// pg_stat_activity shows it in that COMMIT, and then sends the outcome.
+func killInCommit(pids <-chan int64) <-chan error {
+	terminated := make(chan error, 1)
+	go func() {
+		pid := <-pids
+		if err := awaitPgSleep(context.Background(), pid, "commit%"); err != nil {
+			terminated <- err
+			return
+		}
+		_, err := pool.Exec(context.Background(), "SELECT pg_terminate_backend($1)", pid)
+		terminated <- err
+	}()
+	return terminated
 }

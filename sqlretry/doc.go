@@ -38,7 +38,11 @@
 //     down) leaves the outcome unknown: the transaction may have committed.
 //     It is never run again, by this package or by a loop around it
 //     (Classify reports it Unsafe), since running it again could apply a
-//     payment twice.
+//     payment twice. So is an error fn returns after it ended the
+//     transaction itself with its own Commit (fn must leave COMMIT and
+//     ROLLBACK to this package). A COMMIT that pgx reports answered with
+//     ROLLBACK committed nothing: fn hid the error that aborted it, and it
+//     is returned, not run again.
 //   - Every failure returns the *retry.Error of retry.Do, wrapping the last
 //     error: errors.As reaches the driver's *pgconn.PgError, errors.Is the
 //     reason retrying stopped.
@@ -71,8 +75,8 @@
 //     gives up, its *retry.Error is Unsafe to the caller's loop, which does
 //     not multiply the runs.
 //   - Any other failure that may be retried (a refused connection at BEGIN,
-//     class 08 or 53 before COMMIT, an error of fn marked retry.Transient) is
-//     left to the caller: one run, a give-up with retry.ErrOuterLoop, and the
+//     a pooled connection the server had closed, class 08 or 53 before
+//     COMMIT, an error of fn marked retry.Transient) is left to the caller: one run, a give-up with retry.ErrOuterLoop, and the
 //     caller's loop retries the whole call with its own backoff and quota.
 //   - The transaction's loop does not mark the context it gives fn
 //     (retry.Unmarked): it is not a layer of retries for the clients fn

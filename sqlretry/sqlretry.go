@@ -3,9 +3,11 @@ package sqlretry
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/retrykit/retry"
 )
 
@@ -113,8 +115,8 @@ func newConfig(opts []Option) *config {
 	return c
 }
 
-// rollbackTimeout bounds a rollback made after the caller's context ended:
-// the rollback must not wait on a cancelled context, nor forever.
+// rollbackTimeout bounds a rollback: it must not wait on a cancelled
+// context, nor forever.
 const rollbackTimeout = 5 * time.Second
 
 // Tx runs fn in a transaction of db and commits it, through retry.Do.
@@ -132,8 +134,11 @@ const rollbackTimeout = 5 * time.Second
 // fn must do all its work through tx and the context it is given, and must
 // return the errors of tx unwrapped or wrapped with %w, so that a conflict is
 // seen as one: fn runs again from the start after a conflict, and anything it
-// did outside the transaction (a message sent, a counter in memory) is done
-// again. A panic in fn rolls the transaction back and is propagated.
+// did outside the transaction (a message sent, a counter in memory, a Tx or
+// PgxTx of its own, which commits on its own) is done again. A panic in fn rolls the transaction back and is propagated. fn
+// must not call tx's Commit or Rollback: Tx does. An error returned after fn
+// ended the transaction itself is taken as a COMMIT's whose outcome is
+// unknown, and is never run again.
 //
 // On success Tx returns nil. Otherwise it returns the *retry.Error of
 // retry.Do, which wraps the last error (errors.Is and errors.As reach it, and
@@ -141,6 +146,12 @@ const rollbackTimeout = 5 * time.Second
 // the reason the loop stopped and the runs made.
 func Tx(ctx context.Context, db *sql.DB, fn func(ctx context.Context, tx *sql.Tx) error, opts ...Option) error {
 	c := newConfig(opts)
+	switch {
+	case fn == nil:
+		return c.do(ctx, nil) // retry.ErrNilOperation
+	case db == nil:
+		return c.do(ctx, noDatabase)
+	}
 	return c.do(ctx, func(ctx context.Context) error {
 		tx, err := db.BeginTx(ctx, c.txOpts)
 		if err != nil {
@@ -149,7 +160,11 @@ func Tx(ctx context.Context, db *sql.DB, fn func(ctx context.Context, tx *sql.Tx
 		if err := runSQL(ctx, tx, fn); err != nil {
 			// database/sql rolls back on its own when ctx ends; this
 			// rollback then finds the transaction done, which is fine.
-			_ = tx.Rollback()
+			// Found done while ctx is live, fn ended it itself: with a
+			// COMMIT, perhaps.
+			if errors.Is(tx.Rollback(), sql.ErrTxDone) && ctx.Err() == nil {
+				return &txError{stage: stageEnded, err: err}
+			}
 			return &txError{stage: stageFn, err: err}
 		}
 		if err := tx.Commit(); err != nil {
@@ -176,13 +191,22 @@ func runSQL(ctx context.Context, tx *sql.Tx, fn func(context.Context, *sql.Tx) e
 // retry.Do, under the same rules as Tx.
 func PgxTx(ctx context.Context, db Beginner, fn func(ctx context.Context, tx pgx.Tx) error, opts ...Option) error {
 	c := newConfig(opts)
+	switch {
+	case fn == nil:
+		return c.do(ctx, nil) // retry.ErrNilOperation
+	case isNil(db):
+		return c.do(ctx, noDatabase)
+	}
 	return c.do(ctx, func(ctx context.Context) error {
 		tx, err := db.BeginTx(ctx, c.pgxOpts)
 		if err != nil {
 			return &txError{stage: stageBegin, err: err}
 		}
 		if err := runPgx(ctx, tx, fn); err != nil {
-			rollback(ctx, tx)
+			if errors.Is(rollback(ctx, tx), pgx.ErrTxClosed) {
+				// fn ended the transaction itself: with a COMMIT, perhaps.
+				return &txError{stage: stageEnded, err: err}
+			}
 			return &txError{stage: stageFn, err: err}
 		}
 		if err := tx.Commit(ctx); err != nil {
@@ -193,12 +217,33 @@ func PgxTx(ctx context.Context, db Beginner, fn func(ctx context.Context, tx pgx
 	})
 }
 
+// ErrNoDatabase is the error that the *retry.Error of Tx and PgxTx wraps
+// when given no database (a nil *sql.DB, Beginner, *pgxpool.Pool or
+// *pgx.Conn): nothing was begun, and nothing is run again.
+var ErrNoDatabase = errors.New("sqlretry: no database (nil)")
+
+// noDatabase is the run of a call given no database.
+func noDatabase(context.Context) error { return retry.Permanent(ErrNoDatabase) }
+
+// isNil reports whether db is nil, or one of pgx's own Beginners that is.
+func isNil(db Beginner) bool {
+	switch db := db.(type) {
+	case nil:
+		return true
+	case *pgxpool.Pool:
+		return db == nil
+	case *pgx.Conn:
+		return db == nil
+	}
+	return false
+}
+
 // runPgx calls fn, rolling tx back if fn panics.
 func runPgx(ctx context.Context, tx pgx.Tx, fn func(context.Context, pgx.Tx) error) (err error) {
 	done := false
 	defer func() {
 		if !done {
-			rollback(ctx, tx)
+			_ = rollback(ctx, tx)
 		}
 	}()
 	err = fn(ctx, tx)
@@ -206,13 +251,19 @@ func runPgx(ctx context.Context, tx pgx.Tx, fn func(context.Context, pgx.Tx) err
 	return err
 }
 
-// rollback rolls tx back, even when ctx has ended: pgx would otherwise close
-// the connection without sending ROLLBACK, which also ends the transaction,
-// but costs the pool a connection.
-func rollback(ctx context.Context, tx pgx.Tx) {
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
+// rollback rolls tx back, and returns what Rollback did. While ctx is live
+// the rollback keeps its deadline, so that a server that does not answer
+// holds the call no longer than the caller allows; once ctx has ended, it
+// is sent anyway, for at most rollbackTimeout: pgx would otherwise close the
+// connection without sending ROLLBACK, which also ends the transaction, but
+// costs the pool a connection.
+func rollback(ctx context.Context, tx pgx.Tx) error {
+	if ctx.Err() != nil {
+		ctx = context.WithoutCancel(ctx)
+	}
+	rctx, cancel := context.WithTimeout(ctx, rollbackTimeout)
 	defer cancel()
-	_ = tx.Rollback(rctx)
+	return tx.Rollback(rctx)
 }
 
 // do runs op, one run of the transaction, through retry.Do.
