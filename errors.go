@@ -36,6 +36,7 @@ var (
 var (
 	errUnsafe       = &refusal{ErrNotRetryable, "it is marked never to be retried"}
 	errMaybeSafe    = &refusal{ErrNotRetryable, "the error may not be safe to repeat and is not the server's fault"}
+	errClientFault  = &refusal{ErrNotRetryable, "the request was at fault (a client error), so it would fail again"}
 	errNilError     = &refusal{ErrNotRetryable, "there is no error to retry (nil)"}
 	errNoMoreTries  = &refusal{ErrMaxAttempts, ""}
 	errForeignToken = &refusal{ErrInvalidToken, "the token was spent before or comes from another strategy"}

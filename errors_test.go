@@ -93,6 +93,7 @@ func TestRefusalDetails(t *testing.T) {
 	}{
 		{errNoMoreTries, ErrMaxAttempts, "retry: attempts exhausted"},
 		{errMaybeSafe, ErrNotRetryable, "retry: error is not retryable: the error may not be safe to repeat and is not the server's fault"},
+		{errClientFault, ErrNotRetryable, "retry: error is not retryable: the request was at fault (a client error), so it would fail again"},
 		{&QuotaError{Scope: "svc", Cost: 14, Available: 3}, ErrQuotaExhausted, `retry: retry quota exhausted: retry needs 14 tokens, scope "svc" has 3`},
 		{&RetryAfterError{RetryAfter: time.Hour, Max: 20 * time.Second}, ErrRetryAfterTooLong, "retry: service asked to wait too long: asked for 1h0m0s, limit is 20s"},
 	}

@@ -221,20 +221,21 @@ func TestStandardNotRetryable(t *testing.T) {
 	tests := []struct {
 		name string
 		err  error
+		why  error // the refusal, which says why
 	}{
-		{"nil", nil},
-		{"unclassified", errBoom},
-		{"unsafe", Permanent(errTransient)},
-		{"maybe-safe client fault", WithInfo(errBoom, Info{Fault: FaultClient})},
-		{"maybe-safe unknown fault", WithInfo(errBoom, Info{Throttle: true})},
+		{"nil", nil, errNilError},
+		{"unclassified", errBoom, errMaybeSafe},
+		{"unsafe", Permanent(errTransient), errUnsafe},
+		{"maybe-safe client fault", WithInfo(errBoom, Info{Fault: FaultClient}), errClientFault},
+		{"maybe-safe unknown fault", WithInfo(errBoom, Info{Throttle: true}), errMaybeSafe},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			b := NewTokenBucket(500)
 			s := NewStandard(StandardOptions{Bucket: b})
 			_, err := s.RefreshToken(mustAcquire(t, s, ""), tt.err)
-			if !errors.Is(err, ErrNotRetryable) {
-				t.Fatalf("err = %v, want ErrNotRetryable", err)
+			if !errors.Is(err, ErrNotRetryable) || err != tt.why {
+				t.Fatalf("err = %v, want %v", err, tt.why)
 			}
 			if b.Available() != 500 {
 				t.Fatalf("a refused retry charged the quota: %d", b.Available())

@@ -85,6 +85,8 @@ func (p *policy) decide(st *state, err error) (Info, time.Duration, error) {
 	switch {
 	case info.Safety == Unsafe:
 		return info, 0, errUnsafe
+	case info.Safety == MaybeSafe && info.Fault == FaultClient:
+		return info, 0, errClientFault
 	case info.Safety == MaybeSafe && info.Fault != FaultServer:
 		return info, 0, errMaybeSafe
 	case st.retries+1 >= p.maxAttempts:
