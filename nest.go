@@ -85,7 +85,11 @@ func WithCallerRetries(ctx context.Context) (context.Context, func()) {
 // the mark that tells the integrations inside it that this loop retries their
 // failures (see CallerRetries). It is for an operation that calls no retrying
 // client, on a path where the mark's one small allocation per call matters.
-// An operation that does call one then retries at both layers.
+// An operation that does call one then retries at both layers. It is also
+// for a loop whose Strategy, of a type of one's own, retries only failures
+// of its own kinds (a conflict, say): marked, the clients inside would leave
+// it failures it refuses, after one attempt of theirs, and nobody would
+// retry them (sqlretry's loop is unmarked for this reason).
 func Unmarked() Option { return Option{kind: optUnmarked} }
 
 type callerKey struct{}
