@@ -80,9 +80,13 @@ const (
 //   - A COMMIT that pgx reports answered with ROLLBACK
 //     (pgx.ErrTxCommitRollback: fn hid the error that aborted the
 //     transaction): nothing committed; a client fault, never retried.
-//   - Before COMMIT, an error whose SafeToRetry method reports that nothing
-//     of the request reached the server (pgconn's, for a pooled connection
-//     the server had closed): Safe, a server fault.
+//   - At BEGIN, an error whose SafeToRetry method reports that nothing of
+//     the request reached the server (pgconn's, for a pooled connection the
+//     server had closed): Safe, a server fault.
+//   - An error fn returns after it ended the transaction itself (its own
+//     Commit or Rollback), whatever it says, marks included: Unsafe, as at a
+//     failed COMMIT, unless it is a conflict or a COMMIT answered with
+//     ROLLBACK.
 //   - An error without a SQLSTATE: retry.Classify's answer (an error of fn's
 //     own marked retry.Transient, a cancelled context, a refused dial).
 //
@@ -98,6 +102,10 @@ func Classify(err error) retry.Info {
 	}
 	w := inspect(err)
 	switch {
+	case w.ended && !w.rolledBack && w.code != serializationFailure && w.code != deadlockDetected:
+		// fn ended the transaction itself, perhaps with a COMMIT: whatever
+		// it returned after, marks included, the outcome is unknown.
+		return retry.Info{Safety: retry.Unsafe}
 	case w.mark != nil:
 		return *w.mark
 	case w.code == serializationFailure || w.code == deadlockDetected:
@@ -106,7 +114,7 @@ func Classify(err error) retry.Info {
 		// The server answered COMMIT with ROLLBACK: nothing committed, and
 		// fn hid the error that aborted the transaction.
 		return retry.Info{Fault: retry.FaultClient}
-	case w.code == "" && w.unsent && !w.commit:
+	case w.code == "" && w.unsent && w.begin:
 		// Nothing of it reached the server (a pooled connection the server
 		// had closed): the transaction had not begun, or dies with its
 		// connection.
@@ -159,6 +167,8 @@ type found struct {
 	mark       *retry.Info // a RetryInfo method above the SQLSTATE, or a give-up
 	rolledBack bool        // pgx: the server answered COMMIT with ROLLBACK
 	unsent     bool        // the driver says nothing of the request reached the server
+	ended      bool        // fn ended the transaction itself
+	begin      bool        // the failure is BEGIN's
 }
 
 // conflict reports whether the walk found a serialization failure or a
@@ -196,6 +206,8 @@ func walk(err error, f *found, budget *int) bool {
 			if e.stage == stageCommit || e.stage == stageEnded {
 				f.commit = true
 			}
+			f.ended = f.ended || e.stage == stageEnded
+			f.begin = f.begin || e.stage == stageBegin
 			err = e.err
 			continue
 		case *retry.Error:

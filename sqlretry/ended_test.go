@@ -204,3 +204,98 @@ func TestNoDatabaseOrFunction(t *testing.T) {
 		}
 	}
 }
+
+// An fn that commits the transaction itself and then fails, with an error
+// marked Transient (a notification sent after the COMMIT, say), committed:
+// its mark does not make it run again.
+func TestFnThatCommitsItselfThenFailsIsNotRunAgain(t *testing.T) {
+	forAPIs(t, func(t *testing.T, a api, table string) {
+		exec(t, "DROP TABLE IF EXISTS "+table, "CREATE TABLE "+table+" (k int)")
+		runs := 0
+		var fn func(ctx context.Context) error
+		if a.name == "Tx" {
+			fn = func(ctx context.Context) error {
+				return sqlretry.Tx(ctx, sqlDB, func(ctx context.Context, tx *sql.Tx) error {
+					runs++
+					if _, err := tx.ExecContext(ctx, "INSERT INTO "+table+" VALUES (1)"); err != nil {
+						return err
+					}
+					if err := tx.Commit(); err != nil {
+						return err
+					}
+					return retry.Transient(errors.New("notify: 503"))
+				})
+			}
+		} else {
+			fn = func(ctx context.Context) error {
+				return sqlretry.PgxTx(ctx, pool, func(ctx context.Context, tx pgx.Tx) error {
+					runs++
+					if _, err := tx.Exec(ctx, "INSERT INTO "+table+" VALUES (1)"); err != nil {
+						return err
+					}
+					if err := tx.Commit(ctx); err != nil {
+						return err
+					}
+					return retry.Transient(errors.New("notify: 503"))
+				})
+			}
+		}
+		err := retry.Do(t.Context(), &retry.Simple{MaxAttempts: 3, Backoff: retry.Constant(0)}, fn)
+		if n := queryInt(t, "SELECT count(*) FROM "+table); runs != 1 || n != 1 {
+			t.Fatalf("%d runs, %d rows committed (err %v): want 1 run", runs, n, err)
+		}
+	})
+}
+
+// An fn that commits the transaction itself and then runs out of time (its
+// last statement, on a pooled connection, reports that nothing was sent)
+// committed: neither the deadline nor the driver's "nothing sent" makes it
+// run again, although database/sql's own rollback on the ended context hides
+// that fn ended the transaction.
+func TestFnThatCommitsItselfThenTimesOutIsNotRunAgain(t *testing.T) {
+	needServer(t)
+	table := "commit_then_timeout"
+	exec(t, "DROP TABLE IF EXISTS "+table, "CREATE TABLE "+table+" (k int)")
+	runs := 0
+	err := sqlretry.Tx(t.Context(), sqlDB, func(ctx context.Context, tx *sql.Tx) error {
+		runs++
+		if _, err := tx.ExecContext(ctx, "INSERT INTO "+table+" VALUES (1)"); err != nil {
+			return err
+		}
+		if err := tx.Commit(); err != nil {
+			return err
+		}
+		c, err := pool.Acquire(ctx)
+		if err != nil {
+			return err
+		}
+		defer c.Release()
+		<-ctx.Done()
+		_, err = c.Exec(ctx, "SELECT 1") // e.g. an audit row on a pooled conn
+		return err
+	}, sqlretry.WithStrategy(&retry.Simple{MaxAttempts: 3, Backoff: retry.Constant(0)}),
+		sqlretry.WithRetryOptions(retry.AttemptTimeout(300*time.Millisecond)))
+	if n := queryInt(t, "SELECT count(*) FROM "+table); runs != 1 || n != 1 {
+		t.Fatalf("%d runs, %d rows committed (err %v): want 1 run", runs, n, err)
+	}
+}
+
+// A statement of fn on a context the caller cancelled is the caller's giving
+// up, as retry.Classify has it, not a failure nothing of which reached the
+// server (pgconn's SafeToRetry): "nothing sent" counts only at BEGIN.
+func TestCancelledContextInFnIsTheCallers(t *testing.T) {
+	needServer(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	err := sqlretry.PgxTx(ctx, pool, func(ctx context.Context, tx pgx.Tx) error {
+		cancel()
+		_, err := tx.Exec(ctx, "SELECT 1")
+		return err
+	})
+	var re *retry.Error
+	if !errors.As(err, &re) {
+		t.Fatalf("err %v, want the transaction's give-up", err)
+	}
+	if got, want := sqlretry.Classify(re.Err), (retry.Info{Safety: retry.Unsafe, Fault: retry.FaultClient}); got != want {
+		t.Fatalf("a statement on a cancelled context classified %+v, want %+v (the caller gave up), though pgx says nothing was sent", got, want)
+	}
+}
