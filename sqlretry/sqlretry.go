@@ -135,10 +135,11 @@ const rollbackTimeout = 5 * time.Second
 // return the errors of tx unwrapped or wrapped with %w, so that a conflict is
 // seen as one: fn runs again from the start after a conflict, and anything it
 // did outside the transaction (a message sent, a counter in memory, a Tx or
-// PgxTx of its own, which commits on its own) is done again. A panic in fn rolls the transaction back and is propagated. fn
-// must not call tx's Commit or Rollback: Tx does. An error returned after fn
-// ended the transaction itself is taken as a COMMIT's whose outcome is
-// unknown, and is never run again.
+// PgxTx of its own, which commits on its own) is done again. A panic in fn
+// rolls the transaction back and is propagated. fn must not call tx's Commit
+// or Rollback: Tx does. When fn fails after ending the transaction itself,
+// the outcome is unknown, as after a failed COMMIT, and the transaction is
+// never run again.
 //
 // On success Tx returns nil. Otherwise it returns the *retry.Error of
 // retry.Do, which wraps the last error (errors.Is and errors.As reach it, and
