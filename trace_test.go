@@ -242,3 +242,33 @@ func TestTraceCallStart(t *testing.T) {
 		}
 	})
 }
+
+// Each attempt runs in the context its Trace's AttemptStart gave it, marked
+// for that attempt alone, whichever attempts share an allocation of marks.
+func TestEachAttemptHasItsTraceContext(t *testing.T) {
+	type key struct{}
+	trace := WithTrace(&Trace{AttemptStart: func(ctx context.Context, _ string, n int) context.Context {
+		return context.WithValue(ctx, key{}, n)
+	}})
+	var earlier []context.Context
+	n := 0
+	err := Do(context.Background(), &Simple{Backoff: Constant(0), MaxAttempts: 6}, func(ctx context.Context) error {
+		n++
+		if got := ctx.Value(key{}); got != n || !CallerRetries(ctx) {
+			t.Errorf("attempt %d: its Trace's value %v, marked %v; want %d, marked", n, got, CallerRetries(ctx), n)
+		}
+		for i, e := range earlier {
+			if CallerRetries(e) {
+				t.Errorf("attempt %d: attempt %d's context is still marked", n, i+1)
+			}
+		}
+		earlier = append(earlier, ctx)
+		if n < 6 {
+			return errTransient
+		}
+		return nil
+	}, trace)
+	if err != nil || n != 6 {
+		t.Fatalf("%v after %d attempts, want success on the sixth", err, n)
+	}
+}
