@@ -29,8 +29,9 @@ var errNilStrategy = &refusal{ErrMaxAttempts, "no strategy (nil), so one attempt
 //
 // op receives ctx (context.Background if ctx is nil), or a context bounded
 // by AttemptTimeout. A nil s means one attempt without retries. A nil op
-// makes no attempt: the *Error's Reason is ErrNilOperation. Errors that op returns are classified with Classify: an
-// error nobody marked as retryable (see Transient) is not retried.
+// makes no attempt: the *Error's Reason is ErrNilOperation. Errors that op
+// returns are classified with Classify: an error nobody marked as retryable
+// (see Transient) is not retried.
 //
 // Unless told Unmarked, Do marks the context of each attempt it may retry to
 // say so, so that a retrying client inside op (httpretry.Transport, the
