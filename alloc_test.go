@@ -11,8 +11,8 @@ import (
 // contexts (see CallerRetries): one for a call that succeeds at once or
 // retries within its first four attempts, two for one that makes up to 20
 // attempts its strategy foresees, one more each time its attempts double
-// past those (see marker), and nothing at all when told Unmarked. The race detector makes sync.Pool drop items at random, so it is
-// skipped there.
+// past those (see marker), and nothing at all when told Unmarked. The race
+// detector makes sync.Pool drop items at random, so it is skipped there.
 func TestZeroAllocations(t *testing.T) {
 	if raceEnabled || testing.Short() {
 		t.Skip("allocation counts are not meaningful under -race or -short")

@@ -76,8 +76,9 @@
 //     not multiply the runs.
 //   - Any other failure that may be retried (a refused connection at BEGIN,
 //     a pooled connection the server had closed, class 08 or 53 before
-//     COMMIT, an error of fn marked retry.Transient) is left to the caller: one run, a give-up with retry.ErrOuterLoop, and the
-//     caller's loop retries the whole call with its own backoff and quota.
+//     COMMIT, an error of fn marked retry.Transient) is left to the caller:
+//     one run, a give-up with retry.ErrOuterLoop, and the caller's loop
+//     retries the whole call with its own backoff and quota.
 //   - The transaction's loop does not mark the context it gives fn
 //     (retry.Unmarked): it is not a layer of retries for the clients fn
 //     calls, so a retrying client in fn (httpretry, grpcretry) keeps its rule
