@@ -24,3 +24,19 @@ func awaitPgSleep(ctx context.Context, pid int64, like string) error {
 	}
 	return fmt.Errorf("backend %d never reached pg_sleep in a statement like %q", pid, like)
 }
+
+// awaitBackendGone waits until pg_stat_activity no longer lists the backend
+// pid, after pg_terminate_backend: PostgreSQL signals no event for a
+// backend's exit, so it polls, for at most 10 s.
+func awaitBackendGone(ctx context.Context, pid int64) error {
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		var n int64
+		if err := pool.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE pid = $1", pid).Scan(&n); err != nil {
+			return err
+		}
+		if n == 0 {
+			return nil
+		}
+	}
+	return fmt.Errorf("backend %d still listed 10 s after it was terminated", pid)
+}

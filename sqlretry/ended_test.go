@@ -126,8 +126,8 @@ func TestStaleConnectionAtBeginIsRetried(t *testing.T) {
 			t.Fatal(err)
 		}
 		exec(t, fmt.Sprintf("SELECT pg_terminate_backend(%d)", pid))
-		// PostgreSQL signals no event for a backend's exit: poll its list.
-		for queryInt(t, "SELECT count(*) FROM pg_stat_activity WHERE pid = $1", pid) != 0 {
+		if err := awaitBackendGone(t.Context(), pid); err != nil {
+			t.Fatal(err)
 		}
 	}
 	fn := func(ctx context.Context, tx pgx.Tx) error {
