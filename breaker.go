@@ -322,7 +322,16 @@ func (a breakerAt) refuses(after time.Duration) bool {
 
 // openPast reports whether an open circuit is open still after from now.
 func (a breakerAt) openPast(after time.Duration) bool {
-	return a.b.now()+int64(after) < a.sc.until.Load()
+	return later(a.b.now(), after) < a.sc.until.Load()
+}
+
+// later is the reading of a breaker's clock d after now, saturated: an open
+// spell of centuries, or a wait as long, must not wrap into the past.
+func later(now int64, d time.Duration) int64 {
+	if d > 0 && now > math.MaxInt64-int64(d) {
+		return math.MaxInt64
+	}
+	return now + int64(d)
 }
 
 // openLeft is how long the circuit stays open from now; 0 if it is not
@@ -332,6 +341,24 @@ func (a breakerAt) openLeft() time.Duration {
 		return 0
 	}
 	return time.Duration(max(a.sc.until.Load()-a.b.now(), 0))
+}
+
+// refusedFor is how long a caller the circuit refused waits before it may
+// be let through: until the open spell ends or, half-open with every probe
+// place taken, until those places are handed out again if no probe has
+// decided by then (see consult); 0 if the circuit lets an attempt through.
+func (a breakerAt) refusedFor() time.Duration {
+	if wait := a.openLeft(); wait > 0 || a.sc == nil {
+		return wait
+	}
+	sc := a.sc
+	now := a.b.now()
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	if BreakerState(sc.state.Load()) != BreakerHalfOpen || sc.taken+sc.passed < a.b.probes() {
+		return 0
+	}
+	return time.Duration(max(later(sc.granted, a.b.openFor())-now, 0))
 }
 
 // allow is the consultation before an attempt: refused, or the pass to
@@ -545,7 +572,7 @@ const breakerPlaceEvery = 64
 // open opens the circuit at now for the current spell. Callers hold mu.
 func (a breakerAt) open(now int64) {
 	sc := a.sc
-	sc.until.Store(now + int64(a.b.spell(sc)))
+	sc.until.Store(later(now, a.b.spell(sc)))
 	sc.state.Store(uint32(BreakerOpen))
 	sc.newRound()
 }

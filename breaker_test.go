@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"net"
 	"sync"
@@ -1238,4 +1239,62 @@ func TestBreakerWindowSpread(t *testing.T) {
 	if attempts != successes || attempts < 19.99 || attempts > 20.01 {
 		t.Fatalf("window holds %.2f attempts, %.2f successes; want 20 and 20", attempts, successes)
 	}
+}
+
+// An open spell of centuries, set or reached by doubling, saturates: the
+// circuit stays open, where the end of the spell wrapped into the past and
+// let the next call through.
+func TestBreakerHugeSpellsStayOpen(t *testing.T) {
+	const century = 100 * 365 * 24 * time.Hour
+	for name, opts := range map[string]BreakerOptions{
+		"OpenFor the longest Duration": {MinAttempts: 1, OpenFor: math.MaxInt64},
+		"doubled past the longest":     {MinAttempts: 1, OpenFor: 2 * century, MaxOpenFor: math.MaxInt64},
+	} {
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				b := NewBreaker(opts)
+				fail := func(context.Context) error { return errBrk500 }
+				_ = Do(t.Context(), &No{}, fail, WithBreaker(b))
+				if opts.OpenFor < math.MaxInt64 {
+					time.Sleep(opts.OpenFor)
+					_ = Do(t.Context(), &No{}, fail, WithBreaker(b)) // the probe fails: the spell doubles
+				}
+				if s := b.State(""); s != BreakerOpen {
+					t.Fatalf("state %v, want open", s)
+				}
+				if err := Do(t.Context(), &No{}, func(context.Context) error { return nil }, WithBreaker(b)); !errors.Is(err, ErrCircuitOpen) {
+					t.Fatalf("a call went through the open circuit: %v", err)
+				}
+			})
+		})
+	}
+}
+
+// A LongPoll poller refused by a half-open circuit whose probe is out waits
+// until the probe's place is handed out again, never past its deadline,
+// rather than spinning against the circuit while the probe runs.
+func TestBreakerLongPollWaitsForTheProbe(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const openFor = 5 * time.Second
+		b := NewBreaker(BreakerOptions{MinAttempts: 1, OpenFor: openFor})
+		_ = Do(t.Context(), &No{}, func(context.Context) error { return errBrk500 }, WithBreaker(b))
+		time.Sleep(openFor)
+		release := make(chan struct{})
+		probed := make(chan struct{})
+		go func() {
+			defer close(probed)
+			_ = Do(t.Context(), &No{}, func(context.Context) error { <-release; return nil }, WithBreaker(b))
+		}()
+		synctest.Wait() // the probe holds the one place
+		ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
+		defer cancel()
+		start := time.Now()
+		err := Do(ctx, &No{}, func(context.Context) error { return nil }, WithBreaker(b), LongPoll())
+		waited := time.Since(start)
+		close(release)
+		<-probed
+		if !errors.Is(err, ErrCircuitOpen) || waited < 3*time.Second-time.Millisecond || waited >= 3*time.Second {
+			t.Fatalf("a LongPoll poller refused while the probe runs returned %v after %v, want ErrCircuitOpen just before its 3 s deadline", err, waited)
+		}
+	})
 }

@@ -400,11 +400,12 @@ func timing(err error, timedOut bool) error {
 
 // circuitOpen gives up because the breaker refused the next attempt, after
 // attempts made, the last with last. With LongPoll it first waits until the
-// circuit lets probes through, never past the deadline, so that a poller
-// cannot spin against the open circuit.
+// circuit may let it through (the open spell's end; half-open with its
+// probes out, the time their places are handed out again), never past the
+// deadline, so that a poller cannot spin against the circuit.
 func (c *config) circuitOpen(ctx context.Context, brk breakerAt, attempts int, last error) *Error {
 	if c.longPoll {
-		if wait := brk.openLeft(); wait > 0 {
+		if wait := brk.refusedFor(); wait > 0 {
 			if deadline, ok := ctx.Deadline(); ok {
 				wait = min(wait, time.Until(deadline)-1)
 			}
