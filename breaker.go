@@ -117,7 +117,10 @@ func (s BreakerState) String() string {
 //   - Half-open, it lets the next Probes (1) attempts through and refuses
 //     the others. If all of them succeed, it closes, with a fresh window and
 //     OpenFor back to its start; if one fails, it opens again for twice the
-//     previous OpenFor, at most MaxOpenFor (1 min).
+//     previous OpenFor, at most MaxOpenFor (1 min). The failure of an
+//     attempt that began before the circuit last opened (one that hung while
+//     the service stalled, and times out after it recovered) counts in no
+//     later window.
 //
 // What counts is read from the same classification as retries (Classify).
 // An attempt that failed for the service's fault counts as a failure: a
@@ -259,6 +262,7 @@ type breakerScope struct {
 	until     atomic.Int64  // when open: the end of the open spell, a reading of the breaker's clock
 	successes atomic.Uint64 // successes counted while closed (wrapping); placed in window now and then
 	born      atomic.Int64  // when the scope was first consulted, a reading of the breaker's clock
+	closings  atomic.Uint64 // how often the circuit closed: which closed spell an attempt began in
 
 	mu      sync.Mutex    // guards what follows and every change of state
 	window  breakerWindow // counted attempts and successes while closed
@@ -278,11 +282,20 @@ func (sc *breakerScope) idle() bool { return BreakerState(sc.state.Load()) == Br
 func (sc *breakerScope) inherit(any) {}
 
 // pass is what the loop holds for an attempt a breaker let through, to
-// report its verdict with: the probe round the attempt belongs to, or 0 if
-// it is no probe (rounds start at 1); refused if the breaker refused it.
+// report its verdict with: the probe round the attempt belongs to (rounds
+// start at 1), or, for an attempt through a closed circuit, closedPass and
+// the closed spell it began in, so that a verdict that comes after the
+// circuit opened and closed again counts in no later spell; 0 without a
+// breaker; refused if the breaker refused it.
 type pass uint64
 
-const refused = ^pass(0)
+const (
+	closedPass = pass(1) << 63
+	refused    = ^pass(0)
+)
+
+// probe reports whether p is a probe's.
+func (p pass) probe() bool { return p != 0 && p&closedPass == 0 }
 
 // verdicts of an attempt, as a breaker counts them.
 const (
@@ -364,10 +377,23 @@ func (a breakerAt) refusedFor() time.Duration {
 // allow is the consultation before an attempt: refused, or the pass to
 // report its verdict with. A closed circuit (or none) costs a load.
 func (a breakerAt) allow() pass {
-	if a.sc == nil || a.sc.state.Load() == uint32(BreakerClosed) {
-		return 0
+	if p, ok := a.closed(); ok {
+		return p
 	}
 	return a.consult()
+}
+
+// closed reports whether the circuit is closed, or there is none, and the
+// pass of an attempt that begins now in it.
+func (a breakerAt) closed() (pass, bool) {
+	if a.sc == nil {
+		return 0, true
+	}
+	spell := a.sc.closings.Load() // before the state: a spell read late would pass for a later one
+	if a.sc.state.Load() != uint32(BreakerClosed) {
+		return 0, false
+	}
+	return closedPass | pass(spell), true
 }
 
 // consult is allow for a circuit that was not closed.
@@ -381,7 +407,7 @@ func (a breakerAt) consult() pass {
 	defer sc.mu.Unlock()
 	switch BreakerState(sc.state.Load()) {
 	case BreakerClosed:
-		return 0
+		return closedPass | pass(sc.closings.Load())
 	case BreakerOpen:
 		if now < sc.until.Load() {
 			return refused
@@ -418,7 +444,7 @@ func (a breakerAt) succeeded(p pass) {
 }
 
 func (a breakerAt) success(p pass) {
-	if p != 0 || a.sc.successes.Add(1)%breakerPlaceEvery == 0 {
+	if p.probe() || a.sc.successes.Add(1)%breakerPlaceEvery == 0 {
 		a.report(p, succeeded)
 	}
 }
@@ -440,7 +466,7 @@ func (a breakerAt) failure(ctx context.Context, p pass, err error) {
 // probe's verdict.
 func (a breakerAt) report(p pass, v int) {
 	sc := a.sc
-	if p == 0 {
+	if !p.probe() {
 		switch v {
 		case succeeded:
 			// Place the successes now and then, so that they leave the
@@ -450,7 +476,7 @@ func (a breakerAt) report(p pass, v int) {
 			a.place(now)
 			sc.mu.Unlock()
 		case failedAttempt:
-			a.trip()
+			a.trip(p)
 		}
 		return
 	}
@@ -475,15 +501,22 @@ func (a breakerAt) report(p pass, v int) {
 	}
 }
 
-// trip counts a failure in the window of a circuit that was closed when
-// the attempt began, and opens it if the window says so.
-func (a breakerAt) trip() {
+// trip counts the failure of an attempt made with p, through a circuit
+// that was closed when the attempt began, in its window, and opens it if
+// the window says so.
+func (a breakerAt) trip(p pass) {
 	sc := a.sc
 	now := a.b.now()
 	sc.mu.Lock()
 	defer sc.mu.Unlock()
 	if BreakerState(sc.state.Load()) != BreakerClosed {
 		return // opened meanwhile: a fresh window starts when it closes
+	}
+	if p&closedPass != 0 && uint64(p&^closedPass) != sc.closings.Load() {
+		// The attempt began before the circuit last opened: a verdict on
+		// the service as it was then, which must not reopen the circuit
+		// its probes closed since (an attempt that timed out late).
+		return
 	}
 	a.place(now)
 	slot := now / a.b.slotWidth()
@@ -583,6 +616,7 @@ func (a breakerAt) close() {
 	sc := a.sc
 	sc.openFor = 0
 	sc.window = breakerWindow{placed: a.b.now(), taken: sc.successes.Load()}
+	sc.closings.Add(1)
 	sc.state.Store(uint32(BreakerClosed))
 	sc.newRound()
 }

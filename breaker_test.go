@@ -1298,3 +1298,66 @@ func TestBreakerLongPollWaitsForTheProbe(t *testing.T) {
 		}
 	})
 }
+
+// Failures of attempts that began before the circuit opened, reported after
+// its probe closed it again (requests that hung when the service stalled
+// and time out after it recovered), say nothing of the service now: they
+// do not reopen it. Through Do's and DoValue's shortcuts, through the loop
+// (DoValue with options), and through a BreakerTicket, as the integrations
+// hold one.
+func TestBreakerStaleFailuresDoNotReopen(t *testing.T) {
+	stalled := map[string]func(b *Breaker, release <-chan struct{}){
+		"Do": func(b *Breaker, release <-chan struct{}) {
+			_ = Do(context.Background(), &No{}, func(context.Context) error { <-release; return errBrkTimeout }, WithBreaker(b))
+		},
+		"DoValue": func(b *Breaker, release <-chan struct{}) {
+			_, _ = DoValue(context.Background(), &No{}, func(context.Context) (int, error) { <-release; return 0, errBrkTimeout }, WithBreaker(b))
+		},
+		"DoValue in a loop": func(b *Breaker, release <-chan struct{}) {
+			_, _ = DoValue(context.Background(), &Simple{MaxAttempts: 1}, func(context.Context) (int, error) { <-release; return 0, errBrkTimeout }, WithBreaker(b), OnRetry(func(context.Context, int, time.Duration, error) {}))
+		},
+		"a ticket": func(b *Breaker, release <-chan struct{}) {
+			ticket, err := b.Allow("")
+			if err != nil {
+				panic(err)
+			}
+			<-release
+			ticket.Done(context.Background(), errBrkTimeout)
+		},
+	}
+	for name, stall := range stalled {
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				b := NewBreaker(BreakerOptions{}) // the defaults: 20 attempts, half failed, open 5 s
+				release := make(chan struct{})
+				var wg sync.WaitGroup
+				for range 20 {
+					wg.Go(func() { stall(b, release) })
+				}
+				synctest.Wait() // 20 attempts hang in a closed circuit
+				for range 20 {
+					_ = Do(t.Context(), &No{}, func(context.Context) error { return errBrk500 }, WithBreaker(b))
+				}
+				if s := b.State(""); s != BreakerOpen {
+					t.Fatalf("after 20 failures: %v, want open", s)
+				}
+				time.Sleep(5 * time.Second)
+				if err := Do(t.Context(), &No{}, func(context.Context) error { return nil }, WithBreaker(b)); err != nil {
+					t.Fatalf("the probe: %v", err)
+				}
+				close(release)
+				wg.Wait()
+				if s := b.State(""); s != BreakerClosed {
+					t.Fatalf("the hung attempts' late timeouts left the recovered circuit %v, want closed", s)
+				}
+				// Failures of attempts begun since still count.
+				for range 20 {
+					_ = Do(t.Context(), &No{}, func(context.Context) error { return errBrk500 }, WithBreaker(b))
+				}
+				if s := b.State(""); s != BreakerOpen {
+					t.Fatalf("20 fresh failures left it %v, want open", s)
+				}
+			})
+		})
+	}
+}

@@ -74,7 +74,7 @@ func Do(ctx context.Context, s Strategy, op func(context.Context) error, opts ..
 		default:
 			here = false
 		}
-		if here && closed(brk) {
+		if p, closed := brk.closed(); here && closed {
 			var (
 				err   error
 				marks *markBlock
@@ -97,7 +97,7 @@ func Do(ctx context.Context, s Strategy, op func(context.Context) error, opts ..
 				case sc != nil:
 					bucket = sc
 				}
-				return again(ctx, k, opts, s, op, bucket, err, left)
+				return again(ctx, k, opts, s, op, bucket, err, left, p)
 			}
 			switch {
 			case q != nil:
@@ -105,7 +105,7 @@ func Do(ctx context.Context, s Strategy, op func(context.Context) error, opts ..
 			case sc != nil:
 				ad.firstSucceeded(sc)
 			}
-			brk.succeeded(0)
+			brk.succeeded(p)
 			return nil
 		}
 	}
@@ -124,13 +124,14 @@ func once(ctx context.Context, op func(context.Context) error) (error, *markBloc
 }
 
 // again continues Do's loop after a first attempt, paid from bucket (nil
-// for none), failed with err, an inner loop having left it left (see
-// judged). The loop's wrapper of op is made here, off the success path.
-func again(ctx context.Context, k marker, opts []Option, s Strategy, op func(context.Context) error, bucket Quota, err error, left *Info) error {
+// for none) and made with the breaker's pass p, failed with err, an inner
+// loop having left it left (see judged). The loop's wrapper of op is made
+// here, off the success path.
+func again(ctx context.Context, k marker, opts []Option, s Strategy, op func(context.Context) error, bucket Quota, err error, left *Info, p pass) error {
 	c := config{marker: k}
 	c.apply(opts)
 	wrapped := func(ctx context.Context) (struct{}, error) { return struct{}{}, op(ctx) }
-	_, err = resume(ctx, s, wrapped, &c, &first[struct{}]{st: state{bucket: bucket}, err: err, left: left})
+	_, err = resume(ctx, s, wrapped, &c, &first[struct{}]{st: state{bucket: bucket}, err: err, left: left, p: p})
 	return err
 }
 
@@ -157,18 +158,18 @@ func doValue[T any](ctx context.Context, k marker, b *Breaker, direct bool, s St
 		// The common case, a built-in strategy without options, gets a path
 		// of its own for the first attempt; a failure joins the loop.
 		e, brk := builtin(s), b.at("")
-		if e != nil && closed(brk) {
+		if p, closed := brk.closed(); e != nil && closed {
 			if q, now := e.quick(""); now {
 				st := state{bucket: q}
 				v, err, left := attempt(ctx, &k, op)
 				if err == nil {
 					e.succeed(st.bucket, 0, 0, 0)
-					brk.succeeded(0)
+					brk.succeeded(p)
 					return v, nil
 				}
 				c := config{marker: k}
 				c.apply(opts)
-				return resume(ctx, s, op, &c, &first[T]{st, v, err, left})
+				return resume(ctx, s, op, &c, &first[T]{st, v, err, left, p})
 			}
 		}
 	}
@@ -204,12 +205,6 @@ func begin(s Strategy, opts []Option) (batch int, b *Breaker, direct bool) {
 		batch = marks(s)
 	}
 	return batch, b, direct
-}
-
-// closed reports whether brk's circuit is closed, or there is none: an
-// attempt then needs no pass (see breakerAt.allow).
-func closed(brk breakerAt) bool {
-	return brk.sc == nil || BreakerState(brk.sc.state.Load()) == BreakerClosed
 }
 
 // nilOperation is the give-up for a nil op: an *Error like any other, hooks
@@ -252,6 +247,7 @@ type first[T any] struct {
 	v    T
 	err  error
 	left *Info // what an inner loop left to the attempt
+	p    pass  // the breaker's pass it was made with
 }
 
 // builtin returns s as an engine if it is exactly one of this package's
@@ -317,7 +313,7 @@ func run[T any](ctx context.Context, s Strategy, op func(context.Context) (T, er
 		var p pass
 		if attempt == 1 && pre != nil {
 			// Made before the loop, through a closed circuit.
-			v, opErr, left = pre.v, pre.err, pre.left
+			v, opErr, left, p = pre.v, pre.err, pre.left, pre.p
 		} else {
 			// The breaker, if any, is consulted as the attempt starts:
 			// after the wait, so that it judges by the latest verdicts.
