@@ -22,19 +22,8 @@ func TestZeroAllocations(t *testing.T) {
 	adaptive := NewAdaptive(AdaptiveOptions{})
 	budgeted := NewStandard(StandardOptions{Budget: NewBudget(BudgetOptions{})})
 	simple := &Simple{Backoff: Constant(0)}
-	n := 0
-	twoRetries := func(context.Context) error {
-		if n++; n%3 != 0 {
-			return errTransient
-		}
-		return nil
-	}
-	fiveRetries := func(context.Context) error {
-		if n++; n%6 != 0 {
-			return errTransient
-		}
-		return nil
-	}
+	twoRetries := retriesThenSuccess(2)
+	fiveRetries := retriesThenSuccess(5)
 	sixAttempts := &Simple{Backoff: Constant(0), MaxAttempts: 6}
 	opts := []Option{Scope("svc"), AttemptTimeout(0)}
 	attempts := 0
@@ -42,18 +31,8 @@ func TestZeroAllocations(t *testing.T) {
 	attemptContexts := WithTrace(&Trace{AttemptStart: func(ctx context.Context, _ string, _ int) context.Context { return ctx }})
 	nineAttempts := &Simple{Backoff: Constant(0), MaxAttempts: 9}
 	twentyOneAttempts := &Simple{Backoff: Constant(0), MaxAttempts: 21}
-	twentyRetries := func(context.Context) error {
-		if n++; n%21 != 0 {
-			return errTransient
-		}
-		return nil
-	}
-	eightRetries := func(context.Context) error {
-		if n++; n%9 != 0 {
-			return errTransient
-		}
-		return nil
-	}
+	twentyRetries := retriesThenSuccess(20)
+	eightRetries := retriesThenSuccess(8)
 	// A type that wraps a strategy goes through the Strategy methods and
 	// single-use tokens rather than the built-in fast path.
 	wrapped := &struct{ Strategy }{NewStandard(StandardOptions{})}
@@ -134,13 +113,7 @@ func TestComposedTracesShareTheMarks(t *testing.T) {
 		t.Skip("allocation counts are not meaningful under -race or -short")
 	}
 	ctx := context.Background()
-	n := 0
-	twoRetries := func(context.Context) error {
-		if n++; n%3 != 0 {
-			return errTransient
-		}
-		return nil
-	}
+	twoRetries := retriesThenSuccess(2)
 	done := WithTrace(&Trace{AttemptDone: func(context.Context, string, int, error) {}})
 	called := WithTrace(&Trace{Done: func(context.Context, string, int, time.Duration, error) {}})
 	started := WithTrace(&Trace{AttemptStart: func(ctx context.Context, _ string, _ int) context.Context { return ctx }})
@@ -160,5 +133,18 @@ func TestComposedTracesShareTheMarks(t *testing.T) {
 		if got := testing.AllocsPerRun(1000, run(tt.opts)) - testing.AllocsPerRun(1000, run(unmarked)); got != tt.marks {
 			t.Errorf("%s: the marks of three attempts cost %v allocations, want %v", tt.name, got, tt.marks)
 		}
+	}
+}
+
+// retriesThenSuccess returns an operation that fails k times with a
+// retryable error and then succeeds, over and over: each call of a loop
+// that retries it k times ends in a success.
+func retriesThenSuccess(k int) func(context.Context) error {
+	n := 0
+	return func(context.Context) error {
+		if n++; n%(k+1) != 0 {
+			return errTransient
+		}
+		return nil
 	}
 }
