@@ -15,35 +15,17 @@ import (
 	"github.com/retrykit/retry/sqlretry"
 )
 
-// fnCommits is a run of fn that commits the transaction itself, as code moved
-// over from hand-written transactions often still does, after sending its pid
-// to pids on the first run.
-func fnCommits(name, table string, pids chan<- int64, runs *int) func(ctx context.Context) error {
-	insert := "INSERT INTO " + table + " VALUES (1)"
-	if name == "Tx" {
-		return func(ctx context.Context) error {
-			return sqlretry.Tx(ctx, sqlDB, func(ctx context.Context, tx *sql.Tx) error {
-				var pid int64
-				if err := tx.QueryRowContext(ctx, "SELECT pg_backend_pid()").Scan(&pid); err != nil {
-					return err
-				}
-				if _, err := tx.ExecContext(ctx, insert); err != nil {
-					return err
-				}
-				if *runs++; *runs == 1 {
-					pids <- pid
-				}
-				return tx.Commit()
-			})
-		}
-	}
+// fnCommits is a run of fn through a that commits the transaction itself, as
+// code moved over from hand-written transactions often still does, after
+// sending its pid to pids on the first run.
+func fnCommits(a api, table string, pids chan<- int64, runs *int) func(ctx context.Context) error {
 	return func(ctx context.Context) error {
-		return sqlretry.PgxTx(ctx, pool, func(ctx context.Context, tx pgx.Tx) error {
-			var pid int64
-			if err := tx.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid); err != nil {
+		return a.run(ctx, func(ctx context.Context, tx q) error {
+			pid, err := tx.Int(ctx, "SELECT pg_backend_pid()")
+			if err != nil {
 				return err
 			}
-			if _, err := tx.Exec(ctx, insert); err != nil {
+			if err := tx.Exec(ctx, "INSERT INTO "+table+" VALUES (1)"); err != nil {
 				return err
 			}
 			if *runs++; *runs == 1 {
@@ -63,7 +45,7 @@ func TestFnThatCommitsItselfIsNotRunAgain(t *testing.T) {
 		pids := make(chan int64, 1)
 		killed := killInCommit(pids)
 		attempts, runs := 0, 0
-		run := fnCommits(a.name, table, pids, &runs)
+		run := fnCommits(a, table, pids, &runs)
 		err := retry.Do(t.Context(), &retry.Simple{MaxAttempts: 3, Backoff: retry.Constant(0)}, func(ctx context.Context) error {
 			attempts++
 			return run(ctx)
@@ -212,33 +194,17 @@ func TestFnThatCommitsItselfThenFailsIsNotRunAgain(t *testing.T) {
 	forAPIs(t, func(t *testing.T, a api, table string) {
 		exec(t, "DROP TABLE IF EXISTS "+table, "CREATE TABLE "+table+" (k int)")
 		runs := 0
-		var fn func(ctx context.Context) error
-		if a.name == "Tx" {
-			fn = func(ctx context.Context) error {
-				return sqlretry.Tx(ctx, sqlDB, func(ctx context.Context, tx *sql.Tx) error {
-					runs++
-					if _, err := tx.ExecContext(ctx, "INSERT INTO "+table+" VALUES (1)"); err != nil {
-						return err
-					}
-					if err := tx.Commit(); err != nil {
-						return err
-					}
-					return retry.Transient(errors.New("notify: 503"))
-				})
-			}
-		} else {
-			fn = func(ctx context.Context) error {
-				return sqlretry.PgxTx(ctx, pool, func(ctx context.Context, tx pgx.Tx) error {
-					runs++
-					if _, err := tx.Exec(ctx, "INSERT INTO "+table+" VALUES (1)"); err != nil {
-						return err
-					}
-					if err := tx.Commit(ctx); err != nil {
-						return err
-					}
-					return retry.Transient(errors.New("notify: 503"))
-				})
-			}
+		fn := func(ctx context.Context) error {
+			return a.run(ctx, func(ctx context.Context, tx q) error {
+				runs++
+				if err := tx.Exec(ctx, "INSERT INTO "+table+" VALUES (1)"); err != nil {
+					return err
+				}
+				if err := tx.Commit(ctx); err != nil {
+					return err
+				}
+				return retry.Transient(errors.New("notify: 503"))
+			})
 		}
 		err := retry.Do(t.Context(), &retry.Simple{MaxAttempts: 3, Backoff: retry.Constant(0)}, fn)
 		if n := queryInt(t, "SELECT count(*) FROM "+table); runs != 1 || n != 1 {

@@ -106,6 +106,8 @@ func queryInt(t testing.TB, q string, args ...any) int64 {
 type q interface {
 	Exec(ctx context.Context, sql string, args ...any) error
 	Int(ctx context.Context, sql string, args ...any) (int64, error)
+	// Commit is for tests of an fn that commits itself, as fn must not.
+	Commit(ctx context.Context) error
 }
 
 type sqlQ struct{ tx *sql.Tx }
@@ -121,7 +123,11 @@ func (s sqlQ) Int(ctx context.Context, query string, args ...any) (int64, error)
 	return n, err
 }
 
+func (s sqlQ) Commit(context.Context) error { return s.tx.Commit() }
+
 type pgxQ struct{ tx pgx.Tx }
+
+func (p pgxQ) Commit(ctx context.Context) error { return p.tx.Commit(ctx) }
 
 func (p pgxQ) Exec(ctx context.Context, query string, args ...any) error {
 	_, err := p.tx.Exec(ctx, query, args...)
