@@ -182,10 +182,11 @@ func (b *Breaker) State(scope string) BreakerState {
 // Allow is the breaker's consultation before an attempt in scope, for a
 // loop of the caller's own: Do and DoValue make it before each of theirs.
 // If the circuit refuses the attempt, Allow returns ErrCircuitOpen, and
-// the attempt must not be made. Otherwise it returns the ticket whose Done
-// reports how the attempt went; in a half-open circuit the attempt is a
-// probe, and holds one of the Probes places until then. A nil b allows
-// every attempt.
+// the attempt must not be made, with a refusal's ticket: its Done reports
+// nothing, and WithTicket makes it the refusal of a loop's first attempt.
+// Otherwise it returns the ticket whose Done reports how the attempt went;
+// in a half-open circuit the attempt is a probe, and holds one of the
+// Probes places until then. A nil b allows every attempt.
 //
 // A loop that also calls Delay before each wait, and asks nothing of its
 // strategy for a first attempt while Delay is above zero, consults the
@@ -205,7 +206,7 @@ func (b *Breaker) Allow(scope string) (BreakerTicket, error) {
 	a := b.at(scope)
 	p := a.allow()
 	if p == refused {
-		return BreakerTicket{}, ErrCircuitOpen
+		return BreakerTicket{a, p}, ErrCircuitOpen
 	}
 	return BreakerTicket{a, p}, nil
 }
@@ -231,7 +232,8 @@ func (b *Breaker) Delay(scope string) time.Duration {
 
 // A BreakerTicket is a Breaker's leave for one attempt, which Allow
 // gives: its Done reports the attempt's outcome. The zero BreakerTicket
-// reports to no breaker.
+// reports to no breaker. A ticket is also Allow's record of a refusal,
+// which reports nothing.
 type BreakerTicket struct {
 	at breakerAt
 	p  pass
@@ -246,6 +248,9 @@ type BreakerTicket struct {
 // per ticket, when the attempt is over: each call is a verdict. A probe
 // never reported stops holding its place after OpenFor (see Breaker).
 func (t BreakerTicket) Done(ctx context.Context, err error) {
+	if t.p == refused {
+		return
+	}
 	if err == nil {
 		t.at.succeeded(t.p)
 		return

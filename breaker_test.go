@@ -1361,3 +1361,112 @@ func TestBreakerStaleFailuresDoNotReopen(t *testing.T) {
 		})
 	}
 }
+
+// A first attempt let through before the loop (WithTicket) is judged by
+// the circuit it went through, not by the circuit as the loop finds it:
+// the loop that follows makes it even if the circuit opened meanwhile, its
+// failure does not take the place of a probe once the circuit lets probes
+// through, and a refusal's ticket refuses the call.
+func TestWithTicket(t *testing.T) {
+	open := func(k *brk) {
+		k.t.Helper()
+		for range 20 {
+			_ = k.call("", errBrk500)
+		}
+		k.want("", BreakerOpen)
+	}
+	ticketed := func(k *brk, tk BreakerTicket, s Strategy, errs ...error) (int, error) {
+		n := 0
+		_, err := DoValue(context.Background(), s, func(context.Context) (int, error) {
+			n++
+			return 0, errs[min(n, len(errs))-1]
+		}, WithBreaker(k.b), WithTicket(tk))
+		return n, err
+	}
+	t.Run("the circuit opened meanwhile", func(t *testing.T) {
+		k := newBrk(t, BreakerOptions{})
+		tk, err := k.b.Allow("")
+		if err != nil {
+			t.Fatal(err)
+		}
+		open(k)
+		if n, err := ticketed(k, tk, &No{}, nil); n != 1 || err != nil {
+			t.Fatalf("the attempt let through before the circuit opened: %d calls, %v; want 1 and success", n, err)
+		}
+		// The zero ticket lets the first attempt through; its retry asks
+		// the circuit as it is.
+		n, err := ticketed(k, BreakerTicket{}, &Simple{MaxAttempts: 3, Backoff: Constant(0)}, errBrk500)
+		var e *Error
+		if !errors.As(err, &e) || n != 1 || e.Attempts != 1 || !errors.Is(err, ErrCircuitOpen) || !errors.Is(err, errBrk500) {
+			t.Fatalf("a failed ticketed attempt in an open circuit: %d calls, %v; want its retry refused after 1 attempt", n, err)
+		}
+	})
+	t.Run("a stale attempt is no probe", func(t *testing.T) {
+		// No strategy (nil) makes one attempt outside the loop's own.
+		for _, s := range []Strategy{&No{}, nil} {
+			k := newBrk(t, BreakerOptions{})
+			tk, _ := k.b.Allow("")
+			open(k)
+			k.clock.Advance(DefaultBreakerOpenFor)
+			k.want("", BreakerHalfOpen)
+			if n, err := ticketed(k, tk, s, errBrk500); n != 1 || !errors.Is(err, errBrk500) {
+				t.Fatalf("%T: the stale attempt: %d calls, %v", s, n, err)
+			}
+			k.want("", BreakerHalfOpen) // not reopened: the probe's place is free
+			if err := k.call("", nil); err != nil {
+				t.Fatalf("%T: the probe after the stale failure: %v", s, err)
+			}
+			k.want("", BreakerClosed)
+		}
+	})
+	t.Run("a refusal's ticket", func(t *testing.T) {
+		k := newBrk(t, BreakerOptions{})
+		open(k)
+		tk, err := k.b.Allow("")
+		if !errors.Is(err, ErrCircuitOpen) {
+			t.Fatalf("Allow in an open circuit: %v", err)
+		}
+		// The circuit lets probes through by the time the loop runs: the
+		// call is refused all the same, as its attempt was.
+		k.clock.Advance(DefaultBreakerOpenFor)
+		var gaveUp []*Error
+		n := 0
+		err = Do(context.Background(), &Simple{}, func(context.Context) error { n++; return nil },
+			WithBreaker(k.b), WithTicket(tk), OnGiveUp(func(_ context.Context, e *Error) { gaveUp = append(gaveUp, e) }))
+		var e *Error
+		if !errors.As(err, &e) || n != 0 || e.Attempts != 0 || e.Reason != ErrCircuitOpen || len(gaveUp) != 1 || gaveUp[0] != e {
+			t.Fatalf("a call with a refusal's ticket: %d calls, %v, hook told %v; want no attempt, ErrCircuitOpen, the hook told", n, err, gaveUp)
+		}
+		// The refusal's ticket reports nothing: counted, its 40 successes
+		// would keep 20 fresh failures under the failure rate.
+		if err := k.call("", nil); err != nil {
+			t.Fatal(err)
+		}
+		k.want("", BreakerClosed)
+		for range 40 * breakerPlaceEvery {
+			tk.Done(context.Background(), nil)
+		}
+		open(k)
+	})
+	t.Run("a caller that gave up frees the probe's place", func(t *testing.T) {
+		k := newBrk(t, BreakerOptions{})
+		open(k)
+		k.clock.Advance(DefaultBreakerOpenFor)
+		tk, err := k.b.Allow("")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := k.b.Allow(""); !errors.Is(err, ErrCircuitOpen) {
+			t.Fatalf("a second probe while the first is out: %v", err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		if err := Do(ctx, &No{}, func(context.Context) error { return nil }, WithBreaker(k.b), WithTicket(tk)); !errors.Is(err, context.Canceled) {
+			t.Fatalf("a cancelled call: %v", err)
+		}
+		if err := k.call("", nil); err != nil {
+			t.Fatalf("the probe after the cancelled one: %v", err)
+		}
+		k.want("", BreakerClosed)
+	})
+}

@@ -275,23 +275,24 @@ func run[T any](ctx context.Context, s Strategy, op func(context.Context) (T, er
 	if pre != nil {
 		d.st = pre.st
 	} else if err := ctx.Err(); err != nil {
+		c.ticket.Done(ctx, err) // neither verdict: a probe's place is freed
 		return v, nil, c.giveUp(ctx, 0, nil, err)
-	} else if brk.refuses(0) {
+	} else if at, open := c.refusesFirst(brk); open {
 		// The circuit is open: the strategy is not even asked.
-		return v, d.timer, c.circuitOpen(ctx, brk, 0, nil)
+		return v, d.timer, c.circuitOpen(ctx, at, 0, nil)
 	} else if err := d.begin(c.scope); err != nil {
 		c.batch = 0 // one attempt, which a client inside it may retry
-		p := brk.allow()
+		at, p := c.firstPass(brk)
 		if p == refused {
-			return v, d.timer, c.circuitOpen(ctx, brk, 0, nil)
+			return v, d.timer, c.circuitOpen(ctx, at, 0, nil)
 		}
 		v, opErr, timedOut, _ := runAttempt(ctx, c, 1, op)
 		if opErr == nil {
-			brk.succeeded(p)
+			at.succeeded(p)
 			c.succeeded(ctx, 1)
 			return v, d.timer, nil
 		}
-		brk.failed(ctx, p, timing(opErr, timedOut))
+		at.failed(ctx, p, timing(opErr, timedOut))
 		c.attemptFailed(ctx, 1, opErr)
 		return v, d.timer, c.giveUp(ctx, 1, opErr, c.passOn(ctx, opErr, err))
 	}
@@ -311,20 +312,24 @@ func run[T any](ctx context.Context, s Strategy, op func(context.Context) (T, er
 			left     *Info
 		)
 		var p pass
+		at := brk // the circuit the attempt went through
 		if attempt == 1 && pre != nil {
 			// Made before the loop, through a closed circuit.
 			v, opErr, left, p = pre.v, pre.err, pre.left, pre.p
 		} else {
-			// The breaker, if any, is consulted as the attempt starts:
-			// after the wait, so that it judges by the latest verdicts.
-			if p = brk.allow(); p == refused {
+			if attempt == 1 && c.ticketed {
+				// Let through before the loop (WithTicket).
+				at, p = c.ticket.at, c.ticket.p
+			} else if p = brk.allow(); p == refused {
+				// The breaker, if any, is consulted as the attempt starts:
+				// after the wait, so that it judges by the latest verdicts.
 				d.release()
 				return v, d.timer, c.circuitOpen(ctx, brk, attempt-1, lastErr)
 			}
 			v, opErr, timedOut, left = runAttempt(ctx, c, attempt, op)
 		}
 		if opErr == nil {
-			brk.succeeded(p)
+			at.succeeded(p)
 			d.success()
 			c.succeeded(ctx, attempt)
 			return v, d.timer, nil
@@ -335,7 +340,7 @@ func run[T any](ctx context.Context, s Strategy, op func(context.Context) (T, er
 		opErr = judged(opErr, left)
 		lastErr = opErr
 		classified := timing(opErr, timedOut)
-		brk.failed(ctx, p, classified)
+		at.failed(ctx, p, classified)
 		c.attemptFailed(ctx, attempt, opErr)
 		if err := ctx.Err(); err != nil {
 			// The caller gave up. The token is abandoned rather than refreshed:
@@ -383,6 +388,24 @@ func run[T any](ctx context.Context, s Strategy, op func(context.Context) (T, er
 			c.logRetry(ctx, attempt, delay, opErr)
 		}
 	}
+}
+
+// refusesFirst reports whether the circuit refuses the first attempt (with
+// WithTicket, whether the ticket is a refusal's), and that circuit.
+func (c *config) refusesFirst(brk breakerAt) (breakerAt, bool) {
+	if c.ticketed {
+		return c.ticket.at, c.ticket.p == refused
+	}
+	return brk, brk.refuses(0)
+}
+
+// firstPass is the breaker's leave for the first attempt, and the circuit
+// to report it to: the ticket's with WithTicket, otherwise brk's.
+func (c *config) firstPass(brk breakerAt) (breakerAt, pass) {
+	if c.ticketed {
+		return c.ticket.at, c.ticket.p
+	}
+	return brk, brk.allow()
 }
 
 // timing returns err as the strategy and the breaker judge it: classified

@@ -22,6 +22,7 @@ type Option struct {
 	gaveUp   func(ctx context.Context, err *Error)
 	logger   *slog.Logger
 	breaker  *Breaker
+	ticket   BreakerTicket
 }
 
 type optionKind uint8
@@ -40,6 +41,7 @@ const (
 	optLog
 	optUnmarked
 	optBreaker
+	optTicket
 )
 
 // inert reports whether o leaves a call as no option does until its first
@@ -83,6 +85,8 @@ type config struct {
 	logger         *slog.Logger
 	marker         // the marks of the attempts' contexts, if the loop marks them
 	breaker        *Breaker
+	ticket         BreakerTicket // the breaker's leave for the first attempt, if ticketed
+	ticketed       bool          // WithTicket: the first attempt is not put to the breaker
 }
 
 // apply sets c from opts.
@@ -112,6 +116,8 @@ func (c *config) apply(opts []Option) {
 			c.logger = o.logger
 		case optBreaker:
 			c.breaker = o.breaker
+		case optTicket:
+			c.ticket, c.ticketed = o.ticket, true
 		}
 	}
 }
@@ -223,6 +229,21 @@ func BreakerOf(opts ...Option) *Breaker {
 	}
 	return b
 }
+
+// WithTicket makes t, a ticket that Allow gave, the breaker's leave for the
+// call's first attempt: the loop does not consult its breaker before that
+// attempt, and reports the attempt's outcome through t (to t's breaker and
+// scope); later attempts consult the call's breaker (WithBreaker) as usual.
+// It is for an integration whose first attempt begins before its loop does:
+// grpcretry opens a stream when it is created, and runs the loop at its
+// first receive. The breaker then judges that attempt by the circuit it went
+// through, and a circuit that opened meanwhile neither refuses an attempt
+// already answered nor takes its verdict for a probe's. If t is a refusal's
+// (Allow returned ErrCircuitOpen), the call makes no attempt and gives up
+// with ErrCircuitOpen, as any refusal, LongPoll's wait included. The zero
+// BreakerTicket lets the first attempt through and reports it to no
+// breaker. Of several WithTicket options, the last applies.
+func WithTicket(t BreakerTicket) Option { return Option{kind: optTicket, ticket: t} }
 
 // Options of the same kind add up, in the order given: a hook an integration
 // sets for itself and one the caller passes both run. Two hooks of a kind
