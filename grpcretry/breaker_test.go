@@ -3,6 +3,7 @@ package grpcretry
 import (
 	"context"
 	"errors"
+	"io"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -136,12 +137,7 @@ func TestBreakerStreams(t *testing.T) {
 	ctx := t.Context()
 	scope := addr
 
-	for i := 0; b.State(scope) != retry.BreakerOpen; i++ {
-		if i == 5 {
-			t.Fatalf("the circuit did not open after %d failed calls", i)
-		}
-		_, _ = c.UnaryCall(ctx, &testpb.SimpleRequest{})
-	}
+	openCircuit(t, c, b, scope)
 
 	// Open: refused before it is opened, and the Trace is told.
 	gaveUp.Store(nil)
@@ -219,12 +215,7 @@ func TestBreakerHalfOpenStreamOutgrowsBuffer(t *testing.T) {
 	c := dial(t, addr,
 		grpc.WithUnaryInterceptor(UnaryClientInterceptor(opts...)),
 		grpc.WithStreamInterceptor(StreamClientInterceptor(opts...)))
-	for i := 0; b.State(addr) != retry.BreakerOpen; i++ {
-		if i == 5 {
-			t.Fatalf("the circuit did not open after %d failed calls", i)
-		}
-		_, _ = c.UnaryCall(t.Context(), &testpb.SimpleRequest{})
-	}
+	openCircuit(t, c, b, addr)
 	clock.advance(time.Second)
 	st, err := c.StreamingInputCall(t.Context())
 	if err != nil {
@@ -294,12 +285,7 @@ func TestBreakerOfRetryOptions(t *testing.T) {
 				grpc.WithUnaryInterceptor(UnaryClientInterceptor(opts...)),
 				grpc.WithChainStreamInterceptor(StreamClientInterceptor(opts...), count))
 			ctx := t.Context()
-			for i := 0; b.State(scope) != retry.BreakerOpen; i++ {
-				if i == 5 {
-					t.Fatalf("the circuit did not open after %d failed calls", i)
-				}
-				_, _ = c.UnaryCall(ctx, &testpb.SimpleRequest{})
-			}
+			openCircuit(t, c, b, scope)
 			before := srv.calls.Load()
 			st, err := c.StreamingOutputCall(ctx, &testpb.StreamingOutputCallRequest{})
 			if err == nil {
@@ -312,5 +298,241 @@ func TestBreakerOfRetryOptions(t *testing.T) {
 				t.Fatalf("%d streams opened, %d seen by the server, while the circuit was open", opened.Load(), got)
 			}
 		})
+	}
+}
+
+// openCircuit fails unary calls through c until b's circuit of scope opens;
+// the server's unary handler must fail UNAVAILABLE.
+func openCircuit(t *testing.T, c testpb.TestServiceClient, b *retry.Breaker, scope string) {
+	t.Helper()
+	for i := 0; b.State(scope) != retry.BreakerOpen; i++ {
+		if i == 5 {
+			t.Fatalf("the circuit did not open after %d failed calls", i)
+		}
+		_, _ = c.UnaryCall(t.Context(), &testpb.SimpleRequest{})
+	}
+}
+
+// heldStreams is a server whose unary calls fail UNAVAILABLE and whose
+// server-streaming calls' first attempts wait for the test's verdict
+// (nil: answer with a message), and a client on it whose interceptors
+// share a breaker on a hand clock.
+type heldStreams struct {
+	srv     *server
+	b       *retry.Breaker
+	clock   handClock
+	c       testpb.TestServiceClient
+	addr    string
+	entered chan struct{}
+	verdict chan error
+}
+
+func newHeldStreams(t *testing.T) *heldStreams {
+	h := &heldStreams{entered: make(chan struct{}, 1), verdict: make(chan error, 1)}
+	h.srv = &server{
+		unary: func(context.Context, int, *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
+			return nil, status.Error(codes.Unavailable, "down")
+		},
+		output: func(n int, _ *testpb.StreamingOutputCallRequest, s testpb.TestService_StreamingOutputCallServer) error {
+			if n == 1 {
+				h.entered <- struct{}{}
+				if err := <-h.verdict; err != nil {
+					return err
+				}
+			}
+			return s.Send(&testpb.StreamingOutputCallResponse{Payload: payload(1)})
+		},
+	}
+	h.b = retry.NewBreaker(retry.BreakerOptions{MinAttempts: 4, OpenFor: time.Second, Now: h.clock.now})
+	h.addr = serve(t, h.srv)
+	opts := []Option{WithStrategy(simple(3)), WithBreaker(h.b)}
+	h.c = dial(t, h.addr,
+		grpc.WithUnaryInterceptor(UnaryClientInterceptor(opts...)),
+		grpc.WithStreamInterceptor(StreamClientInterceptor(opts...)))
+	return h
+}
+
+// TestBreakerStreamOpenedBeforeTheCircuitOpens: a stream opened through a
+// closed circuit is judged by that circuit, although its loop runs at the
+// first receive. If the circuit opens in between, the receive reads the
+// server's answer rather than refusing an attempt already made; if it lets
+// probes through by then, the stream's late failure is no probe's: it
+// leaves the probe's place to the stream's own retry, which closes the
+// circuit.
+func TestBreakerStreamOpenedBeforeTheCircuitOpens(t *testing.T) {
+	for _, halfOpen := range []bool{false, true} {
+		h := newHeldStreams(t)
+		st, err := h.c.StreamingOutputCall(t.Context(), &testpb.StreamingOutputCallRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		<-h.entered
+		openCircuit(t, h.c, h.b, h.addr)
+		if !halfOpen {
+			h.verdict <- nil
+			if _, err := st.Recv(); err != nil {
+				t.Fatalf("the stream the server answered: %v, want its message", err)
+			}
+			continue
+		}
+		h.clock.advance(time.Second)
+		h.verdict <- status.Error(codes.Unavailable, "down then")
+		if _, err := st.Recv(); err != nil {
+			t.Fatalf("the stream whose stale attempt failed: %v, want its retry's message", err)
+		}
+		if s := h.b.State(h.addr); s != retry.BreakerClosed {
+			t.Fatalf("after the retry, the probe, succeeded: %v, want closed", s)
+		}
+	}
+}
+
+// TestBreakerStreamRefusalIsDecidedOnce: the breaker's answer when a
+// stream is created is the call's: refused, the call reports a refusal of 0
+// attempts (the Trace told, nothing sent, the probe's place left free),
+// even if the circuit lets probes through by the time its loop runs; let
+// through, the stream reaches the server. A clock whose open spell ends
+// just after one reading puts that moment at each reading in turn.
+func TestBreakerStreamRefusalIsDecidedOnce(t *testing.T) {
+	for at := int64(1); at <= 4; at++ {
+		var (
+			now      atomic.Int64
+			readings atomic.Int64
+			clock    = func() time.Time {
+				v := now.Load()
+				if readings.Add(1) == at {
+					now.Add(int64(time.Second)) // the spell ends just after this reading
+				}
+				return handEpoch.Add(time.Duration(v))
+			}
+			attempts, gaveUp atomic.Int64
+		)
+		trace := &retry.Trace{
+			AttemptDone: func(context.Context, string, int, error) { attempts.Add(1) },
+			GiveUp:      func(context.Context, string, *retry.Error) { gaveUp.Add(1) },
+		}
+		srv := &server{
+			unary: func(_ context.Context, n int, _ *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
+				return nil, status.Error(codes.Unavailable, "down")
+			},
+			output: func(_ int, _ *testpb.StreamingOutputCallRequest, s testpb.TestService_StreamingOutputCallServer) error {
+				return s.Send(&testpb.StreamingOutputCallResponse{Payload: payload(1)})
+			},
+		}
+		b := retry.NewBreaker(retry.BreakerOptions{MinAttempts: 4, OpenFor: time.Second, Now: clock})
+		addr := serve(t, srv)
+		opts := []Option{WithStrategy(simple(3)), WithBreaker(b), WithRetryOptions(retry.WithTrace(trace))}
+		c := dial(t, addr, grpc.WithUnaryInterceptor(UnaryClientInterceptor(opts...)), grpc.WithStreamInterceptor(StreamClientInterceptor(opts...)))
+		readings.Store(-1 << 62) // no spell ends while the circuit opens
+		openCircuit(t, c, b, addr)
+		attempts.Store(0)
+		before := srv.calls.Load()
+		readings.Store(0)
+		st, err := c.StreamingOutputCall(t.Context(), &testpb.StreamingOutputCallRequest{})
+		if err == nil {
+			_, err = st.Recv()
+		}
+		var re *retry.Error
+		switch {
+		case err == nil:
+			if n := srv.calls.Load() - before; n != 1 {
+				t.Fatalf("spell ending after reading %d: a stream let through reached the server %d times", at, n)
+			}
+		case errors.As(err, &re) && re.Reason == retry.ErrCircuitOpen:
+			if re.Attempts != 0 || attempts.Load() != 0 || gaveUp.Load() == 0 || srv.calls.Load() != before {
+				t.Fatalf("spell ending after reading %d: a refused stream reported %d attempts (the Trace %d), %d give-ups, %d calls reached the server; want a refusal of none",
+					at, re.Attempts, attempts.Load(), gaveUp.Load(), srv.calls.Load()-before)
+			}
+			readings.Store(-1 << 62)
+			now.Store(int64(time.Second)) // the spell is over, if it was not
+			srv.unary = func(_ context.Context, n int, _ *testpb.SimpleRequest) (*testpb.SimpleResponse, error) { return ok(n) }
+			if _, err := c.UnaryCall(t.Context(), &testpb.SimpleRequest{}); err != nil || b.State(addr) != retry.BreakerClosed {
+				t.Fatalf("spell ending after reading %d: the probe after the refusal: %v, circuit %v; want it through, and closed", at, err, b.State(addr))
+			}
+		default:
+			t.Fatalf("spell ending after reading %d: %v (%#v), want the message or a refusal", at, err, re)
+		}
+	}
+}
+
+// TestBreakerStreamOutgrowsBufferAsItsLoopStarts: a stream the half-open
+// circuit left to its loop, whose messages outgrow the replay buffer once
+// a receive has started the loop but before the breaker was consulted,
+// waits for the loop's first attempt to open the stream: opened by the
+// send, it would reach the server although the breaker then refused the
+// call's only attempt.
+func TestBreakerStreamOutgrowsBufferAsItsLoopStarts(t *testing.T) {
+	var got [][]int
+	srv := &server{
+		unary: func(context.Context, int, *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
+			return nil, status.Error(codes.Unavailable, "down")
+		},
+		input: sumInput(0, &got),
+	}
+	var (
+		clock   handClock
+		hold    atomic.Bool
+		started = make(chan struct{})
+		release = make(chan struct{})
+		opened  = make(chan struct{}, 1)
+	)
+	trace := &retry.Trace{CallStart: func(ctx context.Context, _ string) context.Context {
+		if hold.CompareAndSwap(true, false) {
+			close(started)
+			<-release
+		}
+		return ctx
+	}}
+	b := retry.NewBreaker(retry.BreakerOptions{MinAttempts: 4, OpenFor: time.Second, Now: clock.now})
+	addr := serve(t, srv)
+	opts := []Option{WithStrategy(simple(3)), WithBreaker(b), WithBufferLimit(50), WithRetryOptions(retry.WithTrace(trace))}
+	count := func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+		opened <- struct{}{}
+		return streamer(ctx, desc, cc, method, opts...)
+	}
+	c := dial(t, addr,
+		grpc.WithUnaryInterceptor(UnaryClientInterceptor(opts...)),
+		grpc.WithChainStreamInterceptor(StreamClientInterceptor(opts...), count))
+	openCircuit(t, c, b, addr)
+	clock.advance(time.Second)
+
+	st, err := c.StreamingInputCall(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Send(&testpb.StreamingInputCallRequest{Payload: payload(40)}); err != nil {
+		t.Fatal(err)
+	}
+	hold.Store(true)
+	received := make(chan error, 1)
+	go func() {
+		var m testpb.StreamingInputCallResponse
+		received <- st.RecvMsg(&m) // runs the loop, held before the breaker
+	}()
+	<-started
+	sent := make(chan error, 1)
+	go func() { sent <- st.Send(&testpb.StreamingInputCallRequest{Payload: payload(40)}) }()
+	select {
+	case <-opened: // the send opened the stream itself
+	case <-time.After(100 * time.Millisecond): // the send waits for the loop
+	}
+	probe, err := b.Allow(addr) // the probe's one place, taken elsewhere
+	if err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	err = <-received
+	var re *retry.Error
+	if !errors.As(err, &re) || re.Reason != retry.ErrCircuitOpen || re.Attempts != 0 {
+		t.Fatalf("the receive: %v, want a refusal of 0 attempts", err)
+	}
+	if err := <-sent; err != io.EOF {
+		t.Fatalf("the send that outgrew the buffer: %v, want io.EOF (the receive tells why)", err)
+	}
+	if len(opened) != 0 {
+		t.Fatal("the stream was opened although the breaker refused its only attempt")
+	}
+	probe.Done(t.Context(), nil)
+	if s := b.State(addr); s != retry.BreakerClosed {
+		t.Fatalf("after the probe: %v, want closed", s)
 	}
 }

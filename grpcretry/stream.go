@@ -3,7 +3,6 @@ package grpcretry
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"strconv"
 	"sync"
@@ -58,26 +57,36 @@ func (i *interceptor) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grp
 	if noRetry {
 		return streamer(ctx, desc, cc, method, opts...)
 	}
-	// Through a closed circuit (or without a breaker) the first attempt is
-	// opened here, and the loop's consultation of the breaker before it
-	// only counts it. Otherwise the breaker must decide before anything
-	// reaches the server, as it does for Do's attempts: an open circuit
-	// refuses the stream now, through the loop, so that its Trace (and
-	// otelretry) sees the refusal; a half-open one leaves the opening to
-	// the loop's first attempt, after the breaker gave it a probe's place.
-	deferred := false
+	// The breaker decides before anything reaches the server, as it does
+	// for Do's attempts. Through a closed circuit the first attempt is
+	// opened here, with the breaker's leave, which the loop takes for its
+	// first attempt (retry.WithTicket): the attempt is judged by the
+	// circuit it went through, whatever the circuit does until the first
+	// receive. An open circuit refuses the stream now, through the loop,
+	// so that its Trace (and otelretry) sees the refusal. A half-open one
+	// leaves the opening to the loop's first attempt, after the breaker
+	// gave it a probe's place: a stream never read holds none.
+	var (
+		deferred bool
+		ticket   retry.BreakerTicket
+	)
 	if b := i.cfg.breaker; b != nil {
-		switch b.State(i.cfg.scopeOf(cc, method)) {
-		case retry.BreakerOpen:
-			return nil, i.refuse(ctx, cc, method)
-		case retry.BreakerHalfOpen:
+		scope := i.cfg.scopeOf(cc, method)
+		if b.State(scope) == retry.BreakerHalfOpen {
 			deferred = true
+		} else {
+			var err error
+			if ticket, err = b.Allow(scope); err != nil {
+				return nil, i.refuse(ctx, cc, method, ticket)
+			}
 		}
 	}
 	s := &retryStream{
 		i: i, ctx: ctx, desc: desc, cc: cc, method: method, streamer: streamer,
 		idempotent: idem || i.cfg.isIdempotent(method),
 		deferred:   deferred,
+		ticketed:   i.cfg.breaker != nil && !deferred,
+		ticket:     ticket,
 	}
 	s.cond.L = &s.mu
 	s.buf = s.bufOne[:0]
@@ -91,32 +100,29 @@ func (i *interceptor) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grp
 		return s, nil
 	}
 	s.open(s.call)
-	if s.openErr != nil && !s.i.cfg.classify(s.openErr, s.outcome(ctx, nil)).info.Retryable() {
-		// Nothing to retry: report it where grpc would, as a give-up.
-		s.end()
-		return nil, &retry.Error{Attempts: 1, Err: s.openErr, Reason: retry.ErrNotRetryable}
+	if s.openErr != nil {
+		if failure := s.i.cfg.classify(s.openErr, s.outcome(ctx, nil)); !failure.info.Retryable() {
+			// Nothing to retry: report it where grpc would, as a give-up.
+			s.ticket.Done(ctx, failure)
+			s.end()
+			return nil, &retry.Error{Attempts: 1, Err: s.openErr, Reason: retry.ErrNotRetryable}
+		}
 	}
 	return s, nil
 }
 
-// errRefusalRaced is the failure of the attempt that refuse's loop makes
-// if the circuit it found open lets a probe through by the time the loop
-// consults it: the stream is refused all the same, and the breaker counts
-// the attempt as neither success nor failure, which frees the probe's place.
-var errRefusalRaced = fmt.Errorf("grpcretry: stream refused as the circuit opened to probes: %w", retry.ErrCircuitOpen)
-
 // refuse runs the call's retry loop, with the breaker, for a stream whose
-// circuit is open: the loop refuses its first attempt with
-// retry.ErrCircuitOpen and tells the call's Trace and hooks, as Do does for
-// a unary call. It returns that refusal, a *retry.Error that is never nil.
-func (i *interceptor) refuse(ctx context.Context, cc *grpc.ClientConn, method string) error {
-	opts := make([]retry.Option, 0, len(i.cfg.retryOpts)+1)
+// circuit refused it, refusal being the breaker's record of that: the loop
+// refuses its first attempt with retry.ErrCircuitOpen and tells the call's
+// Trace and hooks, as Do does for a unary call. It returns that refusal, a
+// *retry.Error that is never nil.
+func (i *interceptor) refuse(ctx context.Context, cc *grpc.ClientConn, method string, refusal retry.BreakerTicket) error {
+	opts := make([]retry.Option, 0, len(i.cfg.retryOpts)+2)
 	opts = append(opts, retry.Scope(i.cfg.scopeOf(cc, method)))
 	opts = append(opts, i.cfg.retryOpts...)
+	opts = append(opts, retry.WithTicket(refusal))
 	_, err := retry.DoValue(ctx, i.cfg.strategy, func(context.Context) (struct{}, error) {
-		// The circuit let probes through between State and the loop's
-		// consultation: the attempt is refused all the same.
-		return struct{}{}, errRefusalRaced
+		return struct{}{}, retry.ErrCircuitOpen // never called: the ticket refuses the attempt
 	}, opts...)
 	return err
 }
@@ -144,7 +150,9 @@ type retryStream struct {
 	opts       []grpc.CallOption  // the caller's, then grpc.Peer(&peer)
 	optBuf     [4]grpc.CallOption // opts, unless the caller gave more than 3
 	idempotent bool
-	deferred   bool                       // the circuit was not closed: the loop's first attempt opens the stream
+	deferred   bool                       // the circuit was half-open: the loop's first attempt opens the stream
+	ticketed   bool                       // the first attempt was opened, or refused, before the loop, with ticket
+	ticket     retry.BreakerTicket        // the breaker's leave for it, or its refusal
 	live       atomic.Pointer[attemptRef] // the current attempt, for callContext.Value without s.mu
 	first      attemptRef                 // the first attempt's, which live points to until a retry
 	r          recvLoop                   // the first receive's retry loop
@@ -211,6 +219,22 @@ func (s *retryStream) open(ctx context.Context) {
 	s.cond.Broadcast() // a Header waiting on the attempt this one replaces reads this one
 }
 
+// openEarly opens a deferred stream before its loop runs, if the breaker
+// lets it: the loop takes the breaker's leave, or its refusal, for its first
+// attempt (retry.WithTicket), which it does not make again. Called with s.mu
+// held.
+func (s *retryStream) openEarly() {
+	var err error
+	s.ticket, err = s.i.cfg.breaker.Allow(s.i.cfg.scopeOf(s.cc, s.method))
+	s.ticketed = true
+	if err == nil {
+		s.open(s.call)
+		if s.openErr == nil {
+			s.replay()
+		}
+	}
+}
+
 func (s *retryStream) stopTimer() {
 	if s.timer != nil {
 		s.timer.Stop()
@@ -259,15 +283,15 @@ func (s *retryStream) SendMsg(m any) error {
 	if !s.committed {
 		n := sizeOf(m)
 		if n < 0 || s.size+n > s.i.cfg.bufferLimit {
-			if s.attempts == 0 {
-				// Deferred, and the messages can wait no longer: the
-				// stream opens now, and the breaker's consultation at
-				// the first receive, or Header, decides whether it goes
-				// on.
-				s.open(s.call)
-				if s.openErr == nil {
-					s.replay()
-				}
+			// Deferred, and the messages can wait no longer: a loop that
+			// runs opens the stream at its first attempt, once the
+			// breaker let it through; before the loop, the stream opens
+			// now, if the breaker lets it.
+			for s.attempts == 0 && s.loop == loopRunning {
+				s.cond.Wait()
+			}
+			if s.attempts == 0 && s.loop == loopIdle {
+				s.openEarly()
 			}
 			s.commit()
 		} else {
@@ -451,6 +475,9 @@ func (s *retryStream) run(m any, header bool) (metadata.MD, error) {
 	opts := append((*ropts)[:0], retry.Scope(s.i.cfg.scopeOf(s.cc, s.method)))
 	opts = append(opts, s.i.cfg.retryOpts...)
 	opts = append(opts, retry.BeforeRetry(vetStream))
+	if s.ticketed {
+		opts = append(opts, retry.WithTicket(s.ticket))
+	}
 	_, err := retry.DoValue(s.call, s.i.cfg.strategy, r.attempt, opts...)
 	clear(opts)
 	*ropts = opts[:0]
