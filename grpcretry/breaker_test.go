@@ -66,11 +66,11 @@ func TestBreakerUnavailable(t *testing.T) {
 	for range 5 {
 		_, err := c.UnaryCall(ctx, &testpb.SimpleRequest{})
 		var re *retry.Error
-		if !errors.Is(err, retry.ErrCircuitOpen) || !errors.As(err, &re) || re.Attempts != 0 {
-			t.Fatalf("unary call while open: %v, want retry.ErrCircuitOpen after 0 attempts", err)
+		if !errors.Is(err, retry.ErrCircuitOpen) || !errors.As(err, &re) || re.Attempts != 0 || status.Code(err) != codes.Unavailable {
+			t.Fatalf("unary call while open: %v (%v), want retry.ErrCircuitOpen after 0 attempts, UNAVAILABLE", err, status.Code(err))
 		}
-		if _, err := c.StreamingOutputCall(ctx, &testpb.StreamingOutputCallRequest{}); !errors.Is(err, retry.ErrCircuitOpen) {
-			t.Fatalf("stream while open: %v, want retry.ErrCircuitOpen", err)
+		if _, err := c.StreamingOutputCall(ctx, &testpb.StreamingOutputCallRequest{}); !errors.Is(err, retry.ErrCircuitOpen) || status.Code(err) != codes.Unavailable {
+			t.Fatalf("stream while open: %v (%v), want retry.ErrCircuitOpen, UNAVAILABLE", err, status.Code(err))
 		}
 	}
 	if got := srv.calls.Load() - before; got != 0 {
@@ -178,8 +178,8 @@ func TestBreakerStreams(t *testing.T) {
 		<-entered // each probe holds its place in the server
 	}
 	for i, st := range sts[probes:] {
-		if _, err := st.Recv(); !errors.Is(err, retry.ErrCircuitOpen) {
-			t.Fatalf("stream %d beyond the %d probes: %v, want retry.ErrCircuitOpen", probes+i+1, probes, err)
+		if _, err := st.Recv(); !errors.Is(err, retry.ErrCircuitOpen) || status.Code(err) != codes.Unavailable {
+			t.Fatalf("stream %d beyond the %d probes: %v (%v), want retry.ErrCircuitOpen, UNAVAILABLE", probes+i+1, probes, err, status.Code(err))
 		}
 	}
 	close(release)

@@ -134,5 +134,8 @@
 // A call that fails for good returns a *retry.Error wrapping the last
 // attempt's status error: status.Code(err) is the server's code, and
 // errors.Is(err, retry.ErrMaxAttempts) (ErrPushback, ErrCommitted, ...) says
-// why retrying stopped.
+// why retrying stopped. A call given up before its first attempt has no
+// server's code: its error wraps the *retry.Error (errors.As finds it) with
+// the code grpc gives such a call, UNAVAILABLE for an open circuit and
+// CANCELLED or DEADLINE_EXCEEDED for a context done before it.
 package grpcretry

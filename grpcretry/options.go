@@ -155,8 +155,9 @@ func WithRetryOptions(opts ...retry.Option) Option {
 // INVALID_ARGUMENT or NOT_FOUND, RESOURCE_EXHAUSTED (a throttle) and the
 // caller's own cancellation or deadline as neither. The circuits are scoped
 // as the calls' quotas are: by WithScope, the ClientConn's target by
-// default. While a circuit is open, a call fails at once with a
-// *retry.Error whose Reason is retry.ErrCircuitOpen, and nothing reaches
+// default. While a circuit is open, a call fails at once, status
+// UNAVAILABLE, with an error that wraps a *retry.Error whose Reason is
+// retry.ErrCircuitOpen (errors.Is and errors.As find both), and nothing reaches
 // the server: a unary call makes no attempt, and a stream is not opened;
 // the call's retry.Trace and hooks see the refusal. A stream opened through
 // a closed circuit is judged by it (retry.WithTicket), although its loop

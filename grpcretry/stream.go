@@ -114,8 +114,8 @@ func (i *interceptor) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grp
 // refuse runs the call's retry loop, with the breaker, for a stream whose
 // circuit refused it, refusal being the breaker's record of that: the loop
 // refuses its first attempt with retry.ErrCircuitOpen and tells the call's
-// Trace and hooks, as Do does for a unary call. It returns that refusal, a
-// *retry.Error that is never nil.
+// Trace and hooks, as Do does for a unary call. It returns that refusal,
+// never nil, with its status (see statusOf).
 func (i *interceptor) refuse(ctx context.Context, cc *grpc.ClientConn, method string, refusal retry.BreakerTicket) error {
 	opts := make([]retry.Option, 0, len(i.cfg.retryOpts)+2)
 	opts = append(opts, retry.Scope(i.cfg.scopeOf(cc, method)))
@@ -124,7 +124,7 @@ func (i *interceptor) refuse(ctx context.Context, cc *grpc.ClientConn, method st
 	_, err := retry.DoValue(ctx, i.cfg.strategy, func(context.Context) (struct{}, error) {
 		return struct{}{}, retry.ErrCircuitOpen // never called: the ticket refuses the attempt
 	}, opts...)
-	return err
+	return statusOf(err)
 }
 
 // The states of a stream's retry loop.
@@ -485,6 +485,8 @@ func (s *retryStream) run(m any, header bool) (metadata.MD, error) {
 	r.m = nil
 	if err == nil && r.eof {
 		err = io.EOF
+	} else if err != nil {
+		err = statusOf(err)
 	}
 	s.mu.Lock()
 	s.commit()

@@ -22,7 +22,11 @@ import (
 //
 // A call that fails for good returns a *retry.Error that wraps the last
 // attempt's status error: status.Code(err) and status.FromError(err) give its
-// code, and errors.Is(err, retry.ErrMaxAttempts) and the like the reason.
+// code, and errors.Is(err, retry.ErrMaxAttempts) and the like the reason. A
+// call given up before its first attempt returns an error that wraps the
+// *retry.Error (errors.As finds it) with the status grpc gives such a call:
+// UNAVAILABLE if the circuit breaker refused it (WithBreaker), CANCELLED or
+// DEADLINE_EXCEEDED if its context was done.
 func UnaryClientInterceptor(opts ...Option) grpc.UnaryClientInterceptor {
 	i := newInterceptor(opts)
 	return i.unary
@@ -130,7 +134,10 @@ func (i *interceptor) unary(ctx context.Context, method string, req, reply any, 
 	_, err := retry.DoValue(ctx, i.cfg.strategy, c.op, c.opts...)
 	c.reset()
 	i.calls.Put(c)
-	return err
+	if err != nil {
+		return statusOf(err)
+	}
+	return nil
 }
 
 // reset lets go of the call c served.

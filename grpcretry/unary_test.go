@@ -409,3 +409,40 @@ func TestHeadersCommit(t *testing.T) {
 		t.Fatalf("stream: %v after %d calls", err, srv.calls.Load())
 	}
 }
+
+// TestCallDoneBeforeItsFirstAttempt: a call whose context is done before
+// its first attempt has the status grpc gives it, not UNKNOWN, and still
+// wraps the loop's *retry.Error; the server sees nothing.
+func TestCallDoneBeforeItsFirstAttempt(t *testing.T) {
+	srv := &server{
+		unary: func(_ context.Context, n int, _ *testpb.SimpleRequest) (*testpb.SimpleResponse, error) { return ok(n) },
+		output: func(_ int, _ *testpb.StreamingOutputCallRequest, s testpb.TestService_StreamingOutputCallServer) error {
+			return s.Send(&testpb.StreamingOutputCallResponse{Payload: payload(1)})
+		},
+	}
+	c := client(t, srv, WithStrategy(simple(3)))
+	cancelled, cancel := context.WithCancel(t.Context())
+	cancel()
+	expired, cancel := context.WithDeadline(t.Context(), time.Unix(0, 0))
+	defer cancel()
+	for _, tc := range []struct {
+		ctx  context.Context
+		code codes.Code
+	}{{cancelled, codes.Canceled}, {expired, codes.DeadlineExceeded}} {
+		_, err := c.UnaryCall(tc.ctx, &testpb.SimpleRequest{})
+		var re *retry.Error
+		if status.Code(err) != tc.code || !errors.As(err, &re) || re.Attempts != 0 || !errors.Is(err, tc.ctx.Err()) {
+			t.Fatalf("unary call: %v (%v), want %v and a *retry.Error of 0 attempts", err, status.Code(err), tc.code)
+		}
+		st, err := c.StreamingOutputCall(tc.ctx, &testpb.StreamingOutputCallRequest{})
+		if err == nil {
+			_, err = st.Recv()
+		}
+		if status.Code(err) != tc.code {
+			t.Fatalf("stream: %v (%v), want %v", err, status.Code(err), tc.code)
+		}
+	}
+	if n := srv.calls.Load(); n != 0 {
+		t.Fatalf("the server saw %d calls", n)
+	}
+}
