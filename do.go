@@ -44,7 +44,19 @@ func Do(ctx context.Context, s Strategy, op func(context.Context) error, opts ..
 	if op == nil {
 		return nilOperation(ctx, opts)
 	}
-	batch, b, direct := begin(s, opts)
+	var (
+		batch  int
+		b      *Breaker
+		direct = true
+	)
+	switch {
+	case len(opts) == 0:
+		batch = marks(s)
+	case len(opts) == 1 && opts[0].kind == optUnmarked:
+		// batch 0, and direct: the option for speed costs no call
+	default:
+		batch, b, direct = begin(s, opts)
+	}
 	if direct && ctx.Err() == nil {
 		// The one shortcut: the first attempt of a call to the strategies
 		// most calls use, on their own unscoped quota, through a closed
@@ -52,9 +64,14 @@ func Do(ctx context.Context, s Strategy, op func(context.Context) error, opts ..
 		// (an interface call costs a sixth of the success path), and a
 		// failure joins the loop (again). Every other call, DoValue's too,
 		// starts in doValue.
-		var brk breakerAt
+		var (
+			brk    breakerAt
+			p      pass
+			closed = true
+		)
 		if b != nil {
 			brk = b.at("")
+			p, closed = brk.closed()
 		}
 		var (
 			std *Standard
@@ -74,7 +91,7 @@ func Do(ctx context.Context, s Strategy, op func(context.Context) error, opts ..
 		default:
 			here = false
 		}
-		if p, closed := brk.closed(); here && closed {
+		if here && closed {
 			var (
 				err   error
 				marks *markBlock
