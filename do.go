@@ -292,7 +292,9 @@ func run[T any](ctx context.Context, s Strategy, op func(context.Context) (T, er
 	if pre != nil {
 		d.st = pre.st
 	} else if err := ctx.Err(); err != nil {
-		c.ticket.Done(ctx, err) // neither verdict: a probe's place is freed
+		if c.ticket != nil {
+			c.ticket.Done(ctx, err) // neither verdict: a probe's place is freed
+		}
 		return v, nil, c.giveUp(ctx, 0, nil, err)
 	} else if at, open := c.refusesFirst(brk); open {
 		// The circuit is open: the strategy is not even asked.
@@ -334,7 +336,7 @@ func run[T any](ctx context.Context, s Strategy, op func(context.Context) (T, er
 			// Made before the loop, through a closed circuit.
 			v, opErr, left, p = pre.v, pre.err, pre.left, pre.p
 		} else {
-			if attempt == 1 && c.ticketed {
+			if attempt == 1 && c.ticket != nil {
 				// Let through before the loop (WithTicket).
 				at, p = c.ticket.at, c.ticket.p
 			} else if p = brk.allow(); p == refused {
@@ -410,7 +412,7 @@ func run[T any](ctx context.Context, s Strategy, op func(context.Context) (T, er
 // refusesFirst reports whether the circuit refuses the first attempt (with
 // WithTicket, whether the ticket is a refusal's), and that circuit.
 func (c *config) refusesFirst(brk breakerAt) (breakerAt, bool) {
-	if c.ticketed {
+	if c.ticket != nil {
 		return c.ticket.at, c.ticket.p == refused
 	}
 	return brk, brk.refuses(0)
@@ -419,7 +421,7 @@ func (c *config) refusesFirst(brk breakerAt) (breakerAt, bool) {
 // firstPass is the breaker's leave for the first attempt, and the circuit
 // to report it to: the ticket's with WithTicket, otherwise brk's.
 func (c *config) firstPass(brk breakerAt) (breakerAt, pass) {
-	if c.ticketed {
+	if c.ticket != nil {
 		return c.ticket.at, c.ticket.p
 	}
 	return brk, brk.allow()

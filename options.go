@@ -85,8 +85,7 @@ type config struct {
 	logger         *slog.Logger
 	marker         // the marks of the attempts' contexts, if the loop marks them
 	breaker        *Breaker
-	ticket         BreakerTicket // the breaker's leave for the first attempt, if ticketed
-	ticketed       bool          // WithTicket: the first attempt is not put to the breaker
+	ticket         *BreakerTicket // WithTicket's, in the caller's options: the first attempt's leave
 }
 
 // apply sets c from opts.
@@ -117,7 +116,7 @@ func (c *config) apply(opts []Option) {
 		case optBreaker:
 			c.breaker = o.breaker
 		case optTicket:
-			c.ticket, c.ticketed = o.ticket, true
+			c.ticket = &o.ticket
 		}
 	}
 }
