@@ -20,6 +20,10 @@ func (e *pqError) SQLState() string { return e.code }
 
 func TestClassify(t *testing.T) {
 	pg := func(code string) error { return &pgconn.PgError{Code: code} }
+	sev := func(code, severity, unlocalized string) error {
+		return &pgconn.PgError{Code: code, Severity: severity, SeverityUnlocalized: unlocalized}
+	}
+	timeout := retry.Info{Timeout: true, Fault: retry.FaultServer}
 	safe := retry.Info{Safety: retry.Safe, Fault: retry.FaultServer}
 	unsafe := retry.Info{Safety: retry.Unsafe}
 	client := retry.Info{Fault: retry.FaultClient}
@@ -45,8 +49,22 @@ func TestClassify(t *testing.T) {
 		{"08006 at commit", &txError{stageCommit, pg("08006")}, unsafe},
 		{"cancelled at commit", &txError{stageCommit, context.Canceled}, unsafe},
 		{"57P01 in fn", &txError{stageFn, pg("57P01")}, safe},
+		// At COMMIT, severity ERROR says the server rolled back; FATAL,
+		// PANIC or no severity do not.
+		{"57014 ERROR at commit", &txError{stageCommit, sev("57014", "ERROR", "ERROR")}, timeout},
+		{"57014 ERROR at commit, wrapped", &txError{stageCommit, fmt.Errorf("trigger: %w", sev("57014", "ERROR", "ERROR"))}, timeout},
+		{"57014 localized ERROR, no unlocalized", &txError{stageCommit, sev("57014", "ERROR", "")}, timeout},
+		{"57014 FEHLER, no unlocalized", &txError{stageCommit, sev("57014", "FEHLER", "")}, unsafe},
+		{"57014 unlocalized FATAL", &txError{stageCommit, sev("57014", "ERROR", "FATAL")}, unsafe},
+		{"57014 FATAL at commit", &txError{stageCommit, sev("57014", "FATAL", "FATAL")}, unsafe},
+		{"57014 without severity at commit", &txError{stageCommit, pg("57014")}, unsafe},
+		{"57014 of lib/pq at commit", &txError{stageCommit, &pqError{"57014"}}, unsafe},
+		{"57P01 FATAL at commit", &txError{stageCommit, sev("57P01", "FATAL", "FATAL")}, unsafe},
+		{"XX000 PANIC at commit", &txError{stageCommit, sev("XX000", "PANIC", "PANIC")}, unsafe},
+		{"08006 ERROR at commit", &txError{stageCommit, sev("08006", "ERROR", "ERROR")}, safe},
+		{"57014 ERROR after fn's own commit", &txError{stageEnded, sev("57014", "ERROR", "ERROR")}, unsafe},
 		{"53300 at begin", &txError{stageBegin, pg("53300")}, safe},
-		{"57014", pg("57014"), retry.Info{Timeout: true, Fault: retry.FaultServer}},
+		{"57014", pg("57014"), timeout},
 		{"fn's transient", &txError{stageFn, retry.Transient(errors.New("x"))}, retry.Classify(retry.Transient(errors.New("x")))},
 		{"permanent over a conflict", retry.Permanent(pg("40001")), retry.Classify(retry.Permanent(errors.New("x")))},
 		{"a give-up of a conflict", &retry.Error{Attempts: 10, Err: &txError{stageFn, pg("40001")}, Reason: retry.ErrMaxAttempts},
