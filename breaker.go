@@ -186,7 +186,8 @@ func (b *Breaker) State(scope string) BreakerState {
 // nothing, and WithTicket makes it the refusal of a loop's first attempt.
 // Otherwise it returns the ticket whose Done reports how the attempt went;
 // in a half-open circuit the attempt is a probe, and holds one of the
-// Probes places until then. A nil b allows every attempt.
+// Probes places until then. An attempt that will not be made after all
+// hands its ticket back with Release. A nil b allows every attempt.
 //
 // A loop that also calls Delay before each wait, and asks nothing of its
 // strategy for a first attempt while Delay is above zero, consults the
@@ -259,6 +260,19 @@ func (t BreakerTicket) Done(ctx context.Context, err error) {
 		ctx = context.Background()
 	}
 	t.at.failed(ctx, t.p, err)
+}
+
+// Probe reports whether t holds one of a half-open circuit's probe places:
+// until its Done or Release, other attempts in its scope may be refused.
+func (t BreakerTicket) Probe() bool { return t.p != refused && t.p.probe() }
+
+// Release hands back t, whose attempt will not be made after all: a probe's
+// place is freed, and nothing is counted. A ticket should be released or
+// reported (Done) once.
+func (t BreakerTicket) Release() {
+	if t.Probe() && t.at.sc != nil {
+		t.at.report(t.p, neither)
+	}
 }
 
 // breakerScope is a Breaker's circuit for one scope.

@@ -1448,6 +1448,66 @@ func TestWithTicket(t *testing.T) {
 		}
 		open(k)
 	})
+	// probe opens k's circuit, lets it turn half-open, and takes its one
+	// probe place.
+	probe := func(k *brk) BreakerTicket {
+		k.t.Helper()
+		open(k)
+		k.clock.Advance(DefaultBreakerOpenFor)
+		tk, err := k.b.Allow("")
+		if err != nil || !tk.Probe() {
+			k.t.Fatalf("Allow in a half-open circuit: %v, a probe's: %v", err, tk.Probe())
+		}
+		if _, err := k.b.Allow(""); !errors.Is(err, ErrCircuitOpen) {
+			k.t.Fatalf("a second probe while the first is out: %v", err)
+		}
+		return tk
+	}
+	t.Run("no first wait", func(t *testing.T) {
+		// The attempt began: a first delay of the strategy's (Adaptive's
+		// while its limiter is on) is not waited, and cannot misreport it
+		// as not made.
+		k := newBrk(t, BreakerOptions{})
+		tk := probe(k)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		n := 0
+		err := Do(ctx, delayedFirst{time.Hour}, func(context.Context) error { n++; return nil }, WithBreaker(k.b), WithTicket(tk))
+		if err != nil || n != 1 {
+			t.Fatalf("a ticketed call whose strategy delays its first attempt an hour: %v, %d calls; want the attempt's success", err, n)
+		}
+		k.want("", BreakerClosed) // the probe's verdict
+	})
+	t.Run("a nil operation releases the ticket", func(t *testing.T) {
+		k := newBrk(t, BreakerOptions{})
+		tk := probe(k)
+		if err := Do(context.Background(), &No{}, nil, WithBreaker(k.b), WithTicket(tk)); !errors.Is(err, ErrNilOperation) {
+			t.Fatalf("a nil operation: %v", err)
+		}
+		if err := k.call("", nil); err != nil {
+			t.Fatalf("the probe after the released one: %v", err)
+		}
+		k.want("", BreakerClosed)
+	})
+	t.Run("Release and Probe", func(t *testing.T) {
+		k := newBrk(t, BreakerOptions{})
+		closed, _ := k.b.Allow("")
+		tk := probe(k)
+		refusal, _ := k.b.Allow("")
+		if closed.Probe() || refusal.Probe() || (BreakerTicket{}).Probe() {
+			t.Fatalf("Probe of a closed circuit's ticket %v, a refusal's %v, the zero ticket's %v; want false", closed.Probe(), refusal.Probe(), (BreakerTicket{}).Probe())
+		}
+		closed.Release() // nothing to free, nothing counted
+		refusal.Release()
+		(BreakerTicket{}).Release()
+		k.want("", BreakerHalfOpen)
+		tk.Release()
+		k.want("", BreakerHalfOpen) // released: no verdict
+		if err := k.call("", nil); err != nil {
+			t.Fatalf("the probe after the released one: %v", err)
+		}
+		k.want("", BreakerClosed)
+	})
 	t.Run("a caller that gave up frees the probe's place", func(t *testing.T) {
 		k := newBrk(t, BreakerOptions{})
 		open(k)
@@ -1470,3 +1530,12 @@ func TestWithTicket(t *testing.T) {
 		k.want("", BreakerClosed)
 	})
 }
+
+// delayedFirst is a Strategy whose first token carries a delay, as
+// Adaptive's does while its client-side limiter is on, and that never
+// retries.
+type delayedFirst struct{ d time.Duration }
+
+func (s delayedFirst) AcquireInitialToken(string) (Token, error) { return NewToken(0, s.d, nil), nil }
+func (delayedFirst) RefreshToken(Token, error) (Token, error)    { return Token{}, ErrMaxAttempts }
+func (delayedFirst) RecordSuccess(Token) error                   { return nil }

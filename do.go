@@ -229,6 +229,9 @@ func begin(s Strategy, opts []Option) (batch int, b *Breaker, direct bool) {
 func nilOperation(ctx context.Context, opts []Option) error {
 	var c config
 	c.apply(opts)
+	if c.ticket != nil {
+		c.ticket.Release()
+	}
 	return c.giveUp(ctx, 0, nil, ErrNilOperation)
 }
 
@@ -293,7 +296,7 @@ func run[T any](ctx context.Context, s Strategy, op func(context.Context) (T, er
 		d.st = pre.st
 	} else if err := ctx.Err(); err != nil {
 		if c.ticket != nil {
-			c.ticket.Done(ctx, err) // neither verdict: a probe's place is freed
+			c.ticket.Release()
 		}
 		return v, nil, c.giveUp(ctx, 0, nil, err)
 	} else if at, open := c.refusesFirst(brk); open {
@@ -318,7 +321,8 @@ func run[T any](ctx context.Context, s Strategy, op func(context.Context) (T, er
 
 	var lastErr error
 	for attempt := 1; ; attempt++ {
-		if delay := d.delay(); delay > 0 {
+		// A ticketed first attempt began before the loop: no wait.
+		if delay := d.delay(); delay > 0 && (attempt > 1 || c.ticket == nil) {
 			if err := d.sleep(ctx, delay); err != nil {
 				d.release()
 				return v, d.timer, c.giveUp(ctx, attempt-1, lastErr, err)
