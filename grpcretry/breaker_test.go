@@ -31,12 +31,7 @@ func TestBreakerUnavailable(t *testing.T) {
 	var down atomic.Bool
 	down.Store(true)
 	srv := &server{
-		unary: func(_ context.Context, n int, _ *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
-			if down.Load() {
-				return nil, status.Error(codes.Unavailable, "down")
-			}
-			return ok(n)
-		},
+		unary: downWhile(&down),
 		output: func(_ int, _ *testpb.StreamingOutputCallRequest, s testpb.TestService_StreamingOutputCallServer) error {
 			if down.Load() {
 				return status.Error(codes.Unavailable, "down")
@@ -301,6 +296,16 @@ func TestBreakerOfRetryOptions(t *testing.T) {
 	}
 }
 
+// downWhile is a unary handler that fails UNAVAILABLE while down is set.
+func downWhile(down *atomic.Bool) func(context.Context, int, *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
+	return func(_ context.Context, n int, _ *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
+		if down.Load() {
+			return nil, status.Error(codes.Unavailable, "down")
+		}
+		return ok(n)
+	}
+}
+
 // openCircuit fails unary calls through c until b's circuit of scope opens;
 // the server's unary handler must fail UNAVAILABLE.
 func openCircuit(t *testing.T, c testpb.TestServiceClient, b *retry.Breaker, scope string) {
@@ -532,6 +537,79 @@ func TestBreakerStreamOutgrowsBufferAsItsLoopStarts(t *testing.T) {
 		t.Fatal("the stream was opened although the breaker refused its only attempt")
 	}
 	probe.Done(t.Context(), nil)
+	if s := b.State(addr); s != retry.BreakerClosed {
+		t.Fatalf("after the probe: %v, want closed", s)
+	}
+}
+
+// TestBreakerAbandonedStreamsHoldNoProbe: a stream abandoned unread (its
+// context cancelled) leaves the half-open circuit's probe place free for
+// the next call, whether it was created as the open spell ended (State
+// saw the circuit open, Allow let a probe through) or opened before its
+// first receive because its messages outgrew the replay buffer.
+func TestBreakerAbandonedStreamsHoldNoProbe(t *testing.T) {
+	for _, early := range []bool{false, true} {
+		t.Run(map[bool]string{false: "created as the spell ends", true: "opened early"}[early], func(t *testing.T) { abandonedStream(t, early) })
+	}
+}
+
+func abandonedStream(t *testing.T, early bool) {
+	var (
+		now      atomic.Int64
+		readings atomic.Int64
+		clock    = func() time.Time {
+			v := now.Load()
+			if readings.Add(1) == 1 {
+				now.Add(int64(time.Second)) // the spell ends just after State's reading
+			}
+			return handEpoch.Add(time.Duration(v))
+		}
+		down atomic.Bool
+		got  [][]int
+	)
+	down.Store(true)
+	srv := &server{
+		unary: downWhile(&down),
+		input: sumInput(0, &got),
+	}
+	b := retry.NewBreaker(retry.BreakerOptions{MinAttempts: 4, OpenFor: time.Second, Now: clock})
+	addr := serve(t, srv)
+	opts := []Option{WithStrategy(simple(3)), WithBreaker(b), WithBufferLimit(50)}
+	c := dial(t, addr, grpc.WithUnaryInterceptor(UnaryClientInterceptor(opts...)), grpc.WithStreamInterceptor(StreamClientInterceptor(opts...)))
+	readings.Store(-1 << 62)
+	openCircuit(t, c, b, addr)
+	if early {
+		now.Store(int64(time.Second)) // half-open
+	} else {
+		readings.Store(0)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	st, err := c.StreamingInputCall(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	readings.Store(-1 << 62)
+	if early {
+		for range 2 { // the second outgrows the buffer: opened now, a probe
+			if err := st.Send(&testpb.StreamingInputCallRequest{Payload: payload(40)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	cancel() // abandoned, never read
+	down.Store(false)
+	// The place is freed as the call's context ends, in a goroutine of
+	// its own for a stream opened early: the next call may have to try
+	// again, for a while.
+	for start := time.Now(); ; time.Sleep(time.Millisecond) {
+		_, err := c.UnaryCall(t.Context(), &testpb.SimpleRequest{})
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, retry.ErrCircuitOpen) || time.Since(start) > 5*time.Second {
+			t.Fatalf("the next call after the abandoned stream: %v; want it through as the probe", err)
+		}
+	}
 	if s := b.State(addr); s != retry.BreakerClosed {
 		t.Fatalf("after the probe: %v, want closed", s)
 	}

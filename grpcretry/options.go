@@ -169,7 +169,8 @@ func WithRetryOptions(opts ...retry.Option) Option {
 // the server. Messages that outgrow the replay buffer before that receive
 // open the stream at once if the breaker lets it through (else nothing is
 // sent, and the receive reports the refusal), and after it, wait for the
-// receive's first attempt. A hedged call is one attempt, as the retry loop
+// receive's first attempt. A stream abandoned unread (its context ended)
+// holds no probe's place. A hedged call is one attempt, as the retry loop
 // sees it. Calls made with
 // the NoRetry call option bypass the interceptors, the breaker included.
 // Share one Breaker per service, across ClientConns that call it. A nil b

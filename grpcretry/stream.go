@@ -58,14 +58,15 @@ func (i *interceptor) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grp
 		return streamer(ctx, desc, cc, method, opts...)
 	}
 	// The breaker decides before anything reaches the server, as it does
-	// for Do's attempts. Through a closed circuit the first attempt is
-	// opened here, with the breaker's leave, which the loop takes for its
-	// first attempt (retry.WithTicket): the attempt is judged by the
-	// circuit it went through, whatever the circuit does until the first
-	// receive. An open circuit refuses the stream now, through the loop,
-	// so that its Trace (and otelretry) sees the refusal. A half-open one
-	// leaves the opening to the loop's first attempt, after the breaker
-	// gave it a probe's place: a stream never read holds none.
+	// for Do's attempts. Through a closed circuit (or without a breaker)
+	// the first attempt is opened here, with the breaker's leave, which
+	// the loop takes for its first attempt (retry.WithTicket): the attempt
+	// is judged by the circuit it went through, whatever the circuit does
+	// until the first receive, and the loop does not wait before it. An
+	// open circuit refuses the stream now, through the loop, so that its
+	// Trace (and otelretry) sees the refusal. A half-open one leaves the
+	// opening to the loop's first attempt, after the breaker gave it a
+	// probe's place: a stream never read holds none.
 	var (
 		deferred bool
 		ticket   retry.BreakerTicket
@@ -79,13 +80,18 @@ func (i *interceptor) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grp
 			if ticket, err = b.Allow(scope); err != nil {
 				return nil, i.refuse(ctx, cc, method, ticket)
 			}
+			if ticket.Probe() {
+				// The open spell ended since State: half-open after all.
+				ticket.Release()
+				ticket, deferred = retry.BreakerTicket{}, true
+			}
 		}
 	}
 	s := &retryStream{
 		i: i, ctx: ctx, desc: desc, cc: cc, method: method, streamer: streamer,
 		idempotent: idem || i.cfg.isIdempotent(method),
 		deferred:   deferred,
-		ticketed:   i.cfg.breaker != nil && !deferred,
+		ticketed:   !deferred,
 		ticket:     ticket,
 	}
 	s.cond.L = &s.mu
@@ -152,7 +158,7 @@ type retryStream struct {
 	idempotent bool
 	deferred   bool                       // the circuit was half-open: the loop's first attempt opens the stream
 	ticketed   bool                       // the first attempt was opened, or refused, before the loop, with ticket
-	ticket     retry.BreakerTicket        // the breaker's leave for it, or its refusal
+	ticket     retry.BreakerTicket        // the breaker's leave for it, or its refusal; zero without a breaker
 	live       atomic.Pointer[attemptRef] // the current attempt, for callContext.Value without s.mu
 	first      attemptRef                 // the first attempt's, which live points to until a retry
 	r          recvLoop                   // the first receive's retry loop
@@ -227,11 +233,28 @@ func (s *retryStream) openEarly() {
 	var err error
 	s.ticket, err = s.i.cfg.breaker.Allow(s.i.cfg.scopeOf(s.cc, s.method))
 	s.ticketed = true
-	if err == nil {
-		s.open(s.call)
-		if s.openErr == nil {
-			s.replay()
-		}
+	if err != nil {
+		return
+	}
+	if s.ticket.Probe() {
+		// A call ended before any receive runs its loop would hold the
+		// probe's place until the breaker hands it out again.
+		context.AfterFunc(s.call, s.abandon)
+	}
+	s.open(s.call)
+	if s.openErr == nil {
+		s.replay()
+	}
+}
+
+// abandon releases the probe's ticket of a stream opened early if its call
+// ended before a receive ran the loop, which would have reported it.
+func (s *retryStream) abandon() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.loop == loopIdle {
+		s.ticket.Release()
+		s.ticket = retry.BreakerTicket{}
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"net"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/retrykit/retry"
 	"google.golang.org/grpc"
@@ -332,5 +333,42 @@ func TestStreamOpenNotRetryable(t *testing.T) {
 	var re *retry.Error
 	if !errors.As(err, &re) || re.Attempts != 1 || status.Code(err) != codes.Internal || srv.calls.Load() != 0 {
 		t.Fatalf("%v (%T)", err, err)
+	}
+}
+
+// delayedFirst is a Strategy whose first token carries a delay, as
+// Adaptive's does while its client-side limiter is on, and that never
+// retries.
+type delayedFirst struct{ d time.Duration }
+
+func (s delayedFirst) AcquireInitialToken(string) (retry.Token, error) {
+	return retry.NewToken(0, s.d, nil), nil
+}
+func (delayedFirst) RefreshToken(retry.Token, error) (retry.Token, error) {
+	return retry.Token{}, retry.ErrMaxAttempts
+}
+func (delayedFirst) RecordSuccess(retry.Token) error { return nil }
+
+// TestStreamLoopDoesNotWaitBeforeTheOpenedAttempt: a stream is opened when
+// it is created, before its loop runs; the loop reads that attempt at the
+// first receive without waiting the strategy's first delay, which could
+// only misreport an attempt already sent as not made (an hour past the
+// deadline, a give-up of 0 attempts), with or without a breaker.
+func TestStreamLoopDoesNotWaitBeforeTheOpenedAttempt(t *testing.T) {
+	srv := &server{output: func(_ int, _ *testpb.StreamingOutputCallRequest, s testpb.TestService_StreamingOutputCallServer) error {
+		return s.Send(&testpb.StreamingOutputCallResponse{Payload: payload(1)})
+	}}
+	addr := serve(t, srv)
+	for _, b := range []*retry.Breaker{nil, retry.NewBreaker(retry.BreakerOptions{})} {
+		c := dial(t, addr, grpc.WithStreamInterceptor(StreamClientInterceptor(WithStrategy(delayedFirst{time.Hour}), WithBreaker(b))))
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		st, err := c.StreamingOutputCall(ctx, &testpb.StreamingOutputCallRequest{})
+		if err == nil {
+			_, err = st.Recv()
+		}
+		cancel()
+		if err != nil {
+			t.Fatalf("breaker %v: the stream whose first attempt was sent: %v, want its message", b != nil, err)
+		}
 	}
 }
