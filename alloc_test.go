@@ -148,3 +148,26 @@ func retriesThenSuccess(k int) func(context.Context) error {
 		return nil
 	}
 }
+
+// TestOptionsWrittenAtTheCall: options written in the call itself, as most
+// callers write them, stay on the caller's stack: the loop keeps no pointer
+// into them (a WithTicket's ticket among them) past what it copies.
+func TestOptionsWrittenAtTheCall(t *testing.T) {
+	if raceEnabled || testing.Short() {
+		t.Skip("allocation counts are not meaningful under -race or -short")
+	}
+	ctx := context.Background()
+	standard := NewStandard(StandardOptions{})
+	simple := &Simple{Backoff: Constant(0)}
+	twoRetries := retriesThenSuccess(2)
+	for name, call := range map[string]func(){
+		"success":     func() { _ = Do(ctx, standard, succeed, Scope("svc"), Unmarked()) },
+		"two retries": func() { _ = Do(ctx, simple, twoRetries, Scope("svc"), Unmarked()) },
+		"a ticket":    func() { _ = Do(ctx, simple, twoRetries, WithTicket(BreakerTicket{}), Unmarked()) },
+	} {
+		call()
+		if got := testing.AllocsPerRun(1000, call); got != 0 {
+			t.Errorf("%s: %v allocations per call, want 0", name, got)
+		}
+	}
+}

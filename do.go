@@ -229,7 +229,7 @@ func begin(s Strategy, opts []Option) (batch int, b *Breaker, direct bool) {
 func nilOperation(ctx context.Context, opts []Option) error {
 	var c config
 	c.apply(opts)
-	if c.ticket != nil {
+	if c.ticketed {
 		c.ticket.Release()
 	}
 	return c.giveUp(ctx, 0, nil, ErrNilOperation)
@@ -295,7 +295,7 @@ func run[T any](ctx context.Context, s Strategy, op func(context.Context) (T, er
 	if pre != nil {
 		d.st = pre.st
 	} else if err := ctx.Err(); err != nil {
-		if c.ticket != nil {
+		if c.ticketed {
 			c.ticket.Release()
 		}
 		return v, nil, c.giveUp(ctx, 0, nil, err)
@@ -322,7 +322,7 @@ func run[T any](ctx context.Context, s Strategy, op func(context.Context) (T, er
 	var lastErr error
 	for attempt := 1; ; attempt++ {
 		// A ticketed first attempt began before the loop: no wait.
-		if delay := d.delay(); delay > 0 && (attempt > 1 || c.ticket == nil) {
+		if delay := d.delay(); delay > 0 && (attempt > 1 || !c.ticketed) {
 			if err := d.sleep(ctx, delay); err != nil {
 				d.release()
 				return v, d.timer, c.giveUp(ctx, attempt-1, lastErr, err)
@@ -340,7 +340,7 @@ func run[T any](ctx context.Context, s Strategy, op func(context.Context) (T, er
 			// Made before the loop, through a closed circuit.
 			v, opErr, left, p = pre.v, pre.err, pre.left, pre.p
 		} else {
-			if attempt == 1 && c.ticket != nil {
+			if attempt == 1 && c.ticketed {
 				// Let through before the loop (WithTicket).
 				at, p = c.ticket.at, c.ticket.p
 			} else if p = brk.allow(); p == refused {
@@ -416,7 +416,7 @@ func run[T any](ctx context.Context, s Strategy, op func(context.Context) (T, er
 // refusesFirst reports whether the circuit refuses the first attempt (with
 // WithTicket, whether the ticket is a refusal's), and that circuit.
 func (c *config) refusesFirst(brk breakerAt) (breakerAt, bool) {
-	if c.ticket != nil {
+	if c.ticketed {
 		return c.ticket.at, c.ticket.p == refused
 	}
 	return brk, brk.refuses(0)
@@ -425,7 +425,7 @@ func (c *config) refusesFirst(brk breakerAt) (breakerAt, bool) {
 // firstPass is the breaker's leave for the first attempt, and the circuit
 // to report it to: the ticket's with WithTicket, otherwise brk's.
 func (c *config) firstPass(brk breakerAt) (breakerAt, pass) {
-	if c.ticket != nil {
+	if c.ticketed {
 		return c.ticket.at, c.ticket.p
 	}
 	return brk, brk.allow()

@@ -85,7 +85,8 @@ type config struct {
 	logger         *slog.Logger
 	marker         // the marks of the attempts' contexts, if the loop marks them
 	breaker        *Breaker
-	ticket         *BreakerTicket // WithTicket's, in the caller's options: the first attempt's leave
+	ticket         BreakerTicket // WithTicket's: the first attempt's leave, if ticketed
+	ticketed       bool          // a copy, not a pointer into opts, which would make every call's opts escape
 }
 
 // apply sets c from opts.
@@ -116,7 +117,7 @@ func (c *config) apply(opts []Option) {
 		case optBreaker:
 			c.breaker = o.breaker
 		case optTicket:
-			c.ticket = &o.ticket
+			c.ticket, c.ticketed = o.ticket, true
 		}
 	}
 }
