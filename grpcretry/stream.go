@@ -476,8 +476,8 @@ func (s *retryStream) RecvMsg(m any) error {
 			return final
 		}
 		err := cur.RecvMsg(m)
-		if err != nil {
-			s.end() // the stream is over
+		if err != nil || !s.desc.ServerStreams {
+			s.end() // the stream is over: it failed or ended, or its one response came
 		}
 		return err
 	}
@@ -516,8 +516,8 @@ func (s *retryStream) run(m any, header bool) (metadata.MD, error) {
 	s.final, s.loop = err, loopDone
 	s.cond.Broadcast()
 	s.mu.Unlock()
-	if err != nil {
-		s.end() // the call is over
+	if err != nil || (!header && !s.desc.ServerStreams) {
+		s.end() // the call is over: it failed or ended, or its one response came
 	}
 	return r.md, err
 }

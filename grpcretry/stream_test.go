@@ -372,3 +372,36 @@ func TestStreamLoopDoesNotWaitBeforeTheOpenedAttempt(t *testing.T) {
 		}
 	}
 }
+
+// TestClientStreamAnsweredEndsItsContext: a client-streaming call is over
+// once its one response has come, and its Context is done then, as grpc's
+// own stream's is: the call's context would otherwise stay registered with
+// the caller's until that one ends, one per call. Whether Header ran the
+// loop first or the receive did.
+func TestClientStreamAnsweredEndsItsContext(t *testing.T) {
+	var got [][]int
+	c := client(t, &server{input: sumInput(0, &got)}, WithStrategy(simple(3)))
+	for _, header := range []bool{false, true} {
+		st, err := c.StreamingInputCall(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.Send(&testpb.StreamingInputCallRequest{Payload: payload(4)}); err != nil {
+			t.Fatal(err)
+		}
+		if header {
+			if err := st.CloseSend(); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := st.Header(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if r, err := st.CloseAndRecv(); err != nil || r.GetAggregatedPayloadSize() != 4 {
+			t.Fatalf("header first %v: CloseAndRecv = %v, %v; want a sum of 4", header, r, err)
+		}
+		if st.Context().Err() == nil {
+			t.Fatalf("header first %v: the stream's Context is not done once its one response came", header)
+		}
+	}
+}

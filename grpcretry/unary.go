@@ -102,7 +102,7 @@ func (i *interceptor) unary(ctx context.Context, method string, req, reply any, 
 	idem = idem || i.cfg.isIdempotent(method)
 	if i.hedge != nil && idem {
 		if err, ok := i.hedge.call(ctx, method, req, reply, cc, invoker, opts); ok {
-			return err
+			return statusOf(err)
 		}
 	}
 	c := i.calls.Get().(*unaryCall)
@@ -134,10 +134,7 @@ func (i *interceptor) unary(ctx context.Context, method string, req, reply any, 
 	_, err := retry.DoValue(ctx, i.cfg.strategy, c.op, c.opts...)
 	c.reset()
 	i.calls.Put(c)
-	if err != nil {
-		return statusOf(err)
-	}
-	return nil
+	return statusOf(err)
 }
 
 // reset lets go of the call c served.

@@ -412,7 +412,7 @@ func TestHeadersCommit(t *testing.T) {
 
 // TestCallDoneBeforeItsFirstAttempt: a call whose context is done before
 // its first attempt has the status grpc gives it, not UNKNOWN, and still
-// wraps the loop's *retry.Error; the server sees nothing.
+// wraps the loop's *retry.Error, hedged or not; the server sees nothing.
 func TestCallDoneBeforeItsFirstAttempt(t *testing.T) {
 	srv := &server{
 		unary: func(_ context.Context, n int, _ *testpb.SimpleRequest) (*testpb.SimpleResponse, error) { return ok(n) },
@@ -421,6 +421,7 @@ func TestCallDoneBeforeItsFirstAttempt(t *testing.T) {
 		},
 	}
 	c := client(t, srv, WithStrategy(simple(3)))
+	hedged := client(t, srv, WithStrategy(simple(3)), WithIdempotentMethods(method), WithHedging(Hedging{Delay: time.Hour, MaxAttempts: 2}))
 	cancelled, cancel := context.WithCancel(t.Context())
 	cancel()
 	expired, cancel := context.WithDeadline(t.Context(), time.Unix(0, 0))
@@ -433,6 +434,10 @@ func TestCallDoneBeforeItsFirstAttempt(t *testing.T) {
 		var re *retry.Error
 		if status.Code(err) != tc.code || !errors.As(err, &re) || re.Attempts != 0 || !errors.Is(err, tc.ctx.Err()) {
 			t.Fatalf("unary call: %v (%v), want %v and a *retry.Error of 0 attempts", err, status.Code(err), tc.code)
+		}
+		_, err = hedged.UnaryCall(tc.ctx, &testpb.SimpleRequest{})
+		if status.Code(err) != tc.code || !errors.As(err, &re) || re.Attempts != 0 {
+			t.Fatalf("hedged unary call: %v (%v), want %v and a *retry.Error of 0 attempts", err, status.Code(err), tc.code)
 		}
 		st, err := c.StreamingOutputCall(tc.ctx, &testpb.StreamingOutputCallRequest{})
 		if err == nil {

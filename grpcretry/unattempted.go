@@ -28,9 +28,10 @@ func (e *unattempted) Unwrap() error { return e.err }
 // GRPCStatus returns the call's status, for status.FromError and status.Code.
 func (e *unattempted) GRPCStatus() *status.Status { return status.New(e.code, e.err.Error()) }
 
-// statusOf returns err, a call's error, as the caller receives it: a give-up
-// before the first attempt, for a reason that has a gRPC status, carries
-// that status (see unattempted); any other error is returned as it is.
+// statusOf returns err, a call's error (nil if it succeeded), as the caller
+// receives it: a give-up before the first attempt, for a reason that has a
+// gRPC status, carries that status (see unattempted); any other error is
+// returned as it is.
 func statusOf(err error) error {
 	e, ok := err.(*retry.Error)
 	if !ok || e.Attempts > 0 || e.Err != nil {
