@@ -262,8 +262,10 @@ func (t BreakerTicket) Done(ctx context.Context, err error) {
 	t.at.failed(ctx, t.p, err)
 }
 
-// Probe reports whether t holds one of a half-open circuit's probe places:
-// until its Done or Release, other attempts in its scope may be refused.
+// Probe reports whether t was given as a probe's, in a half-open circuit:
+// until its Done or Release (or until the breaker hands the places out
+// again, after OpenFor without a verdict), it holds one of the Probes
+// places, and other attempts in its scope may be refused.
 func (t BreakerTicket) Probe() bool { return t.p != refused && t.p.probe() }
 
 // Release hands back t, whose attempt will not be made after all: a probe's
