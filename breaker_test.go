@@ -1508,26 +1508,33 @@ func TestWithTicket(t *testing.T) {
 		}
 		k.want("", BreakerClosed)
 	})
-	t.Run("a caller that gave up frees the probe's place", func(t *testing.T) {
+	t.Run("a caller that gave up", func(t *testing.T) {
+		// The attempt began before the loop: its outcome is collected
+		// (the caller's cancellation, counted as neither, which frees
+		// the probe's place) and reported as the call's one attempt.
 		k := newBrk(t, BreakerOptions{})
-		open(k)
-		k.clock.Advance(DefaultBreakerOpenFor)
-		tk, err := k.b.Allow("")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := k.b.Allow(""); !errors.Is(err, ErrCircuitOpen) {
-			t.Fatalf("a second probe while the first is out: %v", err)
-		}
+		tk := probe(k)
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
-		if err := Do(ctx, &No{}, func(context.Context) error { return nil }, WithBreaker(k.b), WithTicket(tk)); !errors.Is(err, context.Canceled) {
-			t.Fatalf("a cancelled call: %v", err)
+		n := 0
+		err := Do(ctx, &No{}, func(ctx context.Context) error { n++; return ctx.Err() }, WithBreaker(k.b), WithTicket(tk))
+		var e *Error
+		if !errors.As(err, &e) || n != 1 || e.Attempts != 1 || !errors.Is(err, context.Canceled) {
+			t.Fatalf("a cancelled ticketed call: %v, %d calls; want its attempt's outcome, 1 attempt", err, n)
 		}
 		if err := k.call("", nil); err != nil {
 			t.Fatalf("the probe after the cancelled one: %v", err)
 		}
 		k.want("", BreakerClosed)
+		// A refusal's ticket made no attempt: the caller's give-up is
+		// reported as before any attempt.
+		open(k)
+		refusal, _ := k.b.Allow("")
+		n = 0
+		err = Do(ctx, &No{}, func(ctx context.Context) error { n++; return nil }, WithBreaker(k.b), WithTicket(refusal))
+		if !errors.As(err, &e) || n != 0 || e.Attempts != 0 || e.Reason != context.Canceled {
+			t.Fatalf("a cancelled call with a refusal's ticket: %v, %d calls; want no attempt", err, n)
+		}
 	})
 }
 

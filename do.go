@@ -294,10 +294,9 @@ func run[T any](ctx context.Context, s Strategy, op func(context.Context) (T, er
 	brk := c.breaker.at(c.scope) // the zero breakerAt without WithBreaker
 	if pre != nil {
 		d.st = pre.st
-	} else if err := ctx.Err(); err != nil {
-		if c.ticketed {
-			c.ticket.Release()
-		}
+	} else if err := ctx.Err(); err != nil && (!c.ticketed || c.ticket.p == refused) {
+		// No attempt made. A ticketed one has begun: its outcome is
+		// collected, and the loop gives up after it.
 		return v, nil, c.giveUp(ctx, 0, nil, err)
 	} else if at, open := c.refusesFirst(brk); open {
 		// The circuit is open: the strategy is not even asked.

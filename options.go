@@ -242,8 +242,9 @@ func BreakerOf(opts ...Option) *Breaker {
 // wait its strategy's first delay: the attempt has begun. If t is a
 // refusal's (Allow returned ErrCircuitOpen), the call makes no attempt and
 // gives up with ErrCircuitOpen, as any refusal, LongPoll's wait included.
-// A call given up before its first attempt (its context done, a nil
-// operation) releases t. The zero BreakerTicket lets the first attempt
+// The operation is called for that attempt even if the call's context is
+// done when the loop starts: it collects the outcome of an attempt made,
+// and the loop gives up after it. A nil operation releases t. The zero BreakerTicket lets the first attempt
 // through and reports it to no breaker. A ticket is one attempt's: give it
 // to one call. Of several WithTicket options, the last applies.
 func WithTicket(t BreakerTicket) Option { return Option{kind: optTicket, ticket: t} }
