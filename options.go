@@ -235,18 +235,19 @@ func BreakerOf(opts ...Option) *Breaker {
 // attempt, and reports the attempt's outcome through t (to t's breaker and
 // scope); later attempts consult the call's breaker (WithBreaker) as usual.
 // It is for an integration whose first attempt begins before its loop does:
-// grpcretry opens a stream when it is created, and runs the loop at its
-// first receive. The breaker then judges that attempt by the circuit it went
+// grpcretry opens a stream when it is created, and runs the loop at its first
+// receive. The breaker then judges that attempt by the circuit it went
 // through, and a circuit that opened meanwhile neither refuses an attempt
 // already answered nor takes its verdict for a probe's. Nor does the loop
-// wait its strategy's first delay: the attempt has begun. If t is a
-// refusal's (Allow returned ErrCircuitOpen), the call makes no attempt and
-// gives up with ErrCircuitOpen, as any refusal, LongPoll's wait included.
-// The operation is called for that attempt even if the call's context is
-// done when the loop starts: it collects the outcome of an attempt made,
-// and the loop gives up after it. A nil operation releases t. The zero BreakerTicket lets the first attempt
-// through and reports it to no breaker. A ticket is one attempt's: give it
-// to one call. Of several WithTicket options, the last applies.
+// wait its strategy's first delay: the attempt has begun. If t is a refusal's
+// (Allow returned ErrCircuitOpen), the call makes no attempt and gives up
+// with ErrCircuitOpen, as any refusal, LongPoll's wait included. The
+// operation is called for that attempt even if the call's context is done
+// when the loop starts: it collects the outcome of an attempt made, and the
+// loop gives up after it. A nil operation releases t. The zero BreakerTicket
+// lets the first attempt through and reports it to no breaker. A ticket is
+// one attempt's: give it to one call. Of several WithTicket options, the last
+// applies.
 func WithTicket(t BreakerTicket) Option { return Option{kind: optTicket, ticket: t} }
 
 // Options of the same kind add up, in the order given: a hook an integration
