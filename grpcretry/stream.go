@@ -306,10 +306,10 @@ func (s *retryStream) SendMsg(m any) error {
 	if !s.committed {
 		n := sizeOf(m)
 		if n < 0 || s.size+n > s.i.cfg.bufferLimit {
-			// Deferred, and the messages can wait no longer: a loop that
-			// runs opens the stream at its first attempt, once the
-			// breaker let it through; before the loop, the stream opens
-			// now, if the breaker lets it.
+			// The messages can wait no longer. A deferred stream not
+			// opened yet is opened by its loop's first attempt, if the
+			// loop runs, once the breaker let it through; before the
+			// loop, it opens now, if the breaker lets it.
 			for s.attempts == 0 && s.loop == loopRunning {
 				s.cond.Wait()
 			}
