@@ -5,7 +5,6 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/retrykit/retry"
 )
 
@@ -77,22 +76,11 @@ const (
 //     (operator intervention: a server shutting down), 58 (system error) or
 //     XX (internal error), and 40003 (statement_completion_unknown)
 //     anywhere: Unsafe. The transaction may have committed; running it
-//     again could apply it twice.
-//   - An error of COMMIT that the server sent with severity ERROR (pgx's
-//     *pgconn.PgError reports it): the transaction rolled back, and its
-//     SQLSTATE is classified as before COMMIT. PostgreSQL cannot report an
-//     error after it wrote the commit record as an ERROR: aborting a
-//     committed transaction is a PANIC (RecordTransactionAbort in
-//     PostgreSQL's src/backend/access/transam/xact.c), and a cancelled wait
-//     for synchronous replication is a WARNING on a COMMIT that succeeded
-//     (src/backend/replication/syncrep.c). So a 57014 query_canceled at
-//     COMMIT, from pg_cancel_backend while a deferred constraint trigger
-//     runs, is a server timeout, as before COMMIT, not Unsafe (a
-//     statement_timeout cannot cause it: PostgreSQL stops the timer before it
-//     commits). Severity FATAL or PANIC (57P01, a backend terminated during
-//     COMMIT), or none known (a driver other than pgx), stays Unsafe. The
-//     severities are in "Error and Notice Message Fields"
-//     (https://www.postgresql.org/docs/current/protocol-error-fields.html).
+//     again could apply it twice. So even when the server sent the error
+//     with severity ERROR, which says the local transaction rolled back:
+//     postgres_fdw commits a transaction's remote parts before the local
+//     one, and reports a later remote's failure as an ERROR of the local
+//     COMMIT after an earlier remote committed.
 //   - Before COMMIT, class 08, class 53 (insufficient resources: too many
 //     connections, out of memory) and 57P01 to 57P03 (the server shutting
 //     down or starting): Safe, a server fault, for a strategy made for
@@ -156,7 +144,7 @@ func Classify(err error) retry.Info {
 		return retry.Info{Safety: retry.Safe, Fault: retry.FaultServer}
 	case w.code == statementCompletionUnkwn:
 		return retry.Info{Safety: retry.Unsafe, Fault: retry.FaultServer}
-	case w.commit && ambiguous(w.code) && !w.severityError:
+	case w.commit && ambiguous(w.code):
 		return retry.Info{Safety: retry.Unsafe}
 	case w.cut && (w.code == queryCanceled || w.code == "" && w.ctxEnded):
 		// PgxTx's run, cut short by retry.AttemptTimeout, committed
@@ -174,7 +162,7 @@ func Classify(err error) retry.Info {
 }
 
 // ambiguous reports whether a COMMIT that failed with code may have
-// committed, unless the server sent the code with severity ERROR.
+// committed: the server did not answer that it rolled back.
 func ambiguous(code string) bool {
 	if code == "" {
 		return true
@@ -201,16 +189,15 @@ func classifyCode(code string) retry.Info {
 
 // found is what a walk over an error's chain found.
 type found struct {
-	code          string      // the first SQLSTATE, "" if none
-	severityError bool        // the server sent code with severity ERROR: at COMMIT, it rolled back
-	commit        bool        // the SQLSTATE, or the chain's end, is under a failed COMMIT
-	mark          *retry.Info // a RetryInfo method above the SQLSTATE, or a give-up
-	rolledBack    bool        // pgx: the server answered COMMIT with ROLLBACK
-	unsent        bool        // the driver says nothing of the request reached the server
-	ended         bool        // fn ended the transaction itself
-	cut           bool        // a run of PgxTx cut short in fn by retry.AttemptTimeout, nothing committed
-	ctxEnded      bool        // the chain holds context.Canceled or DeadlineExceeded
-	begin         bool        // the failure is BEGIN's
+	code       string      // the first SQLSTATE, "" if none
+	commit     bool        // the SQLSTATE, or the chain's end, is under a failed COMMIT
+	mark       *retry.Info // a RetryInfo method above the SQLSTATE, or a give-up
+	rolledBack bool        // pgx: the server answered COMMIT with ROLLBACK
+	unsent     bool        // the driver says nothing of the request reached the server
+	ended      bool        // fn ended the transaction itself
+	cut        bool        // a run of PgxTx cut short in fn by retry.AttemptTimeout, nothing committed
+	ctxEnded   bool        // the chain holds context.Canceled or DeadlineExceeded
+	begin      bool        // the failure is BEGIN's
 }
 
 // conflict reports whether the walk found a serialization failure or a
@@ -269,7 +256,6 @@ func walk(err error, f *found, budget *int) bool {
 			return true
 		case sqlStater:
 			f.code = e.SQLState()
-			f.severityError = severityError(e)
 			return true
 		case interface{ RetryInfo() retry.Info }:
 			info := e.RetryInfo()
@@ -291,19 +277,4 @@ func walk(err error, f *found, budget *int) bool {
 		}
 	}
 	return false
-}
-
-// severityError reports whether e is an error pgx read from the server with
-// severity ERROR, not FATAL or PANIC. The unlocalized field (PostgreSQL 9.6
-// and later) decides; the localized one only when it is missing and reads
-// ERROR exactly, as it does in English.
-func severityError(e sqlStater) bool {
-	pe, ok := e.(*pgconn.PgError)
-	switch {
-	case !ok:
-		return false
-	case pe.SeverityUnlocalized != "":
-		return pe.SeverityUnlocalized == "ERROR"
-	}
-	return pe.Severity == "ERROR"
 }

@@ -42,10 +42,7 @@
 //     transaction itself with its own Commit (fn must leave COMMIT and
 //     ROLLBACK to this package). A COMMIT that pgx reports answered with
 //     ROLLBACK committed nothing: fn hid the error that aborted it, and it
-//     is returned, not run again. A COMMIT that PostgreSQL answered with an
-//     error of severity ERROR (a cancel request while a deferred trigger
-//     runs) committed nothing either: its error is classified as before
-//     COMMIT.
+//     is returned, not run again.
 //   - Every failure returns the *retry.Error of retry.Do, wrapping the last
 //     error: errors.As reaches the driver's *pgconn.PgError, errors.Is the
 //     reason retrying stopped.
