@@ -1,7 +1,6 @@
 package sqlretry
 
 import (
-	"context"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -23,13 +22,6 @@ const (
 type txError struct {
 	stage stage
 	err   error
-	// cut is set by PgxTx alone, at stageFn: retry.AttemptTimeout ended the
-	// run in fn (not the caller), the server last said a transaction was in
-	// progress, and pgx had not seen it end (its Rollback did not report
-	// pgx.ErrTxClosed), so nothing of the run committed. Tx cannot know it:
-	// database/sql rolls back on its own when the context ends, so its
-	// Rollback's ErrTxDone does not tell that rollback from a COMMIT of fn's.
-	cut bool
 }
 
 func (e *txError) Error() string {
@@ -99,17 +91,6 @@ const (
 //     Commit or Rollback), whatever it says, marks included: Unsafe, as at a
 //     failed COMMIT, unless it is a conflict or a COMMIT answered with
 //     ROLLBACK.
-//   - PgxTx only: in a run that retry.AttemptTimeout cut short in fn (its
-//     deadline passed while the caller's context was live), the end of the
-//     context (context.DeadlineExceeded or Canceled in the chain) or a 57014
-//     (query_canceled, pgx's cancel request): Safe, a server timeout. The
-//     server's last answer said the transaction was in progress, and pgx had
-//     not seen it end before PgxTx's ROLLBACK, so nothing of it committed.
-//     Tx cannot say as much, and its run keeps the other cases' answer:
-//     database/sql rolls the transaction back itself when the context ends,
-//     and its Rollback then reports sql.ErrTxDone, as after a COMMIT of
-//     fn's. A caller's context that ended is the caller giving up, never
-//     retried.
 //   - An error without a SQLSTATE: retry.Classify's answer (an error of fn's
 //     own marked retry.Transient, a cancelled context, a refused dial).
 //
@@ -146,10 +127,6 @@ func Classify(err error) retry.Info {
 		return retry.Info{Safety: retry.Unsafe, Fault: retry.FaultServer}
 	case w.commit && ambiguous(w.code):
 		return retry.Info{Safety: retry.Unsafe}
-	case w.cut && (w.code == queryCanceled || w.code == "" && w.ctxEnded):
-		// PgxTx's run, cut short by retry.AttemptTimeout, committed
-		// nothing: the server did not answer in the time given.
-		return retry.Info{Safety: retry.Safe, Timeout: true, Fault: retry.FaultServer}
 	case w.code != "":
 		return classifyCode(w.code)
 	}
@@ -195,8 +172,6 @@ type found struct {
 	rolledBack bool        // pgx: the server answered COMMIT with ROLLBACK
 	unsent     bool        // the driver says nothing of the request reached the server
 	ended      bool        // fn ended the transaction itself
-	cut        bool        // a run of PgxTx cut short in fn by retry.AttemptTimeout, nothing committed
-	ctxEnded   bool        // the chain holds context.Canceled or DeadlineExceeded
 	begin      bool        // the failure is BEGIN's
 }
 
@@ -227,11 +202,6 @@ func walk(err error, f *found, budget *int) bool {
 		if err == pgx.ErrTxCommitRollback {
 			f.rolledBack = true
 		}
-		if err == context.DeadlineExceeded || err == context.Canceled {
-			f.ctxEnded = true
-		} else if x, ok := err.(interface{ Is(error) bool }); ok && (x.Is(context.DeadlineExceeded) || x.Is(context.Canceled)) {
-			f.ctxEnded = true
-		}
 		if u, ok := err.(interface{ SafeToRetry() bool }); ok && u.SafeToRetry() {
 			f.unsent = true // pgconn's errors say so
 		}
@@ -241,7 +211,6 @@ func walk(err error, f *found, budget *int) bool {
 				f.commit = true
 			}
 			f.ended = f.ended || e.stage == stageEnded
-			f.cut = f.cut || e.stage == stageFn && e.cut
 			f.begin = f.begin || e.stage == stageBegin
 			err = e.err
 			continue

@@ -48,16 +48,10 @@ func WithPgxTxOptions(o pgx.TxOptions) Option {
 //
 // retry.AttemptTimeout bounds each run of the whole transaction, BEGIN to
 // COMMIT; a run cut short during COMMIT has an unknown outcome and is not run
-// again. A run of PgxTx cut short in fn committed nothing (the transaction
-// was still open when PgxTx rolled it back): it is a server timeout, Safe,
-// run again by a strategy of one's own or by the caller's loop (see
-// Classify).
-// A run of Tx cut short in fn is not: database/sql rolls the transaction back
-// itself when the context ends, after which its Rollback reports
-// sql.ErrTxDone, as it does after a COMMIT of fn's, so Tx cannot tell that
-// nothing committed, and the error stays the context's (Unsafe).
-// retry.Unmarked changes nothing: the transaction's loop never marks its
-// attempts (see the package documentation).
+// again, and nor is one cut short in fn: the connection's state cannot prove
+// that fn did not commit (a COMMIT statement of its own, COMMIT AND CHAIN, a
+// COMMIT still in flight), so the timeout counts as the caller's. retry.Unmarked changes nothing: the transaction's loop never marks
+// its attempts (see the package documentation).
 func WithRetryOptions(opts ...retry.Option) Option {
 	return Option{func(c *config) { c.retryOpts = append(c.retryOpts, opts...) }}
 }
@@ -206,25 +200,17 @@ func PgxTx(ctx context.Context, db Beginner, fn func(ctx context.Context, tx pgx
 	case isNil(db):
 		return c.do(ctx, noDatabase)
 	}
-	caller := ctx
 	return c.do(ctx, func(ctx context.Context) error {
 		tx, err := db.BeginTx(ctx, c.pgxOpts)
 		if err != nil {
 			return &txError{stage: stageBegin, err: err}
 		}
 		if err := runPgx(ctx, tx, fn); err != nil {
-			// Cut short by retry.AttemptTimeout (the run's deadline passed,
-			// the caller is still there), with the transaction still open
-			// as far as the server last said: fn did not end it with a
-			// COMMIT sent through tx.Exec. Asked before the ROLLBACK.
-			cut := ctx.Err() == context.DeadlineExceeded && caller.Err() == nil && inTx(tx)
 			if errors.Is(rollback(ctx, tx), pgx.ErrTxClosed) {
 				// fn ended the transaction itself: with a COMMIT, perhaps.
 				return &txError{stage: stageEnded, err: err}
 			}
-			// pgx had not seen the transaction end: nothing of it
-			// committed, and it ends with the ROLLBACK or its connection.
-			return &txError{stage: stageFn, err: err, cut: cut}
+			return &txError{stage: stageFn, err: err}
 		}
 		if err := tx.Commit(ctx); err != nil {
 			// pgx closes a connection whose COMMIT failed mid-transaction.
@@ -253,18 +239,6 @@ func isNil(db Beginner) bool {
 		return db == nil
 	}
 	return false
-}
-
-// inTx reports whether the server's last answer on tx's connection said a
-// transaction was in progress (or failed, awaiting ROLLBACK). A Tx of a
-// Beginner of one's own may have no connection to ask: then it says no.
-func inTx(tx pgx.Tx) bool {
-	conn := tx.Conn()
-	if conn == nil || conn.PgConn() == nil {
-		return false
-	}
-	s := conn.PgConn().TxStatus()
-	return s == 'T' || s == 'E'
 }
 
 // runPgx calls fn, rolling tx back if fn panics.
