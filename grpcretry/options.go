@@ -157,25 +157,24 @@ func WithRetryOptions(opts ...retry.Option) Option {
 // as the calls' quotas are: by WithScope, the ClientConn's target by
 // default. While a circuit is open, a call fails at once, status
 // UNAVAILABLE, with an error that wraps a *retry.Error whose Reason is
-// retry.ErrCircuitOpen (errors.Is and errors.As find both), and nothing reaches
-// the server: a unary call makes no attempt, and a stream is not opened;
-// the call's retry.Trace and hooks see the refusal. A stream opened through
-// a closed circuit is judged by it (retry.WithTicket), although its loop
-// runs at its first receive: if the circuit opens in between, the receive
-// still reads the server's answer, and a failure then counts in no later
-// window and is no probe's. While the circuit is half-open, a stream is
-// opened by its first receive (or Header), once the breaker has given it a
-// probe's place; the others fail there with ErrCircuitOpen without reaching
-// the server. Messages that outgrow the replay buffer before that receive
-// open the stream at once if the breaker lets it through (else nothing is
-// sent, and the receive reports the refusal), and after it, wait for the
-// receive's first attempt. A stream abandoned unread (its context ended)
-// holds no probe's place. A hedged call is one attempt, as the retry loop
-// sees it. Calls made with
-// the NoRetry call option bypass the interceptors, the breaker included.
-// Share one Breaker per service, across ClientConns that call it. A nil b
-// is no breaker; a retry.WithBreaker of WithRetryOptions replaces b, for
-// streams too.
+// retry.ErrCircuitOpen (errors.Is and errors.As find both), and nothing
+// reaches the server: a unary call makes no attempt, and a stream is not
+// opened; the call's retry.Trace and hooks see the refusal. A stream opened
+// through a closed circuit is judged by it (retry.WithTicket), although its
+// loop runs at its first receive: if the circuit opens in between, the
+// receive still reads the server's answer, and a failure then counts in no
+// later window and is no probe's. While the circuit is half-open, a stream
+// is opened by its first receive (or Header), once the breaker has given it
+// a probe's place; the others fail there with ErrCircuitOpen without
+// reaching the server. Messages that outgrow the replay buffer before that
+// receive open the stream at once if the breaker lets it through (else
+// nothing is sent, and the receive reports the refusal), and after it, wait
+// for the receive's first attempt. A stream abandoned unread (its context
+// ended) holds no probe's place. A hedged call is one attempt, as the retry
+// loop sees it. Calls made with the NoRetry call option bypass the
+// interceptors, the breaker included. Share one Breaker per service, across
+// ClientConns that call it. A nil b is no breaker; a retry.WithBreaker of
+// WithRetryOptions replaces b, for streams too.
 func WithBreaker(b *retry.Breaker) Option { return func(c *config) { c.breaker = b } }
 
 // WithIndependentRetries makes the interceptors retry as if alone even when
