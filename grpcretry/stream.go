@@ -90,7 +90,6 @@ func (i *interceptor) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grp
 	s := &retryStream{
 		i: i, ctx: ctx, desc: desc, cc: cc, method: method, streamer: streamer,
 		idempotent: idem || i.cfg.isIdempotent(method),
-		deferred:   deferred,
 		ticketed:   !deferred,
 		ticket:     ticket,
 	}
@@ -156,7 +155,6 @@ type retryStream struct {
 	opts       []grpc.CallOption  // the caller's, then grpc.Peer(&peer)
 	optBuf     [4]grpc.CallOption // opts, unless the caller gave more than 3
 	idempotent bool
-	deferred   bool                       // the circuit was half-open: the loop's first attempt opens the stream
 	ticketed   bool                       // the first attempt was opened, or refused, before the loop, with ticket
 	ticket     retry.BreakerTicket        // the breaker's leave for it, or its refusal; zero without a breaker
 	live       atomic.Pointer[attemptRef] // the current attempt, for callContext.Value without s.mu
