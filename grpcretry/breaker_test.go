@@ -193,8 +193,9 @@ func TestBreakerStreams(t *testing.T) {
 
 // TestBreakerHalfOpenStreamOutgrowsBuffer: a stream the half-open circuit
 // leaves to its first receive, whose messages outgrow the replay buffer
-// before that, is opened then with every message kept so far, and the
-// breaker's consultation at the receive makes it the probe.
+// before that, is opened then with every message kept so far, as the probe
+// the breaker lets through at that send; its receive reports the probe's
+// verdict, which closes the circuit.
 func TestBreakerHalfOpenStreamOutgrowsBuffer(t *testing.T) {
 	var got [][]int
 	srv := &server{
