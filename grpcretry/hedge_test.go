@@ -15,12 +15,22 @@ import (
 )
 
 // slowFirst makes the first attempt wait until it is cancelled (and says so
-// on cancelled), and answers the others at once with their number.
+// on cancelled), and answers the others with their number once the first
+// has reached the server. Without that wait a loaded machine can run the
+// hedge and its answer before the first copy's request is written, and the
+// client then rightly cancels a copy the server never sees.
 func slowFirst(cancelled chan<- struct{}) func(context.Context, int, *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
+	arrived := make(chan struct{})
 	return func(ctx context.Context, n int, _ *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
 		if n == 1 {
+			close(arrived)
 			<-ctx.Done()
 			close(cancelled)
+			return nil, ctx.Err()
+		}
+		select {
+		case <-arrived:
+		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
 		grpc.SetHeader(ctx, metadata.Pairs("attempt", "hedge"))
