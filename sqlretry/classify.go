@@ -14,7 +14,7 @@ const (
 	stageBegin stage = iota + 1
 	stageFn
 	stageCommit
-	stageEnded // fn failed after ending the transaction itself (Commit or Rollback)
+	stageEnded // fn failed after ending the transaction itself (Commit, Rollback, a statement)
 )
 
 // txError is an error of one run of a transaction, with the stage it
@@ -50,6 +50,7 @@ const (
 	serializationFailure     = "40001" // serialization_failure
 	deadlockDetected         = "40P01" // deadlock_detected
 	statementCompletionUnkwn = "40003" // statement_completion_unknown
+	noActiveSQLTransaction   = "25P01" // no_active_sql_transaction
 	lockNotAvailable         = "55P03" // lock_not_available (NOWAIT, lock_timeout)
 	queryCanceled            = "57014" // query_canceled (statement_timeout, a cancel request)
 )
@@ -59,8 +60,9 @@ const (
 // a loop around them sees of a failure they leave to it.
 //
 //   - SQLSTATE 40001 (serialization_failure) and 40P01 (deadlock_detected),
-//     wherever they happen: Safe, a server fault. The server rolled the
-//     transaction back and asks for it to be run again: PostgreSQL's
+//     at BEGIN, in fn or at COMMIT (not after fn ended the transaction, see
+//     below): Safe, a server fault. The server rolled the transaction back
+//     and asks for it to be run again: PostgreSQL's
 //     "Serialization Failure Handling"
 //     (https://www.postgresql.org/docs/current/mvcc-serialization-failure-handling.html).
 //   - An error of COMMIT without a SQLSTATE (a lost connection, a cancelled
@@ -88,9 +90,10 @@ const (
 //     the request reached the server (pgconn's, for a pooled connection the
 //     server had closed): Safe, a server fault.
 //   - An error fn returns after it ended the transaction itself (its own
-//     Commit or Rollback), whatever it says, marks included: Unsafe, as at a
-//     failed COMMIT, unless it is a conflict or a COMMIT answered with
-//     ROLLBACK.
+//     Commit or Rollback, or a COMMIT, END or ROLLBACK statement), whatever
+//     it says, marks and conflicts included: Unsafe, as at a failed COMMIT,
+//     unless it is a COMMIT answered with ROLLBACK. A conflict then may be a
+//     later statement's, after a COMMIT that committed.
 //   - An error without a SQLSTATE: retry.Classify's answer (an error of fn's
 //     own marked retry.Transient, a cancelled context, a refused dial).
 //
@@ -106,9 +109,11 @@ func Classify(err error) retry.Info {
 	}
 	w := inspect(err)
 	switch {
-	case w.ended && !w.rolledBack && w.code != serializationFailure && w.code != deadlockDetected:
+	case w.ended && !w.rolledBack:
 		// fn ended the transaction itself, perhaps with a COMMIT: whatever
-		// it returned after, marks included, the outcome is unknown.
+		// it returned after, marks and conflicts included (a conflict of a
+		// statement after the COMMIT, or of fn's own failed Commit, which
+		// cannot be told apart), the outcome is unknown.
 		return retry.Info{Safety: retry.Unsafe}
 	case w.mark != nil:
 		return *w.mark
@@ -176,9 +181,9 @@ type found struct {
 }
 
 // conflict reports whether the walk found a serialization failure or a
-// deadlock that no mark overrides.
+// deadlock that no mark overrides, before fn ended the transaction.
 func (f found) conflict() bool {
-	return f.mark == nil && (f.code == serializationFailure || f.code == deadlockDetected)
+	return f.mark == nil && !f.ended && (f.code == serializationFailure || f.code == deadlockDetected)
 }
 
 // maxVisits bounds a walk, so that a cyclic chain cannot hang it.

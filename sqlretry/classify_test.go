@@ -48,6 +48,11 @@ func TestClassify(t *testing.T) {
 		{"08006 at commit", &txError{stageCommit, pg("08006")}, unsafe},
 		{"cancelled at commit", &txError{stageCommit, context.Canceled}, unsafe},
 		{"57P01 in fn", &txError{stageFn, pg("57P01")}, safe},
+		// After fn ended the transaction itself, a conflict may be a later
+		// statement's, its work committed.
+		{"40001 after fn ended the transaction", &txError{stageEnded, pg("40001")}, unsafe},
+		{"40P01 after fn ended the transaction", &txError{stageEnded, fmt.Errorf("audit: %w", pg("40P01"))}, unsafe},
+		{"transient after fn ended the transaction", &txError{stageEnded, retry.Transient(errors.New("x"))}, unsafe},
 		// Severity ERROR at COMMIT says the local transaction rolled back,
 		// not that nothing committed: postgres_fdw commits its remote
 		// transactions before the local one, and reports a remote's failure
