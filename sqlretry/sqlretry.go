@@ -138,10 +138,16 @@ const rollbackTimeout = 5 * time.Second
 // seen as one: fn runs again from the start after a conflict, and anything it
 // did outside the transaction (a message sent, a counter in memory, a Tx or
 // PgxTx of its own, which commits on its own) is done again. A panic in fn
-// rolls the transaction back and is propagated. fn must not call tx's Commit
-// or Rollback: Tx does. When fn fails after ending the transaction itself,
-// the outcome is unknown, as after a failed COMMIT, and the transaction is
-// never run again.
+// rolls the transaction back and is propagated. fn must not end the
+// transaction, by tx's Commit or Rollback or by a statement (COMMIT, END,
+// ROLLBACK): Tx does. When fn fails after ending it anyway, the outcome is
+// unknown, as after a failed COMMIT, and the transaction is never run again,
+// even for a conflict. Tx sees tx's Commit and Rollback from database/sql,
+// and a statement's end by sending SAVEPOINT after fn failed, which
+// PostgreSQL refuses outside a transaction block: a round trip on a failed
+// run, none on one that commits (in a transaction a failure aborted, as a
+// conflict in fn does, the server refuses it too, and logs that as an
+// error). The package documentation says which ends it cannot see.
 //
 // On success Tx returns nil. Otherwise it returns the *retry.Error of
 // retry.Do, which wraps the last error (errors.Is and errors.As reach it, and
@@ -161,11 +167,13 @@ func Tx(ctx context.Context, db *sql.DB, fn func(ctx context.Context, tx *sql.Tx
 			return &txError{stage: stageBegin, err: err}
 		}
 		if err := runSQL(ctx, tx, fn); err != nil {
+			// Asked before the ROLLBACK, which ends the transaction too.
+			ended := noTransaction(ctx, tx)
 			// database/sql rolls back on its own when ctx ends; this
 			// rollback then finds the transaction done, which is fine.
 			// Found done while ctx is live, fn ended it itself: with a
 			// COMMIT, perhaps.
-			if errors.Is(tx.Rollback(), sql.ErrTxDone) && ctx.Err() == nil {
+			if errors.Is(tx.Rollback(), sql.ErrTxDone) && ctx.Err() == nil || ended {
 				return &txError{stage: stageEnded, err: err}
 			}
 			return &txError{stage: stageFn, err: err}
@@ -175,6 +183,30 @@ func Tx(ctx context.Context, db *sql.DB, fn func(ctx context.Context, tx *sql.Tx
 		}
 		return nil
 	})
+}
+
+// probe is the statement by which Tx asks, after fn failed, whether the
+// transaction it began is still open: in a transaction block it sets a
+// savepoint, which the ROLLBACK that follows discards; in a failed one it is
+// refused with 25P02; outside one, PostgreSQL refuses it with 25P01
+// (no_active_sql_transaction), "SAVEPOINT can only be used in transaction
+// blocks". It has no arguments, so that drivers send it as a simple query.
+const probe = "SAVEPOINT sqlretry_probe"
+
+// noTransaction reports whether the server says that tx's connection is in
+// no transaction (probe refused with 25P01): a statement of fn's ended the
+// one Tx began (COMMIT, END, ROLLBACK), which database/sql does not see. It
+// costs a round trip, on a failed run only. Any other answer proves
+// nothing: a transaction open (fn's own, after a COMMIT; BEGIN, is one too),
+// a connection lost or busy with a Rows fn left open, a context ended (after
+// which database/sql rolls back on its own, so the answer would be its).
+func noTransaction(ctx context.Context, tx *sql.Tx) bool {
+	if ctx.Err() != nil {
+		return false
+	}
+	_, err := tx.ExecContext(ctx, probe)
+	var s sqlStater
+	return errors.As(err, &s) && s.SQLState() == noActiveSQLTransaction
 }
 
 // runSQL calls fn, rolling tx back if fn panics.
@@ -192,6 +224,15 @@ func runSQL(ctx context.Context, tx *sql.Tx, fn func(context.Context, *sql.Tx) e
 
 // PgxTx runs fn in a transaction begun on db and commits it, through
 // retry.Do, under the same rules as Tx.
+//
+// PgxTx sees fn end the transaction by tx's Commit or Rollback (pgx then
+// reports pgx.ErrTxClosed) or by a statement (COMMIT, END, ROLLBACK, through
+// tx or tx.Conn()): after fn failed, before its ROLLBACK, it reads the
+// transaction status of the server's last ReadyForQuery on tx's connection,
+// which says 'I' once no transaction is open, without a round trip. A
+// Beginner of one's own whose transactions show no connection (Conn returns
+// nil, or panics, as a mock's may) gets the first check alone. The package
+// documentation says which ends it cannot see.
 func PgxTx(ctx context.Context, db Beginner, fn func(ctx context.Context, tx pgx.Tx) error, opts ...Option) error {
 	c := newConfig(opts)
 	switch {
@@ -206,7 +247,9 @@ func PgxTx(ctx context.Context, db Beginner, fn func(ctx context.Context, tx pgx
 			return &txError{stage: stageBegin, err: err}
 		}
 		if err := runPgx(ctx, tx, fn); err != nil {
-			if errors.Is(rollback(ctx, tx), pgx.ErrTxClosed) {
+			// Read before the ROLLBACK, which ends the transaction too.
+			idle := idleConn(tx)
+			if errors.Is(rollback(ctx, tx), pgx.ErrTxClosed) || idle {
 				// fn ended the transaction itself: with a COMMIT, perhaps.
 				return &txError{stage: stageEnded, err: err}
 			}
@@ -239,6 +282,28 @@ func isNil(db Beginner) bool {
 		return db == nil
 	}
 	return false
+}
+
+// idleConn reports whether the server's last ReadyForQuery on tx's
+// connection said that no transaction was open (status 'I'). BeginTx
+// returned after the answer to BEGIN ('T'), so 'I' since can only come from
+// a statement of fn's that ended the transaction (COMMIT, END, ROLLBACK, by
+// tx.Exec or tx.Conn()): it proves the end, whether or not the connection is
+// still busy with a later query or closed since. Any other status proves
+// nothing. It asks nothing of the server. A Tx of one's own may have no
+// connection to show (nil, or a mock's Conn that panics): then it says no.
+func idleConn(tx pgx.Tx) (idle bool) {
+	defer func() {
+		if recover() != nil {
+			idle = false
+		}
+	}()
+	c := tx.Conn()
+	if c == nil {
+		return false
+	}
+	pc := c.PgConn()
+	return pc != nil && pc.TxStatus() == 'I'
 }
 
 // runPgx calls fn, rolling tx back if fn panics.

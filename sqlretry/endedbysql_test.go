@@ -1,0 +1,298 @@
+package sqlretry_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/sqlretry"
+)
+
+// endRunners returns Tx, PgxTx over the pool and PgxTx over a *pgx.Conn of
+// its own, which it closes when t ends.
+func endRunners(t *testing.T) []api {
+	t.Helper()
+	conn, err := pgx.Connect(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return append(apis(), api{
+		name: "PgxTxConn",
+		run: func(ctx context.Context, fn func(context.Context, q) error, opts ...sqlretry.Option) error {
+			return sqlretry.PgxTx(ctx, conn, func(ctx context.Context, tx pgx.Tx) error { return fn(ctx, pgxQ{tx}) }, opts...)
+		},
+	})
+}
+
+// tables numbers the tables of tableFor: names made of the tests' names
+// would pass PostgreSQL's limit of 63 bytes, which cuts them to one.
+var tables atomic.Int64
+
+// tableFor returns a table name of t's own, and creates the table (k int)
+// and a function <table>_raise(code) that fails with SQLSTATE code.
+func tableFor(t *testing.T) string {
+	t.Helper()
+	table := fmt.Sprintf("ended_by_sql_%d", tables.Add(1))
+	exec(t, "DROP TABLE IF EXISTS "+table, "CREATE TABLE "+table+" (k int)",
+		"CREATE OR REPLACE FUNCTION "+table+"_raise(code text) RETURNS int LANGUAGE plpgsql AS "+
+			"$$ BEGIN RAISE EXCEPTION 'raised %', code USING ERRCODE = code; END $$")
+	return table
+}
+
+// againAtOnce is a strategy of the caller's that runs the transaction again
+// for every failure its classification allows, without waiting.
+func againAtOnce() sqlretry.Option {
+	return sqlretry.WithStrategy(&retry.Simple{MaxAttempts: 3, Backoff: retry.Constant(0)})
+}
+
+// An fn that ends the transaction with a statement of its own (COMMIT, END,
+// or ROLLBACK, which cannot be told from COMMIT) and then fails with an error
+// that would be retried (a conflict, or with a strategy of the caller's a
+// 57014 or 55P03) is not run again: its work may have committed. Neither
+// pgx nor database/sql sees such a statement end the transaction. Nor is one
+// that ended it with the driver's Commit, then met a conflict in a later
+// statement (on another connection here; through tx.Conn() alike): that
+// conflict cannot be told from one of the Commit, which committed nothing.
+// Nor is one of PgxTx that committed, then lost its connection (its backend
+// terminated: 57P01, which a strategy of the caller's retries in fn): the
+// connection's last status, read though it is closed, says the transaction
+// had ended. (Tx cannot see that: its SAVEPOINT finds no connection.)
+func TestFnThatEndsTheTransactionThenFailsIsNotRunAgain(t *testing.T) {
+	needServer(t)
+	for _, a := range endRunners(t) {
+		for _, c := range []struct {
+			end, code string
+			opts      []sqlretry.Option
+			fail      string // the statement after the end; by default one raising code
+		}{
+			{"COMMIT", "40001", nil, ""},
+			{"END", "40001", nil, ""},
+			{"ROLLBACK", "40001", nil, ""},
+			{"COMMIT", "40P01", nil, ""},
+			{"COMMIT", "57014", []sqlretry.Option{againAtOnce()}, ""},
+			{"COMMIT", "55P03", []sqlretry.Option{againAtOnce()}, ""},
+			{"Commit", "40001", nil, ""}, // the driver's
+			// Last: a *pgx.Conn does not survive it.
+			{"COMMIT", "57P01", []sqlretry.Option{againAtOnce()}, "SELECT pg_terminate_backend(pg_backend_pid())"},
+		} {
+			if a.name == "Tx" && c.code == "57P01" {
+				continue
+			}
+			t.Run(a.name+"/"+c.end+"/"+c.code, func(t *testing.T) {
+				table := tableFor(t)
+				runs := 0
+				err := a.run(t.Context(), func(ctx context.Context, tx q) error {
+					runs++
+					if err := tx.Exec(ctx, "INSERT INTO "+table+" VALUES (1)"); err != nil {
+						return err
+					}
+					raise := c.fail
+					if raise == "" {
+						raise = "SELECT " + table + "_raise('" + c.code + "')"
+					}
+					if c.end == "Commit" {
+						if err := tx.Commit(ctx); err != nil {
+							return err
+						}
+						_, err := pool.Exec(ctx, raise)
+						return err
+					}
+					if err := tx.Exec(ctx, c.end); err != nil {
+						return err
+					}
+					return tx.Exec(ctx, raise)
+				}, c.opts...)
+				want := int64(1)
+				if c.end == "ROLLBACK" {
+					want = 0
+				}
+				if n := queryInt(t, "SELECT count(*) FROM "+table); runs != 1 || n != want {
+					t.Fatalf("%d runs, %d rows committed (err %v); want 1 run, %d rows", runs, n, err, want)
+				}
+				var re *retry.Error
+				var pg *pgconn.PgError
+				if !errors.As(err, &re) || !errors.As(err, &pg) || pg.Code != c.code {
+					t.Fatalf("err %v: want the give-up, reaching the %s", err, c.code)
+				}
+				if info := sqlretry.Classify(re.Err); info.Safety != retry.Unsafe {
+					t.Errorf("the last error classified %+v, want Unsafe", info)
+				}
+				if info := retry.Classify(err); info.Safety != retry.Unsafe {
+					t.Errorf("a caller's loop sees %+v, want Unsafe", info)
+				}
+			})
+		}
+	}
+}
+
+// A conflict in fn, inside the transaction, is still run again on every
+// entry point: the check that fn ended the transaction does not misjudge it.
+func TestConflictInFnStillRunsAgain(t *testing.T) {
+	needServer(t)
+	for _, a := range endRunners(t) {
+		t.Run(a.name, func(t *testing.T) {
+			table := tableFor(t)
+			runs := 0
+			err := a.run(t.Context(), func(ctx context.Context, tx q) error {
+				if err := tx.Exec(ctx, "INSERT INTO "+table+" VALUES (1)"); err != nil {
+					return err
+				}
+				if runs++; runs == 1 {
+					_, err := tx.Int(ctx, "SELECT "+table+"_raise('40001')")
+					return err
+				}
+				return nil
+			})
+			if n := queryInt(t, "SELECT count(*) FROM "+table); err != nil || runs != 2 || n != 1 {
+				t.Fatalf("%d runs, %d rows committed (err %v); want 2 runs, 1 row", runs, n, err)
+			}
+		})
+	}
+}
+
+// openRows runs a query through tx and leaves its rows open, one read.
+func openRows(ctx context.Context, tx q) error {
+	const query = "SELECT generate_series(1, 100000)"
+	var rows interface {
+		Next() bool
+		Err() error
+	}
+	var err error
+	switch tx := tx.(type) {
+	case pgxQ:
+		rows, err = tx.tx.Query(ctx, query)
+	case sqlQ:
+		rows, err = tx.tx.QueryContext(ctx, query)
+	}
+	if err != nil {
+		return err
+	}
+	if !rows.Next() {
+		return rows.Err()
+	}
+	return nil
+}
+
+// An fn that leaves a query's Rows open inside the transaction and fails
+// with an error that may be retried is run again: the connection is busy,
+// its transaction open. One of PgxTx that committed by SQL first, then left
+// an autocommit query's Rows open, is not: the server's last word before
+// that query was that no transaction was open. (Tx cannot see that: its
+// SAVEPOINT finds the connection busy.)
+func TestFnThatLeavesRowsOpen(t *testing.T) {
+	needServer(t)
+	// apis, not endRunners: a *pgx.Conn dies of the ROLLBACK sent while its
+	// Rows are open, and would fail the next run's BEGIN.
+	for _, a := range apis() {
+		for _, commit := range []bool{false, true} {
+			if commit && a.name == "Tx" {
+				continue
+			}
+			name := a.name + "/in_the_transaction"
+			if commit {
+				name = a.name + "/after_commit"
+			}
+			t.Run(name, func(t *testing.T) {
+				table := tableFor(t)
+				runs := 0
+				err := a.run(t.Context(), func(ctx context.Context, tx q) error {
+					if err := tx.Exec(ctx, "INSERT INTO "+table+" VALUES (1)"); err != nil {
+						return err
+					}
+					if runs++; runs > 1 {
+						return nil
+					}
+					if commit {
+						if err := tx.Exec(ctx, "COMMIT"); err != nil {
+							return err
+						}
+					}
+					if err := openRows(ctx, tx); err != nil {
+						return err
+					}
+					return retry.Transient(errors.New("audit: 503")) // rows left open
+				}, againAtOnce())
+				wantRuns := 2
+				if commit {
+					wantRuns = 1
+				}
+				if n := queryInt(t, "SELECT count(*) FROM "+table); runs != wantRuns || n != 1 {
+					t.Fatalf("%d runs, %d rows committed (err %v); want %d runs, 1 row", runs, n, err, wantRuns)
+				}
+			})
+		}
+	}
+}
+
+// connless is a Beginner whose transactions have no connection to show, as
+// a mock's (pgxmock's Conn panics): Conn panics, or returns nil. PgxTx
+// neither panics nor skips the rollback.
+type connless struct {
+	db        sqlretry.Beginner
+	panics    bool
+	rollbacks int
+}
+
+func (c *connless) BeginTx(ctx context.Context, o pgx.TxOptions) (pgx.Tx, error) {
+	tx, err := c.db.BeginTx(ctx, o)
+	if err != nil {
+		return nil, err
+	}
+	return &connlessTx{Tx: tx, of: c}, nil
+}
+
+type connlessTx struct {
+	pgx.Tx
+	of *connless
+}
+
+func (t *connlessTx) Conn() *pgx.Conn {
+	if t.of.panics {
+		panic("Conn is not available on a mock")
+	}
+	return nil
+}
+
+func (t *connlessTx) Rollback(ctx context.Context) error {
+	t.of.rollbacks++
+	return t.Tx.Rollback(ctx)
+}
+
+var errFunds = errors.New("insufficient funds")
+
+func TestBeginnerWithoutConn(t *testing.T) {
+	needServer(t)
+	for _, panics := range []bool{false, true} {
+		name := "nil"
+		if panics {
+			name = "panics"
+		}
+		t.Run(name, func(t *testing.T) {
+			table := tableFor(t)
+			db := &connless{db: pool, panics: panics}
+			runs := 0
+			err := sqlretry.PgxTx(t.Context(), db, func(ctx context.Context, tx pgx.Tx) error {
+				if _, err := tx.Exec(ctx, "INSERT INTO "+table+" VALUES (1)"); err != nil {
+					return err
+				}
+				if runs++; runs == 1 {
+					_, err := tx.Exec(ctx, "SELECT "+table+"_raise('40001')")
+					return err
+				}
+				return errFunds
+			})
+			if !errors.Is(err, errFunds) || runs != 2 || db.rollbacks != 2 {
+				t.Fatalf("%d runs, %d rollbacks (err %v): want 2 runs (a conflict, then fn's error), each rolled back", runs, db.rollbacks, err)
+			}
+			if n := queryInt(t, "SELECT count(*) FROM "+table); n != 0 {
+				t.Fatalf("%d rows committed, want none", n)
+			}
+		})
+	}
+}
