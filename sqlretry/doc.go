@@ -39,10 +39,12 @@
 //     It is never run again, by this package or by a loop around it
 //     (Classify reports it Unsafe), since running it again could apply a
 //     payment twice. So is an error fn returns after it ended the
-//     transaction itself with its own Commit (fn must leave COMMIT and
-//     ROLLBACK to this package). A COMMIT that pgx reports answered with
-//     ROLLBACK committed nothing: fn hid the error that aborted it, and it
-//     is returned, not run again.
+//     transaction itself, a conflict included: with the driver's Commit or
+//     Rollback, or with a COMMIT, END or ROLLBACK statement, which the
+//     server's answer shows (see "What fn must do": fn must leave COMMIT
+//     and ROLLBACK to this package). A COMMIT that pgx reports answered
+//     with ROLLBACK committed nothing: fn hid the error that aborted it,
+//     and it is returned, not run again.
 //   - Every failure returns the *retry.Error of retry.Do, wrapping the last
 //     error: errors.As reaches the driver's *pgconn.PgError, errors.Is the
 //     reason retrying stopped.
@@ -92,6 +94,28 @@
 // message sent, a value kept in memory) that a second run would repeat. It
 // must return the transaction's errors as they are, or wrapped with %w, so
 // that a conflict is seen as one: an error turned into a string hides it.
+//
+// fn must not end the transaction: COMMIT and ROLLBACK are this package's.
+// An fn that fails after ending it anyway is never run again, since its work
+// may have committed. Tx and PgxTx see an end by the driver's Commit or
+// Rollback, and by a statement of fn's (COMMIT, END, ROLLBACK, through tx or
+// its connection) after which the connection is in no transaction: PgxTx
+// from the transaction status of the server's last ReadyForQuery message,
+// without asking the server; Tx by sending SAVEPOINT, which PostgreSQL
+// refuses outside a transaction block (25P01), a round trip on a failed run
+// only. A ROLLBACK statement cannot be told from a COMMIT. Neither sees:
+//
+//   - an fn that ends the transaction and begins another (COMMIT; BEGIN in
+//     one statement, COMMIT AND CHAIN, END then BEGIN): the connection is
+//     in a transaction again, and the COMMIT leaves no trace;
+//   - a COMMIT of fn's whose answer was never read (cut short by the
+//     context, its connection closed before the answer came);
+//   - with Tx only, an end followed by a statement still in flight (a Rows
+//     left open), by a lost connection, or by the end of the context
+//     (database/sql then rolls back on its own).
+//
+// Such an fn may run again after it committed: it is a misuse, as is any
+// effect of fn outside the transaction.
 //
 // CockroachDB's client-side retry protocol (SAVEPOINT cockroach_restart) is
 // not implemented: PostgreSQL, which the tests run against, cannot test it.
