@@ -120,15 +120,40 @@ func TestFnThatEndsTheTransactionThenFailsIsNotRunAgain(t *testing.T) {
 				if !errors.As(err, &re) || !errors.As(err, &pg) || pg.Code != c.code {
 					t.Fatalf("err %v: want the give-up, reaching the %s", err, c.code)
 				}
+				// Unsafe to a loop around the call too, were the call to
+				// leave this failure to it (retry.ErrOuterLoop).
 				if info := sqlretry.Classify(re.Err); info.Safety != retry.Unsafe {
 					t.Errorf("the last error classified %+v, want Unsafe", info)
-				}
-				if info := retry.Classify(err); info.Safety != retry.Unsafe {
-					t.Errorf("a caller's loop sees %+v, want Unsafe", info)
 				}
 			})
 		}
 	}
+}
+
+// Inside a caller's loop, an fn that committed by SQL and then failed with
+// an error left to that loop (57014, a statement_timeout) is not run again
+// by it either.
+func TestFnThatEndsTheTransactionInACallersLoop(t *testing.T) {
+	forAPIs(t, func(t *testing.T, a api, _ string) {
+		table := tableFor(t)
+		attempts, runs := 0, 0
+		err := retry.Do(t.Context(), &retry.Simple{MaxAttempts: 3, Backoff: retry.Constant(0)}, func(ctx context.Context) error {
+			attempts++
+			return a.run(ctx, func(ctx context.Context, tx q) error {
+				runs++
+				if err := tx.Exec(ctx, "INSERT INTO "+table+" VALUES (1)"); err != nil {
+					return err
+				}
+				if err := tx.Exec(ctx, "COMMIT"); err != nil {
+					return err
+				}
+				return tx.Exec(ctx, "SELECT "+table+"_raise('57014')")
+			})
+		})
+		if n := queryInt(t, "SELECT count(*) FROM "+table); attempts != 1 || runs != 1 || n != 1 || !isCode(err, "57014") {
+			t.Fatalf("%d attempts of the caller's loop, %d runs, %d rows committed (err %v); want 1, 1, 1, the 57014", attempts, runs, n, err)
+		}
+	})
 }
 
 // A conflict in fn, inside the transaction, is still run again on every
