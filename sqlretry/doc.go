@@ -102,8 +102,8 @@
 // its connection) after which the connection is in no transaction: PgxTx
 // from the transaction status of the server's last ReadyForQuery message,
 // without asking the server; Tx by sending SAVEPOINT, which PostgreSQL
-// refuses outside a transaction block (25P01), a round trip on a failed run
-// only. A ROLLBACK statement cannot be told from a COMMIT. Neither sees:
+// refuses outside a transaction block (25P01), a round trip on a run that
+// failed with an error that may be retried, and only there. A ROLLBACK statement cannot be told from a COMMIT. Neither sees:
 //
 //   - an fn that ends the transaction and begins another (COMMIT; BEGIN in
 //     one statement, COMMIT AND CHAIN, END then BEGIN): the connection is

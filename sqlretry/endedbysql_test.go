@@ -2,6 +2,7 @@ package sqlretry_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"sync/atomic"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/retrykit/retry"
 	"github.com/retrykit/retry/sqlretry"
 )
@@ -319,5 +321,74 @@ func TestBeginnerWithoutConn(t *testing.T) {
 				t.Fatalf("%d rows committed, want none", n)
 			}
 		})
+	}
+}
+
+// statements is a pgx QueryTracer that counts the statements sent with a
+// given text.
+type statements struct {
+	text string
+	n    atomic.Int64
+}
+
+func (s *statements) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	if d.SQL == s.text {
+		s.n.Add(1)
+	}
+	return ctx
+}
+
+func (*statements) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// Tx asks the server whether fn ended the transaction (its SAVEPOINT) only
+// when fn's failure may be retried: for an error of the application's, which
+// nobody retries, the answer would change nothing, and the round trip (and,
+// in a transaction a failure aborted, an error in the server's log) is not
+// paid.
+func TestTxProbesOnlyFailuresThatMayBeRetried(t *testing.T) {
+	needServer(t)
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	probes := &statements{text: "SAVEPOINT sqlretry_probe"}
+	cfg.Tracer = probes
+	db := stdlib.OpenDB(*cfg)
+	defer db.Close()
+	table := tableFor(t)
+	errApp := errors.New("insufficient funds")
+	for _, c := range []struct {
+		name   string
+		fail   func(ctx context.Context, tx *sql.Tx) error
+		probes int64
+	}{
+		{"an error of the application's", func(context.Context, *sql.Tx) error { return errApp }, 0},
+		{"a unique violation", func(ctx context.Context, tx *sql.Tx) error {
+			_, err := tx.ExecContext(ctx, "SELECT "+table+"_raise('23505')")
+			return err
+		}, 0},
+		{"a conflict", func(ctx context.Context, tx *sql.Tx) error {
+			_, err := tx.ExecContext(ctx, "SELECT "+table+"_raise('40001')")
+			return err
+		}, 2}, // one per run of the two
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			before := probes.n.Load()
+			err := sqlretry.Tx(t.Context(), db, func(ctx context.Context, tx *sql.Tx) error {
+				if _, err := tx.ExecContext(ctx, "INSERT INTO "+table+" VALUES (1)"); err != nil {
+					return err
+				}
+				return c.fail(ctx, tx)
+			}, sqlretry.WithStrategy(&retry.Simple{MaxAttempts: 2, Backoff: retry.Constant(0)}))
+			if err == nil {
+				t.Fatal("no error")
+			}
+			if got := probes.n.Load() - before; got != c.probes {
+				t.Fatalf("%d probes, want %d (%v)", got, c.probes, err)
+			}
+		})
+	}
+	if n := queryInt(t, "SELECT count(*) FROM "+table); n != 0 {
+		t.Fatalf("%d rows committed, want none", n)
 	}
 }

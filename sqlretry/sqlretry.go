@@ -143,11 +143,12 @@ const rollbackTimeout = 5 * time.Second
 // ROLLBACK): Tx does. When fn fails after ending it anyway, the outcome is
 // unknown, as after a failed COMMIT, and the transaction is never run again,
 // even for a conflict. Tx sees tx's Commit and Rollback from database/sql,
-// and a statement's end by sending SAVEPOINT after fn failed, which
-// PostgreSQL refuses outside a transaction block: a round trip on a failed
-// run, none on one that commits (in a transaction a failure aborted, as a
-// conflict in fn does, the server refuses it too, and logs that as an
-// error). The package documentation says which ends it cannot see.
+// and a statement's end by sending SAVEPOINT after fn failed with an error
+// that may be retried, which PostgreSQL refuses outside a transaction block:
+// a round trip on such a failed run, none on one that commits or fails for
+// good (in a transaction a failure aborted, as a conflict in fn does, the
+// server refuses it too, and logs that as an error). The package
+// documentation says which ends it cannot see.
 //
 // On success Tx returns nil. Otherwise it returns the *retry.Error of
 // retry.Do, which wraps the last error (errors.Is and errors.As reach it, and
@@ -168,7 +169,7 @@ func Tx(ctx context.Context, db *sql.DB, fn func(ctx context.Context, tx *sql.Tx
 		}
 		if err := runSQL(ctx, tx, fn); err != nil {
 			// Asked before the ROLLBACK, which ends the transaction too.
-			ended := noTransaction(ctx, tx)
+			ended := noTransaction(ctx, tx, err)
 			// database/sql rolls back on its own when ctx ends; this
 			// rollback then finds the transaction done, which is fine.
 			// Found done while ctx is live, fn ended it itself: with a
@@ -196,15 +197,18 @@ const probe = "SAVEPOINT sqlretry_probe"
 // noTransaction reports whether the server says that tx's connection is in
 // no transaction (probe refused with 25P01): a statement of fn's ended the
 // one Tx began (COMMIT, END, ROLLBACK), which database/sql does not see. It
-// costs a round trip, on a failed run only. Any other answer proves
-// nothing: a transaction open (fn's own, after a COMMIT; BEGIN, is one too),
-// a connection lost or busy with a Rows fn left open, a context ended (after
-// which database/sql rolls back on its own, so the answer would be its).
-func noTransaction(ctx context.Context, tx *sql.Tx) bool {
-	if ctx.Err() != nil {
+// asks only when fn's error may be retried, by this loop or a caller's, since
+// the answer changes nothing for the others (an error of the application's, a
+// unique violation): a round trip on such a failed run only. Any other answer
+// proves nothing: a transaction open (fn's own, after a COMMIT; BEGIN, is one
+// too), a connection lost or busy with a Rows fn left open, a context ended
+// (after which database/sql rolls back on its own, so the answer would be
+// its).
+func noTransaction(ctx context.Context, tx *sql.Tx, err error) bool {
+	if ctx.Err() != nil || !Classify(&txError{stage: stageFn, err: err}).Retryable() {
 		return false
 	}
-	_, err := tx.ExecContext(ctx, probe)
+	_, err = tx.ExecContext(ctx, probe)
 	var s sqlStater
 	return errors.As(err, &s) && s.SQLState() == noActiveSQLTransaction
 }
