@@ -68,24 +68,24 @@
 // holds a fleet's load near what it would send without retries using what
 // each process sees on its own, and keeps retrying where retrying works.
 //
-// What tells an outage from a brownout is whether retries succeed. So a
-// scope's retries stop after 3 attempts in a row fail, whatever the traffic
-// (an outage costs each process two retries), and a streak of 8 is allowed
-// while retries in the scope are succeeding (a brownout that fails 30 % of
-// attempts at random is retried in full). Client-side throttling after the
-// Google SRE book refuses retries, per scope and across scopes, in
-// proportion to how far the attempts sent exceed twice those accepted. A
-// send-rate limiter after AWS's adaptive retry mode (CUBIC) slows first
-// attempts too when the service throttles, with its waits bounded and its
-// limit lifted once the throttling ends. A timeout is retried unless the
-// scope's evidence says overload (half its recent attempts timed out, or the
-// latency of its successes climbed), where a retry would double the work of a
-// server that is already behind; one bad replica of many is retried around.
-// Answers that blame the client count as accepted, and a server's explicit
-// permission (Info.Allowed) lifts the refusal of a timeout. Each choice was measured with the retry-storm simulator of
-// the retry command (retry sim), at 100, 1,000 and 10,000 clients; Budget
-// and a Quota shared by a fleet (redisquota) bound retries further where a
-// process's own signals are too weak.
+// What tells an outage from a brownout is whether retries succeed. So a scope's
+// retries stop after 3 attempts in a row fail, whatever the traffic (an outage
+// costs each process two retries), and a streak of 8 is allowed while retries
+// in the scope are succeeding (a brownout that fails 30 % of attempts at random
+// is retried in full). Client-side throttling after the Google SRE book refuses
+// retries, per scope and across scopes, in proportion to how far the attempts
+// sent exceed twice those accepted. A send-rate limiter after AWS's adaptive
+// retry mode (CUBIC) slows first attempts too when the service throttles, with
+// its waits bounded and its limit lifted once the throttling ends. A timeout is
+// retried unless the scope's evidence says overload (half its recent attempts
+// timed out, or the latency of its successes climbed), where a retry would
+// double the work of a server that is already behind; one bad replica of many
+// is retried around. Answers that blame the client count as accepted, and a
+// server's explicit permission (Info.Allowed) lifts the refusal of a timeout.
+// Each choice was measured with the retry-storm simulator of the retry command
+// (retry sim), at 100, 1,000 and 10,000 clients; Budget and a Quota shared by a
+// fleet (redisquota) bound retries further where a process's own signals are
+// too weak.
 //
 // # Circuit breaking
 //

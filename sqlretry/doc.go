@@ -95,15 +95,16 @@
 // must return the transaction's errors as they are, or wrapped with %w, so
 // that a conflict is seen as one: an error turned into a string hides it.
 //
-// fn must not end the transaction: COMMIT and ROLLBACK are this package's.
-// An fn that fails after ending it anyway is never run again, since its work
-// may have committed. Tx and PgxTx see an end by the driver's Commit or
-// Rollback, and by a statement of fn's (COMMIT, END, ROLLBACK, through tx or
-// its connection) after which the connection is in no transaction: PgxTx
-// from the transaction status of the server's last ReadyForQuery message,
-// without asking the server; Tx by sending SAVEPOINT, which PostgreSQL
-// refuses outside a transaction block (25P01), a round trip on a run that
-// failed with an error that may be retried, and only there. A ROLLBACK statement cannot be told from a COMMIT. Neither sees:
+// fn must not end the transaction: COMMIT and ROLLBACK are this package's. An
+// fn that fails after ending it anyway is never run again, since its work may
+// have committed. Tx and PgxTx see an end by the driver's Commit or Rollback,
+// and by a statement of fn's (COMMIT, END, ROLLBACK, through tx or its
+// connection) after which the connection is in no transaction: PgxTx from the
+// transaction status of the server's last ReadyForQuery message, without asking
+// the server; Tx by sending SAVEPOINT, which PostgreSQL refuses outside a
+// transaction block (25P01), a round trip on a run that failed with an error
+// that may be retried, and only there. A ROLLBACK statement cannot be told from
+// a COMMIT. Neither sees:
 //
 //   - an fn that ends the transaction and begins another (COMMIT; BEGIN in
 //     one statement, COMMIT AND CHAIN, END then BEGIN): the connection is

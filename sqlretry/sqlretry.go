@@ -50,8 +50,9 @@ func WithPgxTxOptions(o pgx.TxOptions) Option {
 // COMMIT; a run cut short during COMMIT has an unknown outcome and is not run
 // again, and nor is one cut short in fn: the connection's state cannot prove
 // that fn did not commit (a COMMIT statement of its own, COMMIT AND CHAIN, a
-// COMMIT still in flight), so the timeout counts as the caller's. retry.Unmarked changes nothing: the transaction's loop never marks
-// its attempts (see the package documentation).
+// COMMIT still in flight), so the timeout counts as the caller's.
+// retry.Unmarked changes nothing: the transaction's loop never marks its
+// attempts (see the package documentation).
 func WithRetryOptions(opts ...retry.Option) Option {
 	return Option{func(c *config) { c.retryOpts = append(c.retryOpts, opts...) }}
 }
