@@ -171,3 +171,47 @@ func TestOptionsWrittenAtTheCall(t *testing.T) {
 		}
 	}
 }
+
+// TestClockReadsAllocateNothing: the Breaker's doc promises that a closed
+// circuit costs an attempt no allocation, and TestZeroAllocations' that a
+// run with retries that then succeeds allocates nothing but the marks; both
+// read the clock, whose every reading once moved its time.Time to the heap.
+// Most successes read no clock, so they are counted in runs of 4096: the
+// integer average of testing.AllocsPerRun would hide one allocation in 64
+// calls.
+func TestClockReadsAllocateNothing(t *testing.T) {
+	if raceEnabled || testing.Short() {
+		t.Skip("allocation counts are not meaningful under -race or -short")
+	}
+	ctx := context.Background()
+	b := NewBreaker(BreakerOptions{FailureRate: 2}) // never opens
+	adaptive := NewAdaptive(AdaptiveOptions{StandardOptions: StandardOptions{Backoff: Constant(0)}})
+	two := retriesThenSuccess(2)
+	one := retriesThenSuccess(1)
+	simple := &Simple{Backoff: Constant(0)}
+	for name, call := range map[string]func(){
+		"a failure through a closed circuit (Allow, Done)": func() { tk, _ := b.Allow(""); tk.Done(ctx, errBrk500) },
+		"two retries through a closed circuit, Unmarked":   func() { _ = Do(ctx, simple, two, WithBreaker(b), Unmarked()) },
+		// Every 64th success through a closed circuit is placed in its
+		// window, at a clock reading; AllocsPerRun's integer average hides
+		// one allocation in 64 calls, not in 64 times 64.
+		"4096 successes through a closed circuit, Unmarked": func() {
+			for range 4096 {
+				_ = Do(ctx, simple, succeed, WithBreaker(b), Unmarked())
+			}
+		},
+		// Adaptive's success path reads the clock for its latency probes
+		// and window counts, now and then.
+		"4096 successes with Adaptive, Unmarked": func() {
+			for range 4096 {
+				_ = Do(ctx, adaptive, succeed, Unmarked())
+			}
+		},
+		"a retry with Adaptive, Unmarked": func() { _ = Do(ctx, adaptive, one, Unmarked()) },
+	} {
+		call()
+		if got := testing.AllocsPerRun(1000, call); got != 0 {
+			t.Errorf("%s: %v allocations per call, want 0", name, got)
+		}
+	}
+}

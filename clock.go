@@ -41,7 +41,11 @@ func (c *clock) read(now func() time.Time) int64 {
 	}
 	o := c.origin.Load()
 	if o == nil {
-		c.origin.CompareAndSwap(nil, &t)
+		// A copy: taking t's address would move every reading's t to the
+		// heap, the first's only is needed there.
+		first := new(time.Time)
+		*first = t
+		c.origin.CompareAndSwap(nil, first)
 		o = c.origin.Load()
 	}
 	// Sub uses the monotonic readings when both times have one; between
