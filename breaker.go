@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -246,8 +247,10 @@ type BreakerTicket struct {
 // timeouts fail, and an answered client fault, a throttle, an error nobody
 // classified or any failure once ctx, the caller's context, is done counts
 // as neither. A nil ctx is context.Background. Done should be called once
-// per ticket, when the attempt is over: each call is a verdict. A probe
-// never reported stops holding its place after OpenFor (see Breaker).
+// per ticket, when the attempt is over: a probe's verdict counts once (a
+// second Done, or a Release after it, is ignored), but each Done of an
+// attempt through a closed circuit is counted. A probe never reported stops
+// holding its place after OpenFor (see Breaker).
 func (t BreakerTicket) Done(ctx context.Context, err error) {
 	if t.p == refused {
 		return
@@ -269,8 +272,10 @@ func (t BreakerTicket) Done(ctx context.Context, err error) {
 func (t BreakerTicket) Probe() bool { return t.p != refused && t.p.probe() }
 
 // Release hands back t, whose attempt will not be made after all: a probe's
-// place is freed, and nothing is counted. A ticket should be released or
-// reported (Done) once.
+// place is freed, and nothing is counted. A probe's ticket already reported
+// or released is not released again, and other tickets hold no place, so
+// Release may be deferred, as a transaction's Rollback is, in case the
+// attempt is not made.
 func (t BreakerTicket) Release() {
 	if t.Probe() && t.at.sc != nil {
 		t.at.report(t.p, neither)
@@ -287,8 +292,8 @@ type breakerScope struct {
 
 	mu      sync.Mutex    // guards what follows and every change of state
 	window  breakerWindow // counted attempts and successes while closed
-	round   uint64        // the probe round; a probe decides only in its own
-	taken   int           // probe places of this round whose verdict is pending
+	out     []pass        // the probes of this round whose verdict is pending
+	grants  uint64        // probes let through so far: each probe's pass is its number
 	passed  int           // probes of this round that succeeded
 	granted int64         // when this round's last probe was let through
 	openFor time.Duration // the current open spell; 0 = OpenFor
@@ -303,8 +308,9 @@ func (sc *breakerScope) idle() bool { return BreakerState(sc.state.Load()) == Br
 func (sc *breakerScope) inherit(any) {}
 
 // pass is what the loop holds for an attempt a breaker let through, to
-// report its verdict with: the probe round the attempt belongs to (rounds
-// start at 1), or, for an attempt through a closed circuit, closedPass and
+// report its verdict with: the probe's number in its scope (from 1), so that
+// a probe decides once, and only in its own round, or, for an attempt
+// through a closed circuit, closedPass and
 // the closed spell it began in, so that a verdict that comes after the
 // circuit opened and closed again counts in no later spell; 0 without a
 // breaker; refused if the breaker refused it.
@@ -389,7 +395,7 @@ func (a breakerAt) refusedFor() time.Duration {
 	now := a.b.now()
 	sc.mu.Lock()
 	defer sc.mu.Unlock()
-	if BreakerState(sc.state.Load()) != BreakerHalfOpen || sc.taken+sc.passed < a.b.probes() {
+	if BreakerState(sc.state.Load()) != BreakerHalfOpen || len(sc.out)+sc.passed < a.b.probes() {
 		return 0
 	}
 	return time.Duration(max(later(sc.granted, a.b.openFor())-now, 0))
@@ -436,7 +442,7 @@ func (a breakerAt) consult() pass {
 		sc.state.Store(uint32(BreakerHalfOpen))
 		sc.newRound()
 	}
-	if sc.taken+sc.passed >= a.b.probes() {
+	if len(sc.out)+sc.passed >= a.b.probes() {
 		if now-sc.granted < int64(a.b.openFor()) {
 			return refused
 		}
@@ -445,15 +451,16 @@ func (a breakerAt) consult() pass {
 		// the old probes' verdicts no longer count.
 		sc.newRound()
 	}
-	sc.taken++
+	sc.grants++
+	p := pass(sc.grants)
+	sc.out = append(sc.out, p)
 	sc.granted = now
-	return pass(sc.round)
+	return p
 }
 
 // newRound starts a round of probes. Callers hold mu.
 func (sc *breakerScope) newRound() {
-	sc.round++
-	sc.taken, sc.passed = 0, 0
+	sc.out, sc.passed = sc.out[:0], 0
 }
 
 // succeeded reports the success of an attempt made with p. In a closed
@@ -503,10 +510,13 @@ func (a breakerAt) report(p pass, v int) {
 	}
 	sc.mu.Lock()
 	defer sc.mu.Unlock()
-	if BreakerState(sc.state.Load()) != BreakerHalfOpen || sc.round != uint64(p) {
-		return // a probe of a round that has ended: it decides nothing
+	i := slices.Index(sc.out, p)
+	if BreakerState(sc.state.Load()) != BreakerHalfOpen || i < 0 {
+		// A probe of a round that has ended, or one reported already (a
+		// Release deferred after its Done): it decides nothing.
+		return
 	}
-	sc.taken--
+	sc.out = slices.Delete(sc.out, i, i+1)
 	switch v {
 	case succeeded:
 		if sc.passed++; sc.passed >= a.b.probes() {

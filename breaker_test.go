@@ -581,8 +581,8 @@ func TestBreakerConcurrent(t *testing.T) {
 		sc := b.scopes.peek("")
 		sc.mu.Lock()
 		defer sc.mu.Unlock()
-		if sc.taken < 0 || sc.passed < 0 || sc.taken+sc.passed > probes {
-			t.Fatalf("probe places: %d taken, %d passed, of %d", sc.taken, sc.passed, probes)
+		if sc.passed < 0 || len(sc.out)+sc.passed > probes {
+			t.Fatalf("probe places: %d taken, %d passed, of %d", len(sc.out), sc.passed, probes)
 		}
 	}
 
@@ -1090,7 +1090,7 @@ func TestBreakerAllowConcurrent(t *testing.T) {
 		wg.Wait()
 		sc := b.scopes.peek("")
 		sc.mu.Lock()
-		taken, passed := sc.taken, sc.passed
+		taken, passed := len(sc.out), sc.passed
 		sc.mu.Unlock()
 		if b.State("") != BreakerClosed || taken != 0 || passed != 0 {
 			t.Fatalf("after the probes: %v, %d taken, %d passed", b.State(""), taken, passed)
@@ -1546,3 +1546,65 @@ type delayedFirst struct{ d time.Duration }
 func (s delayedFirst) AcquireInitialToken(string) (Token, error) { return NewToken(0, s.d, nil), nil }
 func (delayedFirst) RefreshToken(Token, error) (Token, error)    { return Token{}, ErrMaxAttempts }
 func (delayedFirst) RecordSuccess(Token) error                   { return nil }
+
+// TestBreakerTicketReportedTwiceDecidesOnce: a probe's ticket decides once.
+// A Release deferred in case the attempt is not made, run after the
+// attempt's Done or after WithTicket's loop reported it, frees no second
+// place (ten such probes once let eleven through at once with Probes 1),
+// and one probe's success reported twice does not close a circuit that asks
+// for two.
+func TestBreakerTicketReportedTwiceDecidesOnce(t *testing.T) {
+	open := func(k *brk) {
+		t.Helper()
+		for range 20 {
+			_ = k.call("", errBrk500)
+		}
+		k.want("", BreakerOpen)
+		k.clock.Advance(DefaultBreakerOpenFor)
+	}
+	t.Run("Release after the verdict", func(t *testing.T) {
+		k := newBrk(t, BreakerOptions{})
+		open(k)
+		for i := range 10 {
+			func() {
+				tk, err := k.b.Allow("")
+				if err != nil || !tk.Probe() {
+					t.Fatalf("probe %d: %v, a probe's: %v", i, err, tk.Probe())
+				}
+				defer tk.Release() // in case the attempt is not made
+				if i%2 == 0 {
+					tk.Done(context.Background(), errBrk404) // neither: the place is freed
+					return
+				}
+				ctx, cancel := context.WithCancel(context.Background())
+				_ = Do(ctx, &No{}, func(ctx context.Context) error { cancel(); return ctx.Err() }, WithBreaker(k.b), WithTicket(tk))
+			}()
+		}
+		out := 0
+		for range 20 {
+			if tk, err := k.b.Allow(""); err == nil && tk.Probe() {
+				out++
+			}
+		}
+		if out != 1 {
+			t.Fatalf("%d probes let through at once with Probes 1", out)
+		}
+	})
+	t.Run("a success reported twice", func(t *testing.T) {
+		k := newBrk(t, BreakerOptions{Probes: 2})
+		open(k)
+		tk, err := k.b.Allow("")
+		if err != nil || !tk.Probe() {
+			t.Fatalf("%v, a probe's: %v", err, tk.Probe())
+		}
+		tk.Done(context.Background(), nil)
+		tk.Done(context.Background(), nil)
+		k.want("", BreakerHalfOpen)
+		second, err := k.b.Allow("")
+		if err != nil || !second.Probe() {
+			t.Fatalf("the second probe: %v, a probe's: %v", err, second.Probe())
+		}
+		second.Done(context.Background(), nil)
+		k.want("", BreakerClosed)
+	})
+}
