@@ -717,3 +717,55 @@ func TestAdaptiveAllowedIsStillBounded(t *testing.T) {
 		}
 	})
 }
+
+// TestDoAndDoValueTellTheLimiterAlike: an attempt in flight when the
+// scope's limiter starts limiting ends in a success the limiter should hear
+// of, whether the call is Do's or DoValue's (Do's shortcut read "not
+// limiting" when the attempt began, and skipped the tell at its end).
+func TestDoAndDoValueTellTheLimiterAlike(t *testing.T) {
+	limiting := map[string]bool{}
+	for _, name := range []string{"Do", "DoValue"} {
+		clk := newHandClock()
+		a := NewAdaptive(AdaptiveOptions{Now: clk.Now})
+		ctx := context.Background()
+		// A client that calls every millisecond: latency probes are a
+		// hundred calls apart, and Do's shortcut serves the calls between.
+		for range 300 {
+			clk.Advance(time.Millisecond)
+			_ = Do(ctx, a, succeed, Unmarked())
+		}
+		for i := 0; a.local() == nil; i++ {
+			if i == 200 {
+				t.Fatal("a latency probe is always due")
+			}
+			clk.Advance(time.Millisecond)
+			_ = Do(ctx, a, succeed, Unmarked())
+		}
+		started, release, done := make(chan struct{}), make(chan struct{}), make(chan error)
+		op := func(context.Context) error { close(started); <-release; return nil }
+		go func() {
+			if name == "Do" {
+				done <- Do(ctx, a, op, Unmarked())
+			} else {
+				_, err := DoValue(ctx, a, func(ctx context.Context) (int, error) { return 0, op(ctx) }, Unmarked())
+				done <- err
+			}
+		}()
+		<-started
+		throttle := WithInfo(errors.New("429"), Info{Safety: Safe, Throttle: true, Fault: FaultClient})
+		_ = Do(ctx, a, func(context.Context) error { return throttle }, Unmarked(),
+			BeforeRetry(func(context.Context, int, error) error { return errors.New("stop") }))
+		if _, limiting := a.Rate(""); !limiting {
+			t.Fatalf("%s: the throttle did not start the limiter", name)
+		}
+		clk.Advance(time.Minute) // the throttling is long over: the next answer ends the limiting
+		close(release)
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		_, limiting[name] = a.Rate("")
+	}
+	if limiting["Do"] || limiting["DoValue"] {
+		t.Fatalf("still limiting after a success a minute past the throttle: Do %v, DoValue %v", limiting["Do"], limiting["DoValue"])
+	}
+}

@@ -121,6 +121,11 @@ func Do(ctx context.Context, s Strategy, op func(context.Context) error, opts ..
 				std.firstSucceeded(q)
 			case sc != nil:
 				ad.firstSucceeded(sc)
+				if sc.limiting.Load() {
+					// The limiter started while the attempt ran: it hears
+					// of the success, as succeed tells it.
+					ad.tell(sc, ad.now(), false)
+				}
 			}
 			brk.succeeded(p)
 			return nil
