@@ -237,6 +237,9 @@ func nilOperation(ctx context.Context, opts []Option) error {
 	if c.ticketed {
 		c.ticket.Release()
 	}
+	if c.trace != nil {
+		ctx = c.trace.callStart(ctx, c.scope) // the call begins for the Trace, as it ends
+	}
 	return c.giveUp(ctx, 0, nil, ErrNilOperation)
 }
 

@@ -272,3 +272,29 @@ func TestEachAttemptHasItsTraceContext(t *testing.T) {
 		t.Fatalf("%v after %d attempts, want success on the sixth", err, n)
 	}
 }
+
+// TestNilOperationTraceStartsTheCall: a Trace's CallStart is "called once
+// when the call begins", and Done "once when the call ends": a call given a
+// nil operation ends for the Trace (GiveUp, Done) without having begun.
+func TestNilOperationTraceStartsTheCall(t *testing.T) {
+	type key struct{}
+	var started, done int
+	var doneSawStart bool
+	tr := &Trace{
+		CallStart: func(ctx context.Context, _ string) context.Context {
+			started++
+			return context.WithValue(ctx, key{}, true)
+		},
+		Done: func(ctx context.Context, _ string, _ int, _ time.Duration, _ error) {
+			done++
+			doneSawStart = ctx.Value(key{}) != nil
+		},
+	}
+	err := Do(context.Background(), &No{}, nil, WithTrace(tr))
+	if !errors.Is(err, ErrNilOperation) {
+		t.Fatal(err)
+	}
+	if started != 1 || done != 1 || !doneSawStart {
+		t.Fatalf("CallStart %d, Done %d (with CallStart's context: %v); want 1, 1, true", started, done, doneSawStart)
+	}
+}
