@@ -323,6 +323,9 @@ func run[T any](ctx context.Context, s Strategy, op func(context.Context) (T, er
 		}
 		at.failed(ctx, p, timing(opErr, timedOut))
 		c.attemptFailed(ctx, 1, opErr)
+		if cerr := ctx.Err(); cerr != nil {
+			return v, d.timer, c.giveUp(ctx, 1, opErr, cerr) // the caller gave up, as in the loop
+		}
 		return v, d.timer, c.giveUp(ctx, 1, opErr, c.passOn(ctx, opErr, err))
 	}
 

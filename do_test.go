@@ -624,3 +624,26 @@ func TestNilContextIsBackground(t *testing.T) {
 	}
 	done()
 }
+
+// TestCallerGaveUpReasonWithoutStrategy: a caller whose context is done
+// gets the context's error as the Reason, whether its one attempt was
+// made under No or under no strategy (nil), with a ticket or without.
+func TestCallerGaveUpReasonWithoutStrategy(t *testing.T) {
+	b := NewBreaker(BreakerOptions{})
+	for _, s := range []Strategy{&No{}, nil} {
+		for _, ticketed := range []bool{false, true} {
+			ctx, cancel := context.WithCancel(context.Background())
+			opts := []Option{WithBreaker(b)}
+			if ticketed {
+				tk, _ := b.Allow("")
+				opts = append(opts, WithTicket(tk))
+			}
+			op := func(ctx context.Context) error { cancel(); return ctx.Err() }
+			err := Do(ctx, s, op, opts...)
+			var e *Error
+			if !errors.As(err, &e) || e.Reason != context.Canceled {
+				t.Errorf("%T, ticketed %v: %v; want the Reason context.Canceled", s, ticketed, err)
+			}
+		}
+	}
+}
