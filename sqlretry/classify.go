@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/retrykit/retry"
 )
 
@@ -117,6 +118,11 @@ func Classify(err error) retry.Info {
 		return retry.Info{Safety: retry.Unsafe}
 	case w.mark != nil:
 		return *w.mark
+	case w.commit && w.relayed:
+		// postgres_fdw commits the remote transactions one by one before
+		// the local one, and relays a remote's failure as the local
+		// COMMIT's: a remote before it may have committed.
+		return retry.Info{Safety: retry.Unsafe}
 	case w.code == serializationFailure || w.code == deadlockDetected:
 		return retry.Info{Safety: retry.Safe, Fault: retry.FaultServer}
 	case w.code == "" && w.rolledBack:
@@ -172,6 +178,7 @@ func classifyCode(code string) retry.Info {
 // found is what a walk over an error's chain found.
 type found struct {
 	code       string      // the first SQLSTATE, "" if none
+	relayed    bool        // postgres_fdw relayed code from a remote server
 	commit     bool        // the SQLSTATE, or the chain's end, is under a failed COMMIT
 	mark       *retry.Info // a RetryInfo method above the SQLSTATE, or a give-up
 	rolledBack bool        // pgx: the server answered COMMIT with ROLLBACK
@@ -183,7 +190,8 @@ type found struct {
 // conflict reports whether the walk found a serialization failure or a
 // deadlock that no mark overrides, before fn ended the transaction.
 func (f found) conflict() bool {
-	return f.mark == nil && !f.ended && (f.code == serializationFailure || f.code == deadlockDetected)
+	return f.mark == nil && !f.ended && !(f.commit && f.relayed) &&
+		(f.code == serializationFailure || f.code == deadlockDetected)
 }
 
 // maxVisits bounds a walk, so that a cyclic chain cannot hang it.
@@ -230,6 +238,7 @@ func walk(err error, f *found, budget *int) bool {
 			return true
 		case sqlStater:
 			f.code = e.SQLState()
+			f.relayed = relayed(e)
 			return true
 		case interface{ RetryInfo() retry.Info }:
 			info := e.RetryInfo()
@@ -251,4 +260,24 @@ func walk(err error, f *found, budget *int) bool {
 		}
 	}
 	return false
+}
+
+// relayed reports whether the server reported e on behalf of a remote server
+// of postgres_fdw: the routine that reported it is postgres_fdw's
+// (pgfdw_report_error in PostgreSQL 9.3 to 18). The routine is a field of
+// the protocol's error that is never translated, unlike the context (Where,
+// "remote SQL command: COMMIT TRANSACTION"), which lc_messages changes; it
+// names the function that relayed the error, not the one that raised it, so
+// a local RAISE (exec_stmt_raise) or a remote error relayed by dblink
+// (dblink_res_error) is not taken for one. pgx's *pgconn.PgError has it, and
+// lib/pq's *pq.Error by its Get method; other drivers' errors show none.
+func relayed(e sqlStater) bool {
+	var routine string
+	switch e := e.(type) {
+	case *pgconn.PgError:
+		routine = e.Routine
+	case interface{ Get(field byte) string }: // lib/pq
+		routine = e.Get('R')
+	}
+	return strings.HasPrefix(routine, "pgfdw_")
 }

@@ -18,8 +18,35 @@ type pqError struct{ code string }
 func (e *pqError) Error() string    { return "pq: " + e.code }
 func (e *pqError) SQLState() string { return e.code }
 
+// pqFields is lib/pq's *pq.Error as far as Classify sees it: the SQLSTATE,
+// and the other fields of the server's error by their protocol codes (Get).
+type pqFields struct{ code, routine string }
+
+func (e *pqFields) Error() string    { return "pq: " + e.code }
+func (e *pqFields) SQLState() string { return e.code }
+func (e *pqFields) Get(field byte) string {
+	switch field {
+	case 'C':
+		return e.code
+	case 'R':
+		return e.routine
+	}
+	return ""
+}
+
 func TestClassify(t *testing.T) {
 	pg := func(code string) error { return &pgconn.PgError{Code: code} }
+	// fdw is a remote's error as postgres_fdw relays it: the local server
+	// reports it from pgfdw_report_error, the remote statement in the
+	// context (Where), which lc_messages translates.
+	fdw := func(code, where string) error {
+		return &pgconn.PgError{Code: code, Routine: "pgfdw_report_error", File: "connection.c", Where: where}
+	}
+	// local is an error a local PL/pgSQL RAISE reports.
+	local := func(code, where string) error {
+		return &pgconn.PgError{Code: code, Routine: "exec_stmt_raise", File: "pl_exec.c", Where: where}
+	}
+	const remoteCommit = "PL/pgSQL function public.f() line 4 at RAISE\nremote SQL command: COMMIT TRANSACTION"
 	sev := func(code, severity, unlocalized string) error {
 		return &pgconn.PgError{Code: code, Severity: severity, SeverityUnlocalized: unlocalized}
 	}
@@ -59,6 +86,30 @@ func TestClassify(t *testing.T) {
 		// after an earlier remote committed as an ERROR of the local COMMIT.
 		{"57014 ERROR at commit", &txError{stageCommit, sev("57014", "ERROR", "ERROR")}, unsafe},
 		{"08006 ERROR at commit", &txError{stageCommit, sev("08006", "ERROR", "ERROR")}, unsafe},
+		// postgres_fdw commits the remote transactions one by one before
+		// the local one, and relays a remote's failure at its COMMIT
+		// TRANSACTION as the local COMMIT's, after a remote before it may
+		// have committed: whatever the code, the outcome is unknown. The
+		// routine says so, the context is not read.
+		{"40001 relayed by postgres_fdw at commit", &txError{stageCommit, fdw("40001", remoteCommit)}, unsafe},
+		{"40P01 relayed by postgres_fdw at commit", &txError{stageCommit, fdw("40P01", remoteCommit)}, unsafe},
+		{"55P03 relayed by postgres_fdw at commit", &txError{stageCommit, fdw("55P03", remoteCommit)}, unsafe},
+		{"23505 relayed by postgres_fdw at commit", &txError{stageCommit, fdw("23505", remoteCommit)}, unsafe},
+		{"40001 relayed at commit, context translated", &txError{stageCommit, fdw("40001", "…: COMMIT TRANSACTION")}, unsafe},
+		{"40001 relayed at commit, no context", &txError{stageCommit, fdw("40001", "")}, unsafe},
+		{"40001 of lib/pq relayed at commit", &txError{stageCommit, &pqFields{"40001", "pgfdw_report_error"}}, unsafe},
+		// Before COMMIT, the server rolls the remote transactions back with
+		// the local one.
+		{"40001 relayed by postgres_fdw in fn", &txError{stageFn, fdw("40001", "remote SQL command: UPDATE public.t SET k = 1")}, safe},
+		// A conflict the local server raised at COMMIT (a deferred trigger,
+		// SSI) rolled back everything, whatever its context says; dblink's
+		// relay (dblink_res_error) commits nothing at COMMIT.
+		{"40001 of a local trigger at commit", &txError{stageCommit, local("40001", "PL/pgSQL function f() line 4 at RAISE")}, safe},
+		{"40001 of a local trigger at commit, context naming a remote command", &txError{stageCommit, local("40001", remoteCommit)}, safe},
+		{"40001 of SSI at commit", &txError{stageCommit, &pgconn.PgError{Code: "40001", Routine: "PreCommit_CheckForSerializationFailure"}}, safe},
+		{"40001 relayed by dblink at commit", &txError{stageCommit, &pgconn.PgError{Code: "40001", Routine: "dblink_res_error",
+			Where: "while executing command on unnamed dblink connection"}}, safe},
+		{"40001 of lib/pq at commit", &txError{stageCommit, &pqFields{"40001", "exec_stmt_raise"}}, safe},
 		{"53300 at begin", &txError{stageBegin, pg("53300")}, safe},
 		{"57014", pg("57014"), retry.Info{Timeout: true, Fault: retry.FaultServer}},
 		{"fn's transient", &txError{stageFn, retry.Transient(errors.New("x"))}, retry.Classify(retry.Transient(errors.New("x")))},

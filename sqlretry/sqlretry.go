@@ -131,8 +131,10 @@ const rollbackTimeout = 5 * time.Second
 // unique_violation, a syntax error, an error of fn's own, the context's)
 // rolls it back and is returned at once. An error at COMMIT that does not say
 // the server rolled the transaction back (a lost connection, a cancelled
-// context, a server shutting down) leaves its outcome unknown: it may have
-// committed, so it is never run again (Classify reports it Unsafe).
+// context, a server shutting down), or that PostgreSQL relayed from a remote
+// server of postgres_fdw (a conflict included: another remote may have
+// committed), leaves its outcome unknown: it may have committed, so it is
+// never run again (Classify reports it Unsafe).
 //
 // fn must do all its work through tx and the context it is given, and must
 // return the errors of tx unwrapped or wrapped with %w, so that a conflict is
