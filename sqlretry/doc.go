@@ -29,7 +29,8 @@
 // *pgx.Conn. Both follow the same rules:
 //
 //   - A conflict (40001, 40P01), at BEGIN, in fn or at COMMIT, rolls the
-//     transaction back and runs all of it again, fn included.
+//     transaction back and runs all of it again, fn included, unless
+//     postgres_fdw relayed it from a remote server at COMMIT (see below).
 //   - Any other error rolls back and is returned at once: a unique
 //     violation, a syntax error, an error fn returns of its own, a cancelled
 //     context.
@@ -38,7 +39,12 @@
 //     down) leaves the outcome unknown: the transaction may have committed.
 //     It is never run again, by this package or by a loop around it
 //     (Classify reports it Unsafe), since running it again could apply a
-//     payment twice. So is an error fn returns after it ended the
+//     payment twice. So is an error of COMMIT that PostgreSQL relays from
+//     a remote server of postgres_fdw, a conflict included: postgres_fdw
+//     commits the transaction's remote parts one by one before the local
+//     one, so another remote may have committed its part (the error's
+//     routine, which lc_messages does not translate, tells such an error
+//     from a local one). So is an error fn returns after it ended the
 //     transaction itself, a conflict included: with the driver's Commit or
 //     Rollback, or with a COMMIT, END or ROLLBACK statement, which the
 //     server's answer shows (see "What fn must do": fn must leave COMMIT
@@ -91,7 +97,8 @@
 //
 // fn runs again from the start after a conflict: it must do its work through
 // the transaction it is given, and must not have effects outside it (a
-// message sent, a value kept in memory) that a second run would repeat. It
+// message sent, a value kept in memory, a statement sent through dblink,
+// which commits on its own) that a second run would repeat. It
 // must return the transaction's errors as they are, or wrapped with %w, so
 // that a conflict is seen as one: an error turned into a string hides it.
 //
