@@ -38,8 +38,11 @@ Flags (curl's names and meanings; short ones combine, as -fsSL or -XPOST):
                       further one (default 100ms); a 429 waits at least 1s
   --max-delay D       longest wait between attempts; 0 = no cap (default 10s)
   -m, --max-time D    limit on each attempt, reading the body included, as
-                      curl's on each transfer; an attempt that runs out is
-                      retried (default: none). Also --attempt-timeout D
+                      curl's on each transfer; an attempt that runs out
+                      before its response comes is retried, one that runs
+                      out in its body is not, since the body is already
+                      being written: exit 28 (default: none). Also
+                      --attempt-timeout D
   --timeout D         limit on the whole call: attempts, waits and reading
                       the body (default: none)
   --connect-timeout D limit on each connection's dial, and then on its TLS
@@ -200,13 +203,13 @@ func (c *httpConfig) call(ctx context.Context, std stdio, base http.RoundTripper
 		trace  connTrace
 	)
 	req = req.WithContext(trace.with(httpretry.WithReport(callCtx, &report)))
-	client := &http.Client{Transport: c.transport(base, std.err, req.URL.String()), CheckRedirect: func(r *http.Request, via []*http.Request) error {
+	client := &http.Client{Transport: c.transport(base, std.err, req.URL.String(), &wo.retries), CheckRedirect: func(r *http.Request, via []*http.Request) error {
 		wo.redirects = len(via)
 		return stopRedirects(r, via)
 	}}
 	defer client.CloseIdleConnections()
 	resp, err := client.Do(req)
-	wo.retries, wo.conn = max(report.Attempts-1, 0), trace.times()
+	wo.conn = trace.times()
 	if err != nil {
 		return c.failed(ctx, callCtx, std.err, "no response", err, report)
 	}
@@ -242,8 +245,10 @@ func stopRedirects(_ *http.Request, via []*http.Request) error {
 }
 
 // transport returns the retrying transport, which reports every attempt on
-// w with --verbose; first is the URL asked for.
-func (c *httpConfig) transport(base http.RoundTripper, w io.Writer, first string) *httpretry.Transport {
+// w with --verbose (first is the URL asked for) and counts its retries in
+// retries: those of every hop of a redirect chain, as curl counts a
+// transfer's (a Report is the last hop's alone).
+func (c *httpConfig) transport(base http.RoundTripper, w io.Writer, first string, retries *int) *httpretry.Transport {
 	t := &httpretry.Transport{
 		Base: base,
 		Strategy: retry.NewStandard(retry.StandardOptions{MaxAttempts: c.attempts,
@@ -251,8 +256,13 @@ func (c *httpConfig) transport(base http.RoundTripper, w io.Writer, first string
 		IdempotencyKey: c.idemKey,
 		AttemptTimeout: c.attTime,
 	}
-	if c.verbose {
-		t.OnAttempt = func(a httpretry.Attempt) { fmt.Fprintln(w, describeAttempt(a, first)) }
+	t.OnAttempt = func(a httpretry.Attempt) {
+		if a.N > 1 {
+			*retries++
+		}
+		if c.verbose {
+			fmt.Fprintln(w, describeAttempt(a, first))
+		}
 	}
 	return t
 }

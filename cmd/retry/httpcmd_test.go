@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -339,6 +340,30 @@ func TestHTTPVerbose(t *testing.T) {
 	if len(got) != 2 || !strings.HasPrefix(got[0], "retry: attempt 1: 503 Service Unavailable, retrying in ") ||
 		got[1] != "retry: attempt 2: 200 OK" {
 		t.Errorf("stderr:\n%s\nwant a line per attempt", errOut)
+	}
+}
+
+// An attempt whose -m runs out in its body is not retried: the body is
+// already being written out. It ends the call with curl's exit status 28,
+// after one request, the part that came written, as --help says.
+func TestHTTPMaxTimeInTheBodyIsNotRetried(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	var requests atomic.Int32
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		io.WriteString(w, "first part\n")
+		w.(http.Flusher).Flush()
+		select {
+		case <-r.Context().Done():
+		case <-release:
+		}
+	}))
+	t.Cleanup(slow.Close)
+	t.Cleanup(func() { close(release) })
+	out, errOut, code := runRetry(t, "", "http", "--delay", "1ms", "-m", "300ms", slow.URL)
+	if code != 28 || out != "first part\n" || requests.Load() != 1 {
+		t.Errorf("exit status %d, stdout %q, %d requests, stderr %q; want 28, the part that came, 1 request", code, out, requests.Load(), errOut)
 	}
 }
 

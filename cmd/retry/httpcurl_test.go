@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 )
 
@@ -137,6 +138,30 @@ func TestHTTPWriteOut(t *testing.T) {
 	out, _, code = runRetry(t, "", "http", "--attempts", "1", "--write-out", "%{http_code}", "http://"+closedAddr(t)+"/")
 	if code != 7 || out != "000" {
 		t.Errorf("no response: exit status %d, stdout %q; want 7 and 000", code, out)
+	}
+}
+
+// -w's %{num_retries} counts the retries of the whole transfer, as curl's
+// does: a 503 retried, its retry answered with a redirect, and the target's
+// 200 at once are one retry, not the last hop's none.
+func TestHTTPWriteOutCountsRetriesOfEveryHop(t *testing.T) {
+	t.Parallel()
+	var n atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/final" {
+			w.Write([]byte("ok"))
+			return
+		}
+		if n.Add(1) == 1 {
+			http.Error(w, "busy", http.StatusServiceUnavailable)
+			return
+		}
+		http.Redirect(w, r, "/final", http.StatusFound)
+	}))
+	t.Cleanup(srv.Close)
+	out, errOut, code := runRetry(t, "", "http", "--delay", "1ms", "-w", `\n%{http_code} %{num_retries} %{num_redirects}`, srv.URL+"/start")
+	if code != 0 || !strings.HasSuffix(out, "\n200 1 1") {
+		t.Errorf("exit status %d, stdout %q, stderr %q; want \"200 1 1\": one retry, one redirect", code, out, errOut)
 	}
 }
 

@@ -18,7 +18,7 @@ type writeOut struct {
 	effective string // the URL of the final request
 	method    string // of the final request
 	code      int    // the final status, 0 if no response came
-	retries   int    // attempts made, minus one, on the final URL
+	retries   int    // retries made, on every URL of a redirect chain
 	redirects int
 	exit      int           // the exit status
 	total     time.Duration // from the start to the end of the body
