@@ -211,7 +211,7 @@ func (c *httpConfig) call(ctx context.Context, std stdio, base http.RoundTripper
 	resp, err := client.Do(req)
 	wo.conn = trace.times()
 	if err != nil {
-		return c.failed(ctx, callCtx, std.err, "no response", err, report)
+		return c.failed(ctx, req, std.err, "no response", err, report)
 	}
 	defer resp.Body.Close()
 	wo.code, wo.header, wo.proto = resp.StatusCode, resp.Header, resp.Proto

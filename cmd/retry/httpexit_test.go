@@ -155,3 +155,29 @@ func TestHTTPConnectTimeoutCoversTheTLSHandshake(t *testing.T) {
 		t.Errorf("exit status %d after %v, want 28 (curl's timeout) well before the default 10s; stderr %q", code, elapsed.Round(time.Millisecond), errOut)
 	}
 }
+
+// A POST without an Idempotency-Key whose connection was reset after it was
+// sent is not repeated, and the message says how to let it be, as for a
+// final 503; a failure no retry mends (TLS to a plain server) gets no such
+// advice, nor does a POST that carries a key.
+func TestHTTPResetPOSTSuggestsAnIdempotencyKey(t *testing.T) {
+	t.Parallel()
+	reset := rawServer(t, func(c *net.TCPConn) { c.SetLinger(0) })
+	plain := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	t.Cleanup(plain.Close)
+	const advice = "a POST that may have reached the server is not repeated without an Idempotency-Key; add --idempotency-key"
+	for _, tc := range []struct {
+		name   string
+		args   []string
+		advise bool
+	}{
+		{"a POST reset", []string{"-d", "x=1", reset}, true},
+		{"a POST to TLS that speaks plain HTTP", []string{"-d", "x=1", strings.Replace(plain.URL, "http://", "https://", 1)}, false},
+		{"a POST with a key", []string{"--attempts", "1", "-H", "Idempotency-Key: k1", "-d", "x=1", reset}, false},
+	} {
+		_, errOut, code := runRetry(t, "", append([]string{"http", "--delay", "1ms"}, tc.args...)...)
+		if code == 0 || strings.Contains(errOut, advice) != tc.advise {
+			t.Errorf("%s: exit status %d, stderr %q; advice given %v, want %v", tc.name, code, errOut, !tc.advise, tc.advise)
+		}
+	}
+}

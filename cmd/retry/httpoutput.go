@@ -81,7 +81,7 @@ func (c *httpConfig) writeBody(ctx context.Context, std stdio, resp *http.Respon
 	if c.compressed {
 		var err error
 		if body, err = decodeBody(resp); err != nil {
-			return c.failed(ctx, resp.Request.Context(), std.err, "response body not decoded", err, report), false
+			return c.failed(ctx, resp.Request, std.err, "response body not decoded", err, report), false
 		}
 	}
 	if _, err := io.Copy(w, body); err != nil {
@@ -95,7 +95,7 @@ func (c *httpConfig) writeBody(ctx context.Context, std stdio, resp *http.Respon
 		if errors.As(err, &de) {
 			what = "response body not decoded"
 		}
-		return c.failed(ctx, resp.Request.Context(), std.err, what, err, report), false
+		return c.failed(ctx, resp.Request, std.err, what, err, report), false
 	}
 	return 0, true
 }
@@ -122,8 +122,10 @@ func describeAttempt(a httpretry.Attempt, first string) string {
 
 // failed reports a call that ended without a response (what is "no
 // response") or whose body could not be read, and returns the exit status.
-// callCtx is the call's context, ctx the signals'.
-func (c *httpConfig) failed(ctx, callCtx context.Context, w io.Writer, what string, err error, report httpretry.Report) int {
+// req is the request made, whose context is the call's; ctx is the
+// signals'.
+func (c *httpConfig) failed(ctx context.Context, req *http.Request, w io.Writer, what string, err error, report httpretry.Report) int {
+	callCtx := req.Context()
 	if sig, ok := interruptedBy(ctx); ok {
 		fmt.Fprintf(w, "retry: stopped by %s\n", signalName(sig))
 		return 128 + int(sig)
@@ -142,7 +144,7 @@ func (c *httpConfig) failed(ctx, callCtx context.Context, w io.Writer, what stri
 	case context.Cause(callCtx) == errWholeTimeout:
 		fmt.Fprintf(w, "retry: %s: %s (%s made)\n", what, limit, attempts)
 	case errors.As(err, &re) && re.Err != nil:
-		fmt.Fprintf(w, "retry: %s after %s (%s): %s\n", what, attempts, trimReason(re.Reason), cmp.Or(limit, re.Err.Error()))
+		fmt.Fprintf(w, "retry: %s after %s (%s): %s\n", what, attempts, c.whyNoResponse(req, re), cmp.Or(limit, re.Err.Error()))
 	default:
 		fmt.Fprintf(w, "retry: %s after %s: %s\n", what, attempts, cmp.Or(limit, err.Error()))
 	}
@@ -223,6 +225,20 @@ func (c *httpConfig) whyStopped(resp *http.Response, reason error) string {
 		return why
 	}
 	return trimReason(reason)
+}
+
+// whyNoResponse explains why a call that got no response stopped: as a
+// final error response, a request that may have reached the server is not
+// repeated without an Idempotency-Key, which the message suggests.
+func (c *httpConfig) whyNoResponse(req *http.Request, e *retry.Error) string {
+	if errors.Is(e.Reason, retry.ErrNotRetryable) && !c.idempotent(req) {
+		// Would the failure have been retried, were req idempotent?
+		if info, _ := (&httpretry.Transport{}).Classify(nil, e.Err, true); info.Retryable() {
+			return fmt.Sprintf("a %s that may have reached the server is not repeated without an Idempotency-Key; "+
+				"add --idempotency-key if the server honours one", req.Method)
+		}
+	}
+	return trimReason(e.Reason)
 }
 
 // idempotent reports whether req may be repeated as the Transport sees it:
