@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"math"
 	"mime"
@@ -43,7 +44,10 @@ import (
 // after, read as well as it can be, is still the least wait, and its
 // "allowed": false still stops retrying. A failure that is not a Forrst
 // response at all (a refused connection, a proxy's 502) is judged by the HTTP
-// transport's rules.
+// transport's rules, and so is an answer cut off halfway through its
+// document (the connection reset after the headers): it was lost, not
+// malformed, so a call with a key is retried, and the error's chain holds
+// the cause (errors.Is(err, syscall.ECONNRESET)).
 //
 // Guidance the server sent with "allowed": true, and a Retry-After header,
 // are the server's permission to retry (retry.Info.Allowed), which the
@@ -189,7 +193,11 @@ func (c *Client) attempt(ctx context.Context, req *Request, attempt int, keyed b
 	var doc *Response
 	err = contentType(resp.Header)
 	if err == nil {
-		doc, err = DecodeResponse(resp.Body, c.MaxDocumentSize)
+		body := &bodyReader{r: resp.Body}
+		doc, err = DecodeResponse(body, c.MaxDocumentSize)
+		if body.err != nil {
+			return c.lostAnswer(req.Call.Function, resp, body.err, keyed)
+		}
 	}
 	if err == nil {
 		err = answers(doc, req.ID)
@@ -212,6 +220,36 @@ func (c *Client) attempt(ctx context.Context, req *Request, attempt int, keyed b
 		return nil
 	}
 	return newCallError(req.Call.Function, doc, resp, attempt, keyed)
+}
+
+// lostAnswer judges an answer whose body could not be read whole (the
+// connection was reset halfway through the document, say): it was lost on
+// its way, not malformed, so it is a read failure, which the HTTP transport
+// retries when the call may be repeated (a keyed call: the server replays
+// the stored result). A failed status, which arrived whole, is judged as the
+// transport judges it, so that the wait its headers ask for (Retry-After)
+// and their throttling still hold.
+func (c *Client) lostAnswer(function string, resp *http.Response, err error, keyed bool) error {
+	info, failed := c.http.Classify(resp, nil, keyed)
+	if !failed {
+		info, _ = c.http.Classify(nil, err, keyed)
+	}
+	return retry.WithInfo(fmt.Errorf("forrst: reading the answer to %s (HTTP %s): %w", function, resp.Status, err), info)
+}
+
+// bodyReader keeps the error that ended the reading of an answer's body,
+// other than its end.
+type bodyReader struct {
+	r   io.Reader
+	err error
+}
+
+func (b *bodyReader) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	if err != nil && err != io.EOF {
+		b.err = err
+	}
+	return n, err
 }
 
 // Errors of answers that are not this call's Forrst response: an

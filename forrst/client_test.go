@@ -7,10 +7,12 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -274,21 +276,81 @@ func TestClientPaymentRunsOnceWhenAnswersAreLost(t *testing.T) {
 	})
 }
 
-// Without a key, a request that reached the server is not repeated.
+// Without a key, a request that reached the server is not repeated, whether
+// its answer was lost before its first byte or halfway through.
 func TestClientWithoutKeyDoesNotRepeatALostAnswer(t *testing.T) {
+	for name, lose := range map[string]func(*testing.T, http.Handler, int) (*httptest.Server, *atomic.Int32){
+		"before its first byte": lossy,
+		"mid-document":          cutShort,
+	} {
+		t.Run(name, func(t *testing.T) {
+			var charges atomic.Int32
+			var s forrst.Server
+			charging(&s, &charges)
+			srv, requests := lose(t, &s, 2)
+			virtual(t, func(t *testing.T, hc *http.Client, st *stamps) {
+				c := &forrst.Client{URL: srv.URL, HTTPClient: hc, NoIdempotencyKey: true}
+				err := c.Call(context.Background(), "payments.charge", map[string]int{"amount": 1200}, nil)
+				if err == nil || !errors.Is(err, retry.ErrNotRetryable) {
+					t.Errorf("err = %v, want a refusal to repeat", err)
+				}
+				if requests.Load() != 1 || charges.Load() != 1 {
+					t.Errorf("requests %d, charges %d; want 1 and 1", requests.Load(), charges.Load())
+				}
+			})
+		})
+	}
+}
+
+// An answer cut off halfway through its document (the status line and
+// headers arrive, then the connection is reset) is lost like one lost before
+// its first byte, not malformed: the keyed call is retried, the server
+// replays the stored result, and the cause stays in the error's chain.
+func TestClientAnswerCutMidDocumentIsRetriedWithItsKey(t *testing.T) {
 	var charges atomic.Int32
 	var s forrst.Server
 	charging(&s, &charges)
-	srv, requests := lossy(t, &s, 2)
+	srv, requests := cutShort(t, &s, 1)
 	virtual(t, func(t *testing.T, hc *http.Client, st *stamps) {
-		c := &forrst.Client{URL: srv.URL, HTTPClient: hc, NoIdempotencyKey: true}
-		err := c.Call(context.Background(), "payments.charge", map[string]int{"amount": 1200}, nil)
-		if err == nil || !errors.Is(err, retry.ErrNotRetryable) {
-			t.Errorf("err = %v, want a refusal to repeat", err)
+		c := &forrst.Client{URL: srv.URL, HTTPClient: hc, Strategy: noWait(3)}
+		var out struct{ Charge int }
+		if err := c.Call(context.Background(), "payments.charge", map[string]int{"amount": 1200}, &out); err != nil {
+			t.Fatalf("Call: %v", err)
 		}
-		if requests.Load() != 1 || charges.Load() != 1 {
-			t.Errorf("requests %d, charges %d; want 1 and 1", requests.Load(), charges.Load())
+		if requests.Load() != 2 || charges.Load() != 1 || out.Charge != 1 {
+			t.Errorf("requests %d, charges %d, result %+v; want 2 requests, 1 charge, the first charge", requests.Load(), charges.Load(), out)
 		}
+	})
+
+	srv, requests = cutShort(t, &s, 5)
+	virtual(t, func(t *testing.T, hc *http.Client, st *stamps) {
+		c := &forrst.Client{URL: srv.URL, HTTPClient: hc, Strategy: noWait(2)}
+		err := c.Call(context.Background(), "payments.charge", nil, nil)
+		if !errors.Is(err, syscall.ECONNRESET) || errors.Is(err, forrst.ErrMalformed) || !errors.Is(err, retry.ErrMaxAttempts) {
+			t.Errorf("err = %v; want the reset in its chain, not ErrMalformed, and both attempts made", err)
+		}
+		if requests.Load() != 2 {
+			t.Errorf("requests %d, want 2", requests.Load())
+		}
+	})
+}
+
+// A failed status whose document is cut keeps what its headers ask: a 503's
+// Retry-After is still the least wait before the keyed retry.
+func TestClientCutAnswerKeepsTheStatusWait(t *testing.T) {
+	srv, requests := cutShort(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Retry-After", "7")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		io.WriteString(w, failDoc("UNAVAILABLE", `{"allowed":true,"strategy":"immediate"}`))
+	}), 5)
+	virtual(t, func(t *testing.T, hc *http.Client, st *stamps) {
+		c := &forrst.Client{URL: srv.URL, HTTPClient: hc, Strategy: noWait(2)}
+		err := c.Call(context.Background(), "f", nil, nil)
+		if !errors.Is(err, syscall.ECONNRESET) || requests.Load() != 2 {
+			t.Errorf("err = %v after %d requests; want the reset, after 2", err, requests.Load())
+		}
+		wantWaits(t, st, 7*time.Second)
 	})
 }
 

@@ -17,7 +17,8 @@ var (
 	// ErrTooLarge: the document is larger than the size limit.
 	ErrTooLarge = errors.New("forrst: document too large")
 	// ErrMalformed: the document is not valid JSON, or is followed by more
-	// data. A server answers it with PARSE_ERROR.
+	// data, or could not be read whole (the reader's error is in the chain
+	// too). A server answers it with PARSE_ERROR.
 	ErrMalformed = errors.New("forrst: malformed document")
 	// ErrInvalid: the document is JSON but breaks the protocol, a document
 	// that is not an object (an array, a number, a string, null) among them.
@@ -66,7 +67,7 @@ func decode(r io.Reader, limit int64, v any) error {
 	}
 	data, err := io.ReadAll(io.LimitReader(r, limit+1))
 	if err != nil {
-		return fmt.Errorf("%w: %v", ErrMalformed, err)
+		return fmt.Errorf("%w: %w", ErrMalformed, err)
 	}
 	if int64(len(data)) > limit {
 		return fmt.Errorf("%w: more than %d bytes", ErrTooLarge, limit)

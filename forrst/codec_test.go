@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"github.com/retrykit/retry/forrst"
@@ -422,6 +423,20 @@ func TestEndlessDocumentIsCutAtTheLimit(t *testing.T) {
 	}
 	if r.read > 2*4096 {
 		t.Errorf("read %d bytes for a limit of 4096", r.read)
+	}
+}
+
+// A document whose reading fails is ErrMalformed with the read's error in
+// its chain, not only in its text: a caller can tell a reset from bad JSON.
+func TestDecodeKeepsTheReadError(t *testing.T) {
+	cut := func(doc string) io.Reader {
+		return io.MultiReader(strings.NewReader(doc[:len(doc)/2]), iotest.ErrReader(io.ErrUnexpectedEOF))
+	}
+	if _, err := forrst.DecodeResponse(cut(validResponse), 0); !errors.Is(err, forrst.ErrMalformed) || !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Errorf("DecodeResponse: err = %v, want ErrMalformed and the read's error", err)
+	}
+	if _, err := forrst.DecodeRequest(cut(validRequest), 0); !errors.Is(err, forrst.ErrMalformed) || !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Errorf("DecodeRequest: err = %v, want ErrMalformed and the read's error", err)
 	}
 }
 

@@ -15,8 +15,6 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
-
-	"github.com/retrykit/retry/forrst"
 )
 
 // The URNs, spelled out from the seed rather than taken from the package.
@@ -216,27 +214,46 @@ func failDoc(code, retryData string, extra ...string) string {
 // lossy serves s on loopback but loses the answers to the first drops
 // requests: s handles each of them in full, then the connection is reset
 // before a byte of the answer is sent. It counts the requests.
-func lossy(t *testing.T, s *forrst.Server, drops int) (*httptest.Server, *atomic.Int32) {
+func lossy(t *testing.T, s http.Handler, drops int) (*httptest.Server, *atomic.Int32) {
 	t.Helper()
+	return losing(t, s, drops, false)
+}
+
+// cutShort is lossy, but the answers it loses stop halfway through the
+// document: the status line, the headers (with the whole document's
+// Content-Length) and half the body are sent before the reset.
+func cutShort(t *testing.T, s http.Handler, cuts int) (*httptest.Server, *atomic.Int32) {
+	t.Helper()
+	return losing(t, s, cuts, true)
+}
+
+func losing(t *testing.T, s http.Handler, losses int, half bool) (*httptest.Server, *atomic.Int32) {
 	var n atomic.Int32
 	srv := newServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rec := httptest.NewRecorder()
 		s.ServeHTTP(rec, r)
-		if int(n.Add(1)) <= drops {
-			conn, _, err := http.NewResponseController(w).Hijack()
-			if err != nil {
-				t.Errorf("hijack: %v", err)
-				return
-			}
-			_ = conn.(*net.TCPConn).SetLinger(0) // close with RST
-			_ = conn.Close()
-			return
-		}
 		for k, v := range rec.Header() {
 			w.Header()[k] = v
 		}
-		w.WriteHeader(rec.Code)
-		_, _ = w.Write(rec.Body.Bytes())
+		body := rec.Body.Bytes()
+		if int(n.Add(1)) > losses {
+			w.WriteHeader(rec.Code)
+			_, _ = w.Write(body)
+			return
+		}
+		if half {
+			w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+			w.WriteHeader(rec.Code)
+			_, _ = w.Write(body[:len(body)/2])
+		}
+		conn, buf, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			t.Errorf("hijack: %v", err)
+			return
+		}
+		_ = buf.Flush()
+		_ = conn.(*net.TCPConn).SetLinger(0) // close with RST
+		_ = conn.Close()
 	}))
 	return srv, &n
 }
