@@ -47,7 +47,13 @@ import (
 // transport's rules, and so is an answer cut off halfway through its
 // document (the connection reset after the headers): it was lost, not
 // malformed, so a call with a key is retried, and the error's chain holds
-// the cause (errors.Is(err, syscall.ECONNRESET)).
+// the cause (errors.Is(err, syscall.ECONNRESET)). Over a retrying transport
+// (an httpretry.Transport in HTTPClient), the transport retries the failures
+// it sees, such as a refused connection, and the client does not retry its
+// give-up again: the layers' attempts do not multiply. A give-up after the
+// transport's one attempt that decided nothing (its retries off, or a POST
+// it would not repeat for want of an Idempotency-Key header) is judged by
+// the client, which knows the call's key.
 //
 // Guidance the server sent with "allowed": true, and a Retry-After header,
 // are the server's permission to retry (retry.Info.Allowed), which the
@@ -186,6 +192,9 @@ func (c *Client) attempt(ctx context.Context, req *Request, attempt int, keyed b
 	}
 	resp, err := hc.Do(hreq)
 	if err != nil {
+		if decidedBelow(err) {
+			return err // classified by package retry: not retried again
+		}
 		info, _ := c.http.Classify(nil, err, keyed)
 		return retry.WithInfo(err, info)
 	}
@@ -220,6 +229,25 @@ func (c *Client) attempt(ctx context.Context, req *Request, attempt int, keyed b
 		return nil
 	}
 	return newCallError(req.Call.Function, doc, resp, attempt, keyed)
+}
+
+// decidedBelow reports whether err is the give-up of a retry loop in the
+// HTTP client's transport (an httpretry.Transport) that decided the
+// failure's fate: it retried, or stopped for a reason of its own (its quota,
+// a breaker, a wait too long). Retrying that again would multiply the
+// layers' attempts, so it is left to package retry, which classifies such a
+// *retry.Error as Unsafe. A loop that made its one attempt and stopped
+// because it allows no retries (Retries < 0), found the failure not
+// retryable as far as it knew, or left it to its caller decided nothing
+// this client cannot judge better: the client knows the call's idempotency
+// key, which the transport does not see in a POST's headers.
+func decidedBelow(err error) bool {
+	var e *retry.Error
+	if !errors.As(err, &e) {
+		return false
+	}
+	judgeable := errors.Is(e.Reason, retry.ErrMaxAttempts) || errors.Is(e.Reason, retry.ErrNotRetryable) || e.Reason == retry.ErrOuterLoop
+	return e.Attempts != 1 || !judgeable
 }
 
 // lostAnswer judges an answer whose body could not be read whole (the

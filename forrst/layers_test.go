@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"sync/atomic"
@@ -124,5 +125,61 @@ func TestApplicationLoopAroundAForrstClientDoesNotMultiply(t *testing.T) {
 		if runs.Load() != want {
 			t.Errorf("no marks: the function ran %d times, want %d", runs.Load(), want)
 		}
+	}
+}
+
+// refused returns the address of a loopback port nothing listens on, and a
+// base transport that counts its dials.
+func refused(t *testing.T) (url string, base *http.Transport, dials *atomic.Int32) {
+	down := httptest.NewServer(http.NotFoundHandler())
+	down.Close() // nothing listens on its port any more
+	dials = new(atomic.Int32)
+	base = &http.Transport{DialContext: func(ctx context.Context, network, a string) (net.Conn, error) {
+		dials.Add(1)
+		return (&net.Dialer{}).DialContext(ctx, network, a)
+	}}
+	t.Cleanup(base.CloseIdleConnections)
+	return down.URL + "/", base, dials
+}
+
+// A client over a retrying Transport calls a server that is down: the
+// Transport retries the refused connection (the client's loop cannot see
+// it), gives up, and the client does not retry that give-up again (3 dials,
+// not 3 × 3). A Transport with its retries off made no decision: the
+// client retries the refused connection itself (3 dials).
+func TestClientOverARetryingTransportDoesNotMultiplyRefusedConnections(t *testing.T) {
+	for _, retries := range []int{0, -1} {
+		url, base, dials := refused(t)
+		tr := &httpretry.Transport{Base: base, Strategy: noWait(3), Retries: retries}
+		c := &forrst.Client{URL: url, HTTPClient: &http.Client{Transport: tr}, Strategy: noWait(3)}
+		err := c.Call(context.Background(), "f", nil, nil)
+		var oe *net.OpError
+		if !errors.As(err, &oe) || oe.Op != "dial" {
+			t.Errorf("Retries %d: err = %v, want the refused dial in its chain", retries, err)
+		}
+		if n := dials.Load(); n != 3 {
+			t.Errorf("Retries %d: %d dials for one call, want 3", retries, n)
+		}
+	}
+}
+
+// A Transport does not retry a POST whose answer was lost after it was
+// sent: it sees no Idempotency-Key header. Its single attempt decided
+// nothing the client cannot judge better: the client knows the call's key,
+// retries, and the server replays the stored result.
+func TestClientOverATransportRetriesALostAnswerWithItsKey(t *testing.T) {
+	var charges atomic.Int32
+	var s forrst.Server
+	charging(&s, &charges)
+	srv, requests := lossy(t, &s, 1)
+	tr := &httpretry.Transport{Base: &http.Transport{}, Strategy: noWait(3)}
+	t.Cleanup(tr.CloseIdleConnections)
+	c := &forrst.Client{URL: srv.URL, HTTPClient: &http.Client{Transport: tr}, Strategy: noWait(3)}
+	var out struct{ Charge int }
+	if err := c.Call(context.Background(), "payments.charge", nil, &out); err != nil {
+		t.Fatalf("Call: %v", err)
+	}
+	if requests.Load() != 2 || charges.Load() != 1 || out.Charge != 1 {
+		t.Errorf("requests %d, charges %d, result %+v; want 2 requests, 1 charge, the first charge", requests.Load(), charges.Load(), out)
 	}
 }
