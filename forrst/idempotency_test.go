@@ -3,6 +3,7 @@ package forrst_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -404,5 +405,76 @@ func TestIdempotencyDoesNotStoreACancelledCall(t *testing.T) {
 	r := serveDirect(t, &s, requestDoc("req_2", "report", "", keyExt("k")))
 	if r.Status != 200 || runs.Load() != 2 {
 		t.Errorf("the retry: status %d, code %q, function ran %d times; want it run again\n%s", r.Status, r.code(), runs.Load(), r.Body)
+	}
+}
+
+// The caller of a keyed call hangs up while its function runs (its attempt
+// timed out, a proxy dropped the connection). What the function then does
+// decides what the key keeps: a success, whose effects are done, is the
+// call's outcome and the retry gets it replayed, as does a final failure of
+// its own; a failure that is the caller's leaving (the function returned its
+// context's error) is no outcome, and the retry runs the function again.
+func TestIdempotencyKeepsTheOutcomeOfACallWhoseCallerLeft(t *testing.T) {
+	cases := []struct {
+		name     string
+		outcome  func(ctx context.Context, run int32) (any, error)
+		wantRuns int32
+		wantCode string // of the retry's answer
+	}{
+		{"success", func(_ context.Context, run int32) (any, error) {
+			return map[string]any{"charge": run}, nil
+		}, 1, ""},
+		{"final failure", func(_ context.Context, run int32) (any, error) {
+			return nil, forrst.GuidanceFor(forrst.Fail("CARD_DECLINED", "declined"), forrst.RetryData{Allowed: false})
+		}, 1, "CARD_DECLINED"},
+		{"the context's error", func(ctx context.Context, run int32) (any, error) {
+			if run == 1 {
+				return nil, fmt.Errorf("charging: %w", ctx.Err())
+			}
+			return map[string]any{"charge": run}, nil
+		}, 2, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var runs atomic.Int32
+			started := make(chan struct{})
+			var s forrst.Server
+			s.Register("payments.charge", func(ctx context.Context, args json.RawMessage) (any, error) {
+				run := runs.Add(1)
+				if run == 1 {
+					close(started)
+					<-ctx.Done() // the caller hangs up; the function carries on
+				}
+				return tc.outcome(ctx, run)
+			})
+			handled := make(chan struct{}, 2)
+			srv := newServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				s.ServeHTTP(w, r)
+				handled <- struct{}{}
+			}))
+			ctx, hangUp := context.WithCancel(context.Background())
+			go func() {
+				<-started
+				hangUp()
+			}()
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL, strings.NewReader(requestDoc("req_1", "payments.charge", "", keyExt("order_1"))))
+			req.Header.Set("Content-Type", "application/json")
+			if resp, err := http.DefaultClient.Do(req); err == nil {
+				resp.Body.Close()
+				t.Fatal("test bug: the first caller got an answer")
+			}
+			<-handled // the server is done with the first call
+
+			r := post(t, srv.URL, requestDoc("req_2", "payments.charge", "", keyExt("order_1")))
+			if runs.Load() != tc.wantRuns || r.code() != tc.wantCode {
+				t.Errorf("the retry: status %d, code %q, the function ran %d times; want code %q after %d runs\n%s",
+					r.Status, r.code(), runs.Load(), tc.wantCode, tc.wantRuns, r.Body)
+			}
+			if tc.wantRuns == 1 {
+				if d := idemOf(t, r); d.Status != "cached" || d.OriginalRequestID != "req_1" {
+					t.Errorf("the retry's idempotency data %+v, want the first call's outcome replayed", d)
+				}
+			}
+		})
 	}
 }

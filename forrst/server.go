@@ -74,7 +74,10 @@ type function struct {
 // error's own guidance), the rate-limit extension when it has a RateLimiter,
 // and honours the idempotency extension: a call repeated with the same key
 // and arguments returns the stored result without running the function
-// again.
+// again. A call whose caller hung up before its answer keeps its outcome
+// too: a success is stored, and the caller's retry gets it replayed; only a
+// failure that is the caller's going away (CANCELLED, or the function
+// returning its context's error) is forgotten, so that the retry runs it.
 //
 // Register functions before serving; a Server is then safe for concurrent
 // use. It must not be copied after first use.
@@ -114,6 +117,7 @@ type answer struct {
 	header    http.Header
 	doc       Response
 	retryable bool // a failure whose guidance allows a retry
+	abandoned bool // a failure that is the caller's leaving: the function returned its context's error
 }
 
 // ServeHTTP handles one Forrst request.
@@ -206,7 +210,9 @@ func (s *Server) run(ctx context.Context, req *Request, f *function, now time.Ti
 	}
 	result, err := call(ctx, f.fn, args)
 	if err != nil {
-		return s.fail(req, f, err, now, extra...)
+		a := s.fail(req, f, err, now, extra...)
+		a.abandoned = ctx.Err() != nil && errors.Is(err, ctx.Err())
+		return a
 	}
 	raw, merr := encode(result)
 	if merr != nil {
@@ -261,9 +267,11 @@ func (s *Server) runOnce(ctx context.Context, req *Request, f *function, opts Id
 		}
 	}()
 	a := s.run(ctx, req, f, now, nil)
-	// A failure worth retrying, or one caused by the caller going away, is
-	// not the call's outcome: a retry must run the function again.
-	if a.retryable || ctx.Err() != nil || (len(a.doc.Errors) > 0 && a.doc.Errors[0].Code == CodeCancelled) {
+	// A failure worth retrying, or one that is the caller's going away, is
+	// not the call's outcome: a retry must run the function again. Anything
+	// else is, even when the caller has gone meanwhile: a success's effects
+	// are done, and its answer lost is what the key is for.
+	if a.retryable || a.abandoned || (len(a.doc.Errors) > 0 && a.doc.Errors[0].Code == CodeCancelled) {
 		s.keys.abandon(id)
 	} else {
 		s.keys.finish(id, a.status, a.doc, time.Now())
