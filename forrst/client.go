@@ -64,10 +64,17 @@ import (
 // such permission.
 //
 // Every call carries an idempotency key, the same on every attempt, unless
-// NoIdempotencyKey is set: a retry then never runs a side effect twice on a
-// server that honours the key. Without a key, a failure after which the
-// function may have run (INTERNAL_ERROR, DEPENDENCY_ERROR, DEADLINE_EXCEEDED,
-// a service's own codes) is not retried, whatever the guidance says.
+// NoIdempotencyKey is set: on a server that honours the key, a retry whose
+// call already finished (its answer lost on the way) gets the stored outcome
+// replayed, and does not run the function again. The key does not make a
+// failure the server lets the client retry (INTERNAL_ERROR, DEPENDENCY_ERROR,
+// ...) safe to repeat: the Forrst idempotency extension replays cached
+// results, and this package's Server stores no such failure, so the retry
+// runs the function again, and the server's guidance that allows it is its
+// word that the function left nothing behind (see Server). Without a key, a
+// failure after which the function may have run (INTERNAL_ERROR,
+// DEPENDENCY_ERROR, DEADLINE_EXCEEDED, a service's own codes) is not
+// retried, whatever the guidance says.
 //
 // The zero value is not usable: URL must be set. A Client is safe for
 // concurrent use and must not be copied after first use.

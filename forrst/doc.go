@@ -36,7 +36,9 @@
 // to reset; and it honours idempotency keys: a call repeated with the same
 // key and arguments gets the stored result without running the function
 // again, one still running gets IDEMPOTENCY_PROCESSING, and one with other
-// arguments IDEMPOTENCY_CONFLICT. HTTP statuses follow the Forrst transport
+// arguments IDEMPOTENCY_CONFLICT. What is stored is a call's outcome: a
+// result, or a failure whose guidance forbids a retry, not a failure the
+// client may retry. HTTP statuses follow the Forrst transport
 // (429 with Retry-After for RATE_LIMITED, 503 for UNAVAILABLE, and so on).
 //
 // Client calls functions through retry.Do. Each failed answer becomes a
@@ -45,8 +47,11 @@
 // or stop sooner, never retry more often, sooner, or longer than the
 // strategy allows. Guidance the client cannot read is replaced by the table,
 // but its after still sets the least wait (an unknown unit as longer than any
-// cap), and its "allowed": false still stops. Calls carry an idempotency key kept across retries, so a
-// retry cannot run a side effect twice. Client.Breaker, a retry.Breaker
+// cap), and its "allowed": false still stops. Calls carry an idempotency key
+// kept across retries, so a retry of a call that finished, whose answer was
+// lost, gets the stored outcome and does not run it twice; after a failure
+// whose guidance allows a retry, the function runs again (see Server for
+// what a function must do about it). Client.Breaker, a retry.Breaker
 // scoped by URL, makes calls fail at once with retry.ErrCircuitOpen while the
 // server is failing.
 //

@@ -78,6 +78,12 @@ type function struct {
 // too: a success is stored, and the caller's retry gets it replayed; only a
 // failure that is the caller's going away (CANCELLED, or the function
 // returning its context's error) is forgotten, so that the retry runs it.
+// A failure whose guidance allows a retry (INTERNAL_ERROR, UNAVAILABLE and
+// the other codes of the default table, or guidance of the function's) is
+// not stored either: a keyed retry runs the function again. So a function
+// that can fail that way after acting in part must undo its part first, or
+// fail with guidance that forbids the retry (GuidanceFor with "allowed":
+// false), which is stored and replayed like a result.
 //
 // Register functions before serving; a Server is then safe for concurrent
 // use. It must not be copied after first use.
