@@ -30,7 +30,8 @@ import (
 //   - immediate, fixed and exponential (after × 2^(n-1) before retry n) set
 //     the least wait before the next attempt, and the rate-limit extension's
 //     resets_in and the Retry-After header can only lengthen it;
-//   - max_attempts, a number of retries, can only lower the attempt limit.
+//   - max_attempts, a number of retries, can only lower the attempt limit
+//     (of the client's own retries: see Independent for a caller's loop).
 //
 // The strategy's limits always win: a server can make the client wait longer
 // or stop sooner, never retry more often, sooner, or past the strategy's
@@ -88,7 +89,14 @@ type Client struct {
 	// Independent makes the client retry a server's failed answer itself
 	// even when its caller retries too (retry.CallerRetries). By default it
 	// then makes one attempt for an answered failure and leaves its retry to
-	// the caller, so that the two layers do not multiply.
+	// the caller, so that the two layers do not multiply. The caller's loop
+	// then judges the failure with its own strategy and limits: the
+	// guidance's "allowed", its wait and Retry-After reach it, but not
+	// max_attempts, which the Client cannot hold across attempts it does
+	// not make (each of the caller's attempts is a Call of its own). A
+	// caller's loop holds it only with ServerLimit among its options; an
+	// Independent client holds it itself, and its give-up is not retried
+	// by the caller.
 	Independent bool
 	// Breaker, if set, is a circuit breaker (see retry.Breaker) that every
 	// attempt consults first, scoped by URL, the scope of the call's retry
@@ -492,6 +500,17 @@ func leaveAnswersToCaller(ctx context.Context, _ int, err error) error {
 // ErrServerLimit is the reason retrying stopped when the server's
 // max_attempts allowed no more retries. It wraps retry.ErrMaxAttempts.
 var ErrServerLimit = fmt.Errorf("%w: the server's max_attempts allows no more retries", retry.ErrMaxAttempts)
+
+// ServerLimit returns an option for a retry loop of the caller's own around
+// Call (retry.Do), which holds that loop to the server's max_attempts as the
+// Client holds its own: a retry beyond it is refused, and the loop gives up
+// with ErrServerLimit. The Client leaves an answered failure to such a loop
+// after one attempt (see Client.Independent), and the retry.Info the loop
+// judges it by carries the guidance's permission and wait but no attempt
+// limit, so without this option the caller's own limit is the only one. The
+// operation must return the Call's error, or wrap it with %w, for the option
+// to find the guidance.
+func ServerLimit() retry.Option { return retry.BeforeRetry(serverLimit) }
 
 // serverLimit refuses a retry beyond the server's max_attempts, before the
 // strategy is asked: the server may lower the attempt limit, never raise

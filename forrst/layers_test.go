@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -181,5 +182,38 @@ func TestClientOverATransportRetriesALostAnswerWithItsKey(t *testing.T) {
 	}
 	if requests.Load() != 2 || charges.Load() != 1 || out.Charge != 1 {
 		t.Errorf("requests %d, charges %d, result %+v; want 2 requests, 1 charge, the first charge", requests.Load(), charges.Load(), out)
+	}
+}
+
+// A caller's loop around Call retries the answered failures the client
+// leaves to it, by its own limits: the server's max_attempts does not reach
+// it. ServerLimit among its options holds it to max_attempts, as does an
+// Independent client, whose give-up the caller's loop does not retry.
+func TestCallersLoopHoldsTheServerMaxAttempts(t *testing.T) {
+	srv, requests := hostile(t, func(n int, w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		io.WriteString(w, failDoc("UNAVAILABLE", `{"allowed":true,"strategy":"immediate","max_attempts":1}`))
+	})
+	for _, tc := range []struct {
+		name        string
+		independent bool
+		opts        []retry.Option
+		want        int32
+	}{
+		{"the caller's limit alone", false, nil, 5},
+		{"ServerLimit", false, []retry.Option{forrst.ServerLimit()}, 2},
+		{"an Independent client", true, nil, 2},
+	} {
+		requests.Store(0)
+		c := &forrst.Client{URL: srv.URL, Strategy: noWait(5), Independent: tc.independent}
+		err := retry.Do(context.Background(), noWait(5), func(ctx context.Context) error {
+			return c.Call(ctx, "f", nil, nil)
+		}, tc.opts...)
+		if n := requests.Load(); n != tc.want || !errors.Is(err, retry.ErrMaxAttempts) {
+			t.Errorf("%s: %d requests, err %v; want %d and a give-up on an attempt limit", tc.name, n, err, tc.want)
+		}
+		if tc.want == 2 && !errors.Is(err, forrst.ErrServerLimit) {
+			t.Errorf("%s: err %v, want ErrServerLimit", tc.name, err)
+		}
 	}
 }
