@@ -41,10 +41,10 @@ func Fail(code Code, message string) *Error { return &Error{Code: code, Message:
 type FunctionOption func(*function)
 
 // WithGuidance replaces the retry guidance the function's failures with this
-// code carry (the seed's "Server Customization"). It beats the default table
-// but not guidance attached to one error with GuidanceFor. It panics if
-// d is not valid guidance (see RetryData.Validate), as it is a mistake in the
-// program, not in its input.
+// code carry (the Forrst retry extension's "Server Customization"). It beats
+// the default table but not guidance attached to one error with GuidanceFor.
+// It panics if d is not valid guidance (see RetryData.Validate), as it is a
+// mistake in the program, not in its input.
 func WithGuidance(code Code, d RetryData) FunctionOption {
 	if err := d.Validate(); err != nil {
 		panic(fmt.Sprintf("forrst: WithGuidance(%s): %v", code, err))
