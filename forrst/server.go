@@ -21,7 +21,9 @@ import (
 // (a JSON object, or nil) and returns a value to encode as the result, or an
 // error. An *Error becomes the response's error as it is; any other error
 // becomes INTERNAL_ERROR with a generic message, so that internal details do
-// not leak to callers.
+// not leak to callers. A value that cannot be encoded as JSON becomes
+// INTERNAL_ERROR whose guidance forbids a retry, since the function ran and
+// would run again (with an idempotency key, it is the call's stored outcome).
 type Function func(ctx context.Context, args json.RawMessage) (any, error)
 
 // Error is one error of a failed call, as sent on the wire. It is also a Go
@@ -222,7 +224,11 @@ func (s *Server) run(ctx context.Context, req *Request, f *function, now time.Ti
 	}
 	raw, merr := encode(result)
 	if merr != nil {
-		return s.fail(req, f, Fail(CodeInternalError, "the result could not be encoded"), now, extra...)
+		// The function ran, and would run again, with its effects and the
+		// same result: a retry mends nothing. With a key, this answer is
+		// the call's stored outcome.
+		e := GuidanceFor(Fail(CodeInternalError, "the function ran, but its result could not be encoded"), RetryData{Allowed: false})
+		return s.fail(req, f, e, now, extra...)
 	}
 	return answer{status: http.StatusOK, doc: Response{Protocol: current(), ID: req.ID, Result: raw, Extensions: extra}}
 }

@@ -425,10 +425,13 @@ func TestServerAnswersWhateverAFunctionReturns(t *testing.T) {
 	}
 }
 
-// A call whose answer could not be built must not leave its idempotency key
-// claimed: the key would answer IDEMPOTENCY_PROCESSING until it expires
-// (24 hours by default), so the client's retries could never succeed.
-func TestServerFailedAnswerDoesNotStickTheKey(t *testing.T) {
+// A call whose function ran but whose result could not be encoded must not
+// leave its idempotency key claimed (it would answer
+// IDEMPOTENCY_PROCESSING until it expires, 24 hours by default), nor be
+// retried: the function would run again, with its effects (a second charge)
+// and most likely the same result. Its failure forbids a retry, and a retry
+// with the key gets it again, stored.
+func TestServerResultNotEncodedIsFinal(t *testing.T) {
 	var runs atomic.Int32
 	var s forrst.Server
 	s.Register("report", func(ctx context.Context, args json.RawMessage) (any, error) {
@@ -438,15 +441,13 @@ func TestServerFailedAnswerDoesNotStickTheKey(t *testing.T) {
 		return "report", nil
 	})
 	srv := quietServer(t, &s)
-	body := requestDoc("req_1", "report", "", keyExt("report_2026"))
-	req, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	if resp, err := http.DefaultClient.Do(req); err == nil {
-		resp.Body.Close()
+	first := post(t, srv.URL, requestDoc("req_1", "report", "", keyExt("report_2026")))
+	if first.Status != http.StatusInternalServerError || first.code() != string(forrst.CodeInternalError) || !strings.Contains(string(first.Body), `"allowed":false`) {
+		t.Fatalf("the first answer: status %d, code %q; want INTERNAL_ERROR that forbids a retry\n%s", first.Status, first.code(), first.Body)
 	}
 	r := post(t, srv.URL, requestDoc("req_2", "report", "", keyExt("report_2026")))
-	if r.Status != 200 || runs.Load() != 2 {
-		t.Errorf("the retry: status %d, code %q, function ran %d times; want it run again\n%s", r.Status, r.code(), runs.Load(), r.Body)
+	if r.Status != first.Status || r.code() != first.code() || runs.Load() != 1 {
+		t.Errorf("the retry: status %d, code %q, function ran %d times; want the stored failure, run once\n%s", r.Status, r.code(), runs.Load(), r.Body)
 	}
 }
 
