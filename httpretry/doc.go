@@ -54,10 +54,13 @@
 // closed, so that its connection is reused. When retrying stops on a
 // response, that response comes back unread with a nil error, exactly as the
 // base transport returned it: the caller sees the last 503, not an error
-// that hides it. When retrying stops on a transport error, the error is a
-// *retry.Error that wraps the last error and the reason (errors.Is(err,
-// retry.ErrQuotaExhausted), and so on). WithReport and OnAttempt tell how many
-// attempts were made and why they stopped.
+// that hides it. A base that returns a response with a nil Body breaks the
+// http.RoundTripper contract; the Transport reads that Body as http.NoBody,
+// as net/http's Client does (golang.org/issue/38095). When retrying stops on
+// a transport error, the error is a *retry.Error that wraps the last error
+// and the reason (errors.Is(err, retry.ErrQuotaExhausted), and so on).
+// WithReport and OnAttempt tell how many attempts were made and why they
+// stopped.
 //
 // # Waiting
 //

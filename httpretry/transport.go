@@ -197,7 +197,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if t.Retries < 0 && (t.Breaker != nil || len(t.Options) > 0) {
 		resp, report, err = t.single(req)
 	} else if t.Retries < 0 {
-		resp, err = t.base().RoundTrip(req)
+		resp, err = roundTrip(t.base(), req)
 		report.Attempts = 1
 		if err != nil || t.isFailure(resp) {
 			report.Reason = errRetriesOff
@@ -234,10 +234,7 @@ func (t *Transport) single(req *http.Request) (*http.Response, Report, error) {
 		if ctx != req.Context() {
 			r = req.WithContext(ctx) // a Trace's AttemptStart gave the attempt its own
 		}
-		resp, rtErr = t.base().RoundTrip(r)
-		if resp == nil && rtErr == nil {
-			rtErr = errNoResponse
-		}
+		resp, rtErr = roundTrip(t.base(), r)
 		info, failed := t.Classify(resp, rtErr, t.idempotent(req))
 		if !failed {
 			if resp.StatusCode >= 500 {
@@ -443,10 +440,7 @@ func (l *loop) attempt(ctx context.Context) (*http.Response, error) {
 		actx, cancel = context.WithTimeout(ctx, l.t.AttemptTimeout)
 		areq = areq.WithContext(actx)
 	}
-	resp, err := l.base.RoundTrip(areq)
-	if resp == nil && err == nil {
-		err = errNoResponse
-	}
+	resp, err := roundTrip(l.base, areq)
 	l.last = Attempt{N: l.attempts, Request: areq, Response: resp, Err: err}
 	switch {
 	case err != nil:
@@ -483,6 +477,23 @@ func (l *loop) attempt(ctx context.Context) (*http.Response, error) {
 	}
 	l.kind, l.info = KindStatus, l.statusInfo(resp)
 	return resp, &StatusError{StatusCode: resp.StatusCode, Status: resp.Status, Header: resp.Header, info: l.info}
+}
+
+// roundTrip makes one attempt: req through base. A response with a nil
+// Body, which breaks the RoundTripper contract but which net/http's Client
+// reads as empty (golang.org/issue/38095), gets http.NoBody, so that nothing
+// the Transport or its caller does with the body panics.
+func roundTrip(base http.RoundTripper, req *http.Request) (*http.Response, error) {
+	resp, err := base.RoundTrip(req)
+	switch {
+	case err != nil:
+		return resp, err
+	case resp == nil:
+		return nil, errNoResponse
+	case resp.Body == nil:
+		resp.Body = http.NoBody
+	}
+	return resp, nil
 }
 
 // vet applies the Transport's own rules to a failed attempt before the

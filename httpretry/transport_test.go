@@ -751,3 +751,57 @@ func TestRequestIsNotModified(t *testing.T) {
 		t.Fatalf("the caller's headers changed: %v", req.Header)
 	}
 }
+
+// A base RoundTripper that returns a response with a nil Body breaks its
+// contract, but net/http's Client tolerates it as an empty body
+// (golang.org/issue/38095), and so does the Transport, on every path: the
+// failed responses it drains before a retry, the response it returns when
+// retrying stops on one, the one it wraps for AttemptTimeout, and the one
+// of a single attempt with Retries < 0. The caller gets an empty body.
+func TestNilResponseBodyFromTheBaseReadsAsNoBody(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		tr       *Transport
+		handler  func(int, http.ResponseWriter, *http.Request)
+		status   int
+		attempts int
+	}{
+		{"retried, then success", &Transport{}, failFirst(2, 503), 200, 3},
+		{"retries run out", &Transport{}, failFirst(9, 503), 503, 3},
+		{"AttemptTimeout", &Transport{AttemptTimeout: time.Minute}, failFirst(1, 503), 200, 2},
+		{"Retries < 0", &Transport{Retries: -1}, failFirst(1, 503), 503, 1},
+		{"Retries < 0 with a Breaker", &Transport{Retries: -1, Breaker: retry.NewBreaker(retry.BreakerOptions{})}, failFirst(1, 503), 503, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := newServer(t, tc.handler)
+			real := &http.Transport{}
+			t.Cleanup(real.CloseIdleConnections)
+			tr := tc.tr
+			tr.Strategy = noWait()
+			tr.Base = roundTripFunc(func(r *http.Request) (*http.Response, error) {
+				resp, err := real.RoundTrip(r)
+				if err == nil {
+					discard(resp)
+					resp.Body = nil // the broken contract
+				}
+				return resp, err
+			})
+			resp, err, rep := send(t, tr, t.Context(), http.MethodGet, srv.URL, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if resp.StatusCode != tc.status || rep.Attempts != tc.attempts {
+				t.Fatalf("%d after %d attempts; want %d after %d", resp.StatusCode, rep.Attempts, tc.status, tc.attempts)
+			}
+			if resp.Body == nil {
+				t.Fatal("a nil Body; want an empty one")
+			}
+			if b, err := io.ReadAll(resp.Body); len(b) != 0 || err != nil {
+				t.Fatalf("read %q, %v", b, err)
+			}
+			if err := resp.Body.Close(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
