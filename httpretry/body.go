@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/retrykit/retry"
 )
 
 // Bounds on draining a failed response's body before it is closed. Reading a
@@ -66,6 +68,7 @@ type body struct {
 	getBody func() (io.ReadCloser, error) // replays the body; nil if it cannot be replayed
 	guard   *guardedBody                  // the unreplayable body, replayed only while it is unread
 	tooLong bool                          // the body exceeded BufferBody
+	sure    bool                          // no read of it can fail: none, or one the Transport buffered
 }
 
 // newBody prepares req's body for replay. It may replace req.Body (when it
@@ -73,7 +76,7 @@ type body struct {
 func newBody(req *http.Request, bufferLimit int64) (body, error) {
 	switch {
 	case req.Body == nil || req.Body == http.NoBody:
-		return body{getBody: func() (io.ReadCloser, error) { return http.NoBody, nil }}, nil
+		return body{getBody: func() (io.ReadCloser, error) { return http.NoBody, nil }, sure: true}, nil
 	case req.GetBody != nil:
 		return body{getBody: req.GetBody}, nil
 	case bufferLimit > 0:
@@ -98,7 +101,7 @@ func newBody(req *http.Request, bufferLimit int64) (body, error) {
 		get := func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(buf)), nil }
 		req.Body, _ = get()
 		req.GetBody = get
-		return body{getBody: get}, nil
+		return body{getBody: get, sure: true}, nil
 	}
 	g := &guardedBody{rc: req.Body}
 	req.Body = g
@@ -132,6 +135,98 @@ func (b *body) next() (io.ReadCloser, error) {
 	return b.guard, nil
 }
 
+// watch returns the request to send for an attempt, req itself or a copy
+// whose body is watched, and the watch: nil for a body whose reads cannot
+// fail. The guard watches the body it guards at no further cost.
+func (b *body) watch(req *http.Request) (*http.Request, *bodyWatch) {
+	switch {
+	case b.sure:
+		return req, nil
+	case b.guard != nil && req.Body == io.ReadCloser(b.guard):
+		return req, &b.guard.watch
+	}
+	return watch(req)
+}
+
+// watch returns a copy of req whose body is watched, and the watch, or req
+// and nil if it has no body. The copy and its watched body are
+// one allocation: a request's own copy would be a second.
+func watch(req *http.Request) (*http.Request, *bodyWatch) {
+	if req.Body == nil || req.Body == http.NoBody {
+		return req, nil
+	}
+	w := &watchedRequest{req: *req, body: watchedBody{rc: req.Body}}
+	w.req.Body = &w.body
+	return &w.req, &w.body.watch
+}
+
+// bodyWatch tells a request body that failed to read from an attempt that
+// failed otherwise: it keeps the first error a Read of the body returned,
+// io.EOF aside, unless the transport had closed the body by then (a read
+// its close cut short is no fault of the body's).
+type bodyWatch struct {
+	closed atomic.Bool
+	err    atomic.Pointer[error]
+}
+
+func (w *bodyWatch) note(err error) {
+	if err != nil && err != io.EOF && !w.closed.Load() {
+		w.err.CompareAndSwap(nil, &err)
+	}
+}
+
+// failure returns the body's error, or nil; w may be nil.
+func (w *bodyWatch) failure() error {
+	if w == nil {
+		return nil
+	}
+	if p := w.err.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// watchedRequest is an attempt's request with its body watched.
+type watchedRequest struct {
+	req  http.Request
+	body watchedBody
+}
+
+// watchedBody is a request body whose reads are watched. The transport may
+// read and close it after RoundTrip returned (http.RoundTripper's contract
+// allows it), so it lives with the attempt's request, never in a pooled
+// loop.
+type watchedBody struct {
+	rc    io.ReadCloser
+	watch bodyWatch
+}
+
+func (b *watchedBody) Read(p []byte) (int, error) {
+	n, err := b.rc.Read(p)
+	b.watch.note(err)
+	return n, err
+}
+
+func (b *watchedBody) Close() error {
+	b.watch.closed.Store(true)
+	return b.rc.Close()
+}
+
+// bodyError is an attempt that failed because its request's own body did:
+// the caller's fault, which no retry mends and no host is to blame for.
+type bodyError struct{ err error }
+
+func (e *bodyError) Error() string {
+	return "httpretry: the request body failed to read: " + e.err.Error()
+}
+func (e *bodyError) Unwrap() error { return e.err }
+
+// RetryInfo blames the client, and a breaker counts that as neither a
+// failure nor a success.
+func (e *bodyError) RetryInfo() retry.Info {
+	return retry.Info{Safety: retry.Unsafe, Fault: retry.FaultClient}
+}
+
 // release hands the guarded body back to the transport's normal handling:
 // called once no further attempt will reuse it.
 func (b *body) release() {
@@ -145,8 +240,9 @@ func (b *body) release() {
 // (after a failed dial); the guard defers that close until the request is
 // over, so that an unread body can be sent again.
 type guardedBody struct {
-	rc   io.ReadCloser
-	read atomic.Bool
+	rc    io.ReadCloser
+	read  atomic.Bool
+	watch bodyWatch // its close is deferred, so every failed read is the body's
 
 	mu       sync.Mutex
 	closed   bool // the transport closed it while it was guarded
@@ -155,7 +251,9 @@ type guardedBody struct {
 
 func (g *guardedBody) Read(p []byte) (int, error) {
 	g.read.Store(true)
-	return g.rc.Read(p)
+	n, err := g.rc.Read(p)
+	g.watch.note(err)
+	return n, err
 }
 
 func (g *guardedBody) Close() error {

@@ -6,6 +6,7 @@ package httpretry
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -15,6 +16,9 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/retrykit/retry"
 )
 
 // A body larger than BufferBody and without GetBody cannot be buffered, but
@@ -195,6 +199,154 @@ func TestChunkedFailedBodyWithinTheDrainLimitIsDrained(t *testing.T) {
 			if n, _ := bodies[0].counts(); n != int64(tc.size) || conns.Load() != tc.conns {
 				t.Fatalf("the 503's %d-byte chunked body: %d bytes drained; %d connections, want %d",
 					tc.size, n, conns.Load(), tc.conns)
+			}
+		})
+	}
+}
+
+// brokenBody yields n bytes of 'x', then fails with err, as an upload whose
+// source breaks midway does.
+type brokenBody struct {
+	n   int
+	err error
+}
+
+func (b *brokenBody) Read(p []byte) (int, error) {
+	if b.n == 0 {
+		return 0, b.err
+	}
+	k := min(len(p), b.n)
+	for i := range k {
+		p[i] = 'x'
+	}
+	b.n -= k
+	return k, nil
+}
+
+// A request whose own body fails to read midway (io.ErrUnexpectedEOF after
+// 10 of 100 bytes) is the caller's fault, whatever the path it takes through
+// the Transport: it is not sent again, the error says the request body failed
+// and wraps the body's error, and a Breaker counts it as neither a failure
+// nor a success, so that four of them leave a healthy host's circuit closed
+// (it opens on 4 failures) and a GET to it goes through.
+func TestRequestBodyThatFailsToReadIsNotRetriedNorTheHostsFailure(t *testing.T) {
+	h1 := func(t *testing.T) (string, http.RoundTripper) {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.Copy(io.Discard, r.Body)
+			io.WriteString(w, "ok")
+		}))
+		t.Cleanup(srv.Close)
+		base := &http.Transport{}
+		t.Cleanup(base.CloseIdleConnections)
+		return srv.URL, base
+	}
+	h2 := func(t *testing.T) (string, http.RoundTripper) {
+		srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.Copy(io.Discard, r.Body)
+			io.WriteString(w, "ok")
+		}))
+		srv.EnableHTTP2 = true
+		srv.StartTLS()
+		t.Cleanup(srv.Close)
+		return srv.URL, h2Base(t, srv)
+	}
+	withGetBody := func(req *http.Request) {
+		req.GetBody = func() (io.ReadCloser, error) {
+			return io.NopCloser(&brokenBody{n: 10, err: io.ErrUnexpectedEOF}), nil
+		}
+		req.Body, _ = req.GetBody()
+	}
+	withoutGetBody := func(req *http.Request) {
+		req.Body = io.NopCloser(&brokenBody{n: 10, err: io.ErrUnexpectedEOF})
+	}
+	for _, tc := range []struct {
+		name    string
+		server  func(t *testing.T) (string, http.RoundTripper)
+		tr      *Transport
+		body    func(*http.Request)
+		breaker bool
+	}{
+		{"GetBody", h1, &Transport{}, withGetBody, true},
+		{"GetBody over HTTP/2", h2, &Transport{}, withGetBody, true},
+		{"GetBody with AttemptTimeout", h1, &Transport{AttemptTimeout: time.Minute}, withGetBody, true},
+		{"no GetBody", h1, &Transport{}, withoutGetBody, true},
+		{"no GetBody, over BufferBody", h1, &Transport{BufferBody: 5}, withoutGetBody, true},
+		{"Retries < 0 with a Breaker", h1, &Transport{Retries: -1}, withGetBody, true},
+		{"Retries < 0 with a Breaker, no GetBody", h1, &Transport{Retries: -1}, withoutGetBody, true},
+		{"Retries < 0", h1, &Transport{Retries: -1}, withGetBody, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			url, base := tc.server(t)
+			tr := tc.tr
+			tr.Base, tr.Strategy = base, noWait()
+			var b *retry.Breaker
+			if tc.breaker {
+				b = retry.NewBreaker(retry.BreakerOptions{MinAttempts: 4, OpenFor: time.Minute})
+				tr.Breaker = b
+			}
+			for range 4 {
+				var rep Report
+				req, _ := http.NewRequestWithContext(WithReport(t.Context(), &rep), http.MethodPut, url, nil)
+				req.ContentLength = 100
+				tc.body(req)
+				resp, err := tr.RoundTrip(req)
+				discard(resp)
+				var re *retry.Error
+				if !errors.As(err, &re) || !errors.Is(err, io.ErrUnexpectedEOF) || !strings.Contains(err.Error(), "request body failed") {
+					t.Fatalf("err = %v; want a *retry.Error that says the request body failed and wraps io.ErrUnexpectedEOF", err)
+				}
+				if re.Attempts != 1 || rep.Attempts != 1 {
+					t.Fatalf("%d attempts (report %d); want 1: a body that failed to read is not sent again", re.Attempts, rep.Attempts)
+				}
+				if retry.Classify(err).Retryable() {
+					t.Fatalf("err = %v is retryable; want it not", err)
+				}
+			}
+			if b == nil {
+				return
+			}
+			host := strings.TrimPrefix(strings.TrimPrefix(url, "http://"), "https://")
+			if st := b.State(host); st != retry.BreakerClosed {
+				t.Fatalf("breaker %v after 4 requests whose own bodies failed; want closed", st)
+			}
+			req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, url, nil)
+			resp, err := tr.RoundTrip(req)
+			discard(resp)
+			if err != nil || resp.StatusCode != http.StatusOK {
+				t.Fatalf("a GET to the healthy host: %v; want 200", err)
+			}
+		})
+	}
+}
+
+// A request body that fails because the caller's context ended (a reader
+// tied to it) is the caller giving up, not a body that broke: the error is
+// the cancellation's, not a body failure, and the breaker counts nothing.
+func TestRequestBodyThatFailsAsTheCallerGivesUpIsTheCallersCancellation(t *testing.T) {
+	srv := newServer(t, func(_ int, w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok") })
+	for _, retries := range []int{0, -1} {
+		t.Run("Retries="+strconv.Itoa(retries), func(t *testing.T) {
+			b := retry.NewBreaker(retry.BreakerOptions{MinAttempts: 4, OpenFor: time.Minute})
+			tr := &Transport{Base: &http.Transport{}, Strategy: noWait(), Breaker: b, Retries: retries}
+			t.Cleanup(tr.CloseIdleConnections)
+			for range 4 {
+				ctx, cancel := context.WithCancel(t.Context())
+				r, w := io.Pipe()
+				go func() {
+					_, _ = w.Write([]byte("0123456789"))
+					cancel()
+					w.CloseWithError(ctx.Err()) // the source ends with the caller's context
+				}()
+				req, _ := http.NewRequestWithContext(ctx, http.MethodPut, srv.URL, r)
+				req.ContentLength = 100
+				resp, err := tr.RoundTrip(req)
+				discard(resp)
+				if !errors.Is(err, context.Canceled) || strings.Contains(err.Error(), "request body failed") {
+					t.Fatalf("err = %v; want the caller's cancellation, not a body failure", err)
+				}
+			}
+			if st := b.State(hostOf(srv)); st != retry.BreakerClosed {
+				t.Fatalf("breaker %v after 4 requests the caller gave up; want closed", st)
 			}
 		})
 	}

@@ -47,6 +47,15 @@
 //     replayed is sent again only if no byte of it was read (after a connect
 //     failure); Transport.BufferBody holds small bodies in memory to lift
 //     that limit, and nothing larger is ever buffered.
+//   - A request whose own body fails to read while it is sent (a Read of it
+//     returns an error other than io.EOF: an upload whose source broke) is
+//     the caller's fault, whatever the transport made of it: it is not sent
+//     again, a Breaker counts it as neither a failure nor a success, and the
+//     error says that the request body failed and wraps the body's error. A
+//     body that fails because the request's context ended is the caller
+//     giving up, as any cancellation is. To tell, the Transport watches the
+//     reads of a body through its own copy of the request, except for a body
+//     it buffered, whose reads cannot fail.
 //
 // # What comes back
 //

@@ -73,9 +73,11 @@ type Transport struct {
 	// attempt consults first, scoped as the strategy is (Scope; by default
 	// the request's host), and that counts how each attempt went by the
 	// Transport's classification: a 5xx in Statuses, a refused or reset
-	// connection and a timeout count as failures, a 429 and a 5xx not in
-	// Statuses as neither, and a response the Transport returns as an
-	// answer (a 404 included: the host is at work) as a success.
+	// connection and a timeout count as failures, a 429, a 5xx not in
+	// Statuses and an attempt whose own request body failed to read (the
+	// caller's fault, not the host's) as neither, and a response the
+	// Transport returns as an answer (a 404 included: the host is at work)
+	// as a success.
 	// While a host's circuit is open, RoundTrip dials nothing: a request
 	// whose first attempt is refused returns a *retry.Error whose Reason is
 	// retry.ErrCircuitOpen, and a retry refused after a failed response
@@ -197,7 +199,8 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if t.Retries < 0 && (t.Breaker != nil || len(t.Options) > 0) {
 		resp, report, err = t.single(req)
 	} else if t.Retries < 0 {
-		resp, err = roundTrip(t.base(), req)
+		r, w := watch(req)
+		resp, err = roundTrip(req.Context(), t.base(), r, w)
 		report.Attempts = 1
 		if err != nil || t.isFailure(resp) {
 			report.Reason = errRetriesOff
@@ -234,7 +237,8 @@ func (t *Transport) single(req *http.Request) (*http.Response, Report, error) {
 		if ctx != req.Context() {
 			r = req.WithContext(ctx) // a Trace's AttemptStart gave the attempt its own
 		}
-		resp, rtErr = roundTrip(t.base(), r)
+		r, w := watch(r)
+		resp, rtErr = roundTrip(ctx, t.base(), r, w)
 		info, failed := t.Classify(resp, rtErr, t.idempotent(req))
 		if !failed {
 			if resp.StatusCode >= 500 {
@@ -440,7 +444,8 @@ func (l *loop) attempt(ctx context.Context) (*http.Response, error) {
 		actx, cancel = context.WithTimeout(ctx, l.t.AttemptTimeout)
 		areq = areq.WithContext(actx)
 	}
-	resp, err := roundTrip(l.base, areq)
+	areq, w := l.body.watch(areq)
+	resp, err := roundTrip(ctx, l.base, areq, w)
 	l.last = Attempt{N: l.attempts, Request: areq, Response: resp, Err: err}
 	switch {
 	case err != nil:
@@ -449,6 +454,9 @@ func (l *loop) attempt(ctx context.Context) (*http.Response, error) {
 		}
 		if ctx.Err() != nil {
 			return nil, err // the loop stops: the caller gave up
+		}
+		if _, ok := err.(*bodyError); ok {
+			return nil, err // the loop stops: the caller's body failed
 		}
 		kind, timeout, known := transportKind(err)
 		if cancel != nil && errors.Is(err, context.DeadlineExceeded) {
@@ -479,14 +487,20 @@ func (l *loop) attempt(ctx context.Context) (*http.Response, error) {
 	return resp, &StatusError{StatusCode: resp.StatusCode, Status: resp.Status, Header: resp.Header, info: l.info}
 }
 
-// roundTrip makes one attempt: req through base. A response with a nil
-// Body, which breaks the RoundTripper contract but which net/http's Client
-// reads as empty (golang.org/issue/38095), gets http.NoBody, so that nothing
-// the Transport or its caller does with the body panics.
-func roundTrip(base http.RoundTripper, req *http.Request) (*http.Response, error) {
+// roundTrip makes one attempt: req through base, its body watched by w (nil
+// for none). A response with a nil Body, which breaks the RoundTripper
+// contract but which net/http's Client reads as empty
+// (golang.org/issue/38095), gets http.NoBody, so that nothing the Transport
+// or its caller does with the body panics. An error after the body failed
+// to read is a *bodyError, unless ctx ended: a body that fails as the caller
+// gives up (a reader tied to its context) is the caller giving up.
+func roundTrip(ctx context.Context, base http.RoundTripper, req *http.Request, w *bodyWatch) (*http.Response, error) {
 	resp, err := base.RoundTrip(req)
 	switch {
 	case err != nil:
+		if berr := w.failure(); berr != nil && ctx.Err() == nil {
+			return resp, &bodyError{berr}
+		}
 		return resp, err
 	case resp == nil:
 		return nil, errNoResponse
@@ -673,12 +687,16 @@ func (t *Transport) statusInfo(resp *http.Response, safe bool) retry.Info {
 // should treat it. idempotent says whether the request may be repeated after
 // it reached the server; its body is taken to be replayable. A transport
 // error retrying cannot fix (a bad certificate, an unknown host) is a failure
-// that is not retryable. info.Allowed is set as the Transport sets it for
+// that is not retryable, and so is one the Transport found to be the
+// request's own body failing to read, which blames the client. info.Allowed is set as the Transport sets it for
 // its own attempts: for a response with a valid Retry-After that t obeys,
 // when the request may be repeated; never for a transport error, since no
 // server said anything.
 func (t *Transport) Classify(resp *http.Response, err error, idempotent bool) (info retry.Info, failed bool) {
 	if err != nil {
+		if be := (*bodyError)(nil); errors.As(err, &be) {
+			return be.RetryInfo(), true // the request's own body failed
+		}
 		kind, timeout, known := transportKind(err)
 		if !known {
 			return retry.Info{Safety: retry.Unsafe, Fault: retry.FaultClient}, true
