@@ -6,6 +6,8 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"reflect"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -149,15 +151,36 @@ func (b *body) watch(req *http.Request) (*http.Request, *bodyWatch) {
 }
 
 // watch returns a copy of req whose body is watched, and the watch, or req
-// and nil if it has no body. The copy and its watched body are
+// and nil if its body cannot fail to read. The copy and its watched body are
 // one allocation: a request's own copy would be a second.
 func watch(req *http.Request) (*http.Request, *bodyWatch) {
-	if req.Body == nil || req.Body == http.NoBody {
+	if req.Body == nil || req.Body == http.NoBody || inMemory(req.Body) {
 		return req, nil
 	}
 	w := &watchedRequest{req: *req, body: watchedBody{rc: req.Body}}
 	w.req.Body = &w.body
 	return &w.req, &w.body.watch
+}
+
+// The types of io.NopCloser's bodies, with and without io.WriterTo.
+var (
+	nopCloserType         = reflect.TypeOf(io.NopCloser(nil))
+	nopCloserWriterToType = reflect.TypeOf(io.NopCloser(strings.NewReader("")))
+)
+
+// inMemory reports whether rc is a body whose reads cannot fail: the one
+// http.NewRequest makes of a bytes.Buffer, bytes.Reader or strings.Reader,
+// and its GetBody returns, io.NopCloser around it. net/http unwraps
+// io.NopCloser the same way; it spares the common request its copy.
+func inMemory(rc io.ReadCloser) bool {
+	if t := reflect.TypeOf(rc); t != nopCloserType && t != nopCloserWriterToType {
+		return false
+	}
+	switch reflect.ValueOf(rc).Field(0).Interface().(type) {
+	case *bytes.Reader, *bytes.Buffer, *strings.Reader:
+		return true
+	}
+	return false
 }
 
 // bodyWatch tells a request body that failed to read from an attempt that

@@ -5,6 +5,7 @@ package httpretry
 // closed port.
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -347,6 +348,43 @@ func TestRequestBodyThatFailsAsTheCallerGivesUpIsTheCallersCancellation(t *testi
 			}
 			if st := b.State(hostOf(srv)); st != retry.BreakerClosed {
 				t.Fatalf("breaker %v after 4 requests the caller gave up; want closed", st)
+			}
+		})
+	}
+}
+
+// The bodies http.NewRequest makes of a bytes.Buffer, bytes.Reader or
+// strings.Reader (io.NopCloser around it), and those their GetBody returns,
+// cannot fail to read, so the Transport sends them without a watch (and
+// without copying the request); every other body is watched.
+func TestInMemoryBodiesAreToldFromOthers(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		body io.Reader
+		want bool
+	}{
+		{"bytes.Buffer", bytes.NewBufferString("x"), true},
+		{"bytes.Reader", bytes.NewReader([]byte("x")), true},
+		{"strings.Reader", strings.NewReader("x"), true},
+		{"a reader of the caller's", &brokenBody{n: 1, err: io.ErrUnexpectedEOF}, false},
+		{"a strings.Reader behind another", io.MultiReader(strings.NewReader("x")), false},
+		{"io.NopCloser of a strings.Reader", io.NopCloser(strings.NewReader("x")), true},
+		{"io.NopCloser of a reader of the caller's", io.NopCloser(&brokenBody{n: 1, err: io.ErrUnexpectedEOF}), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req, err := http.NewRequest(http.MethodPut, "http://example.invalid/", tc.body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := inMemory(req.Body); got != tc.want {
+				t.Errorf("inMemory(Body) = %v; want %v", got, tc.want)
+			}
+			if req.GetBody == nil {
+				return
+			}
+			replay, _ := req.GetBody()
+			if got := inMemory(replay); got != tc.want {
+				t.Errorf("inMemory(GetBody()) = %v; want %v", got, tc.want)
 			}
 		})
 	}

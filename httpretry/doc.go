@@ -54,8 +54,9 @@
 //     error says that the request body failed and wraps the body's error. A
 //     body that fails because the request's context ended is the caller
 //     giving up, as any cancellation is. To tell, the Transport watches the
-//     reads of a body through its own copy of the request, except for a body
-//     it buffered, whose reads cannot fail.
+//     reads of a body through its own copy of the request, except for bodies
+//     whose reads cannot fail: those http.NewRequest makes of a
+//     bytes.Buffer, bytes.Reader or strings.Reader, and those it buffered.
 //
 // # What comes back
 //
