@@ -101,8 +101,9 @@ type Client struct {
 	// Breaker, if set, is a circuit breaker (see retry.Breaker) that every
 	// attempt consults first, scoped by URL, the scope of the call's retry
 	// quota, and that counts how each attempt went: an answer with a 5xx
-	// status (UNAVAILABLE, INTERNAL_ERROR, ...), a refused or reset
-	// connection and a timeout count as failures, a client fault
+	// status or a server's code (UNAVAILABLE, INTERNAL_ERROR, ..., even in
+	// a 200), a refused or reset connection and a timeout count as
+	// failures, a client fault
 	// (INVALID_ARGUMENT, NOT_FOUND, ...), RATE_LIMITED and the caller's own
 	// cancellation as neither. While the circuit is open, Call sends
 	// nothing and returns a *retry.Error whose Reason is
@@ -399,7 +400,10 @@ func newCallError(function string, doc *Response, resp *http.Response, attempt i
 		}
 	}
 	info := retry.Info{Safety: retry.Unsafe, Fault: retry.FaultClient, Throttle: code == CodeRateLimited, Timeout: code == CodeDeadlineExceeded}
-	if resp.StatusCode >= 500 {
+	// The code's own status too: a gateway that answers every call with 200
+	// says UNAVAILABLE in the document alone. A code of the application's,
+	// which the Forrst codes do not list, reads as 400 and blames nobody.
+	if resp.StatusCode >= 500 || code.HTTPStatus() >= 500 {
 		info.Fault = retry.FaultServer
 	}
 	if ce.Guidance.Allowed && (keyed || !code.mayHaveRun()) {
