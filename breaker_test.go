@@ -1608,3 +1608,33 @@ func TestBreakerTicketReportedTwiceDecidesOnce(t *testing.T) {
 		k.want("", BreakerClosed)
 	})
 }
+
+// TestWithTicketSeveralReleasesAllButTheLast: of several WithTicket options
+// the last applies, and the others' probe places are freed, not held until
+// OpenFor gives them out again.
+func TestWithTicketSeveralReleasesAllButTheLast(t *testing.T) {
+	k := newBrk(t, BreakerOptions{Probes: 2})
+	for range 20 {
+		_ = k.call("", errBrk500)
+	}
+	k.want("", BreakerOpen)
+	k.clock.Advance(DefaultBreakerOpenFor)
+	first, _ := k.b.Allow("")
+	last, _ := k.b.Allow("")
+	if !first.Probe() || !last.Probe() {
+		t.Fatalf("probes: %v, %v", first.Probe(), last.Probe())
+	}
+	err := Do(context.Background(), &No{}, func(context.Context) error { return errBrk404 }, WithBreaker(k.b), WithTicket(first), WithTicket(last))
+	if !errors.Is(err, errBrk404) {
+		t.Fatal(err)
+	}
+	free := 0
+	for range 4 {
+		if tk, err := k.b.Allow(""); err == nil && tk.Probe() {
+			free++
+		}
+	}
+	if free != 2 {
+		t.Fatalf("%d probe places free after the call, want both", free)
+	}
+}

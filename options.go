@@ -117,6 +117,9 @@ func (c *config) apply(opts []Option) {
 		case optBreaker:
 			c.breaker = o.breaker
 		case optTicket:
+			if c.ticketed {
+				c.ticket.Release() // only the last applies: the others' probe places are freed
+			}
 			c.ticket, c.ticketed = o.ticket, true
 		}
 	}
@@ -247,7 +250,7 @@ func BreakerOf(opts ...Option) *Breaker {
 // loop gives up after it. A nil operation releases t. The zero BreakerTicket
 // lets the first attempt through and reports it to no breaker. A ticket is
 // one attempt's: give it to one call. Of several WithTicket options, the last
-// applies.
+// applies, and the others are released.
 func WithTicket(t BreakerTicket) Option { return Option{kind: optTicket, ticket: t} }
 
 // Options of the same kind add up, in the order given: a hook an integration
