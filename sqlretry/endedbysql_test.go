@@ -5,11 +5,13 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/retrykit/retry"
 	"github.com/retrykit/retry/sqlretry"
@@ -391,4 +393,55 @@ func TestTxProbesOnlyFailuresThatMayBeRetried(t *testing.T) {
 	if n := queryInt(t, "SELECT count(*) FROM "+table); n != 0 {
 		t.Fatalf("%d rows committed, want none", n)
 	}
+}
+
+// An fn that calls tx.Commit on a pool's transaction hands its connection
+// back to the pool; PgxTx must then read nothing of that connection, which
+// another goroutine may have acquired (it read the transaction status
+// there: a data race that go test -race reports). The run is still not run
+// again: fn ended the transaction.
+func TestPgxTxReadsNoConnectionFnGaveBack(t *testing.T) {
+	needServer(t)
+	ctx := context.Background()
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MaxConns = 1
+	p, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { // another user of the pool's one connection
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			_, _ = p.Exec(ctx, "SELECT 1")
+		}
+	}()
+	failed := retry.Transient(errors.New("after the commit"))
+	for range 200 {
+		runs := 0
+		err := sqlretry.PgxTx(ctx, p, func(ctx context.Context, tx pgx.Tx) error {
+			runs++
+			if err := tx.Commit(ctx); err != nil {
+				return err
+			}
+			return failed
+		}, againAtOnce())
+		if !errors.Is(err, failed) || runs != 1 {
+			t.Fatalf("%v after %d runs, want fn's error after 1", err, runs)
+		}
+	}
+	close(stop)
+	wg.Wait()
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -232,14 +233,17 @@ func runSQL(ctx context.Context, tx *sql.Tx, fn func(context.Context, *sql.Tx) e
 // PgxTx runs fn in a transaction begun on db and commits it, through
 // retry.Do, under the same rules as Tx.
 //
-// PgxTx sees fn end the transaction by tx's Commit or Rollback (pgx then
-// reports pgx.ErrTxClosed) or by a statement (COMMIT, END, ROLLBACK, through
-// tx or tx.Conn()): after fn failed, before its ROLLBACK, it reads the
-// transaction status of the server's last ReadyForQuery on tx's connection,
-// which says 'I' once no transaction is open, without a round trip. A
-// Beginner of one's own whose transactions show no connection (Conn returns
-// nil, or panics, as a mock's may) gets the first check alone. The package
-// documentation says which ends it cannot see.
+// PgxTx sees fn end the transaction by tx's Commit or Rollback (tx is the
+// Beginner's transaction wrapped so that PgxTx knows: fn must not
+// type-assert it to *pgxpool.Tx) or by a statement (COMMIT, END, ROLLBACK,
+// through tx or tx.Conn()): after fn failed, before its ROLLBACK, it reads
+// the transaction status of the server's last ReadyForQuery on tx's
+// connection, which says 'I' once no transaction is open, without a round
+// trip; it reads nothing once fn called Commit or Rollback, which may have
+// handed the connection back to a pool. A Beginner of one's own whose
+// transactions show no connection (Conn returns nil, or panics, as a mock's
+// may) gets the first check alone. The package documentation says which
+// ends it cannot see.
 func PgxTx(ctx context.Context, db Beginner, fn func(ctx context.Context, tx pgx.Tx) error, opts ...Option) error {
 	c := newConfig(opts)
 	switch {
@@ -253,10 +257,13 @@ func PgxTx(ctx context.Context, db Beginner, fn func(ctx context.Context, tx pgx
 		if err != nil {
 			return &txError{stage: stageBegin, err: err}
 		}
-		if err := runPgx(ctx, tx, fn); err != nil {
-			// Read before the ROLLBACK, which ends the transaction too.
-			idle := idleConn(tx)
-			if errors.Is(rollback(ctx, tx), pgx.ErrTxClosed) || idle {
+		if err, ended := runPgx(ctx, tx, fn); err != nil {
+			// Read before the ROLLBACK, which ends the transaction too, and
+			// only if fn did not end it with Commit or Rollback, which may
+			// have handed the connection back to a pool (pgxpool's do), to
+			// be another goroutine's.
+			idle := !ended && idleConn(tx)
+			if errors.Is(rollback(ctx, tx), pgx.ErrTxClosed) || ended || idle {
 				// fn ended the transaction itself: with a COMMIT, perhaps.
 				return &txError{stage: stageEnded, err: err}
 			}
@@ -314,16 +321,35 @@ func idleConn(tx pgx.Tx) (idle bool) {
 }
 
 // runPgx calls fn, rolling tx back if fn panics.
-func runPgx(ctx context.Context, tx pgx.Tx, fn func(context.Context, pgx.Tx) error) (err error) {
+// It reports whether fn called tx's Commit or Rollback.
+func runPgx(ctx context.Context, tx pgx.Tx, fn func(context.Context, pgx.Tx) error) (err error, ended bool) {
 	done := false
 	defer func() {
 		if !done {
 			_ = rollback(ctx, tx)
 		}
 	}()
-	err = fn(ctx, tx)
+	own := &fnTx{Tx: tx}
+	err = fn(ctx, own)
 	done = true
-	return err
+	return err, own.ended.Load()
+}
+
+// fnTx is the transaction fn is given: tx, noting whether fn ended it with
+// Commit or Rollback (atomically: fn may do so from a goroutine of its own).
+type fnTx struct {
+	pgx.Tx
+	ended atomic.Bool
+}
+
+func (t *fnTx) Commit(ctx context.Context) error {
+	t.ended.Store(true)
+	return t.Tx.Commit(ctx)
+}
+
+func (t *fnTx) Rollback(ctx context.Context) error {
+	t.ended.Store(true)
+	return t.Tx.Rollback(ctx)
 }
 
 // rollback rolls tx back, and returns what Rollback did. While ctx is live
