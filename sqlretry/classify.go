@@ -21,8 +21,9 @@ const (
 // txError is an error of one run of a transaction, with the stage it
 // happened at: Classify needs it to tell a failed COMMIT from the rest.
 type txError struct {
-	stage stage
-	err   error
+	stage   stage
+	err     error
+	foreign bool // WithForeignWrites: a remote part may have committed before COMMIT failed
 }
 
 func (e *txError) Error() string {
@@ -90,6 +91,14 @@ const (
 //   - At BEGIN, an error whose SafeToRetry method reports that nothing of
 //     the request reached the server (pgconn's, for a pooled connection the
 //     server had closed): Safe, a server fault.
+//   - An error of COMMIT that postgres_fdw relays from a remote server (its
+//     routine is postgres_fdw's, pgfdw_report_error), a conflict included,
+//     and any error of COMMIT of a call given WithForeignWrites: Unsafe.
+//     postgres_fdw commits the remote transactions one by one as COMMIT
+//     begins, before the local one and its SERIALIZABLE check, so a remote
+//     part may have committed. The routine is a field lc_messages does not
+//     translate; drivers whose errors show none (pgx's and lib/pq's do)
+//     cannot tell a relayed error from a local one.
 //   - An error fn returns after it ended the transaction itself (its own
 //     Commit or Rollback, or a COMMIT, END or ROLLBACK statement), whatever
 //     it says, marks and conflicts included: Unsafe, as at a failed COMMIT,
@@ -118,7 +127,7 @@ func Classify(err error) retry.Info {
 		return retry.Info{Safety: retry.Unsafe}
 	case w.mark != nil:
 		return *w.mark
-	case w.commit && w.relayed:
+	case w.commit && (w.relayed || w.foreign):
 		// postgres_fdw commits the remote transactions one by one before
 		// the local one, and relays a remote's failure as the local
 		// COMMIT's: a remote before it may have committed.
@@ -179,6 +188,7 @@ func classifyCode(code string) retry.Info {
 type found struct {
 	code       string      // the first SQLSTATE, "" if none
 	relayed    bool        // postgres_fdw relayed code from a remote server
+	foreign    bool        // the failed COMMIT's call said fn may write through postgres_fdw
 	commit     bool        // the SQLSTATE, or the chain's end, is under a failed COMMIT
 	mark       *retry.Info // a RetryInfo method above the SQLSTATE, or a give-up
 	rolledBack bool        // pgx: the server answered COMMIT with ROLLBACK
@@ -190,7 +200,7 @@ type found struct {
 // conflict reports whether the walk found a serialization failure or a
 // deadlock that no mark overrides, before fn ended the transaction.
 func (f found) conflict() bool {
-	return f.mark == nil && !f.ended && !(f.commit && f.relayed) &&
+	return f.mark == nil && !f.ended && !(f.commit && (f.relayed || f.foreign)) &&
 		(f.code == serializationFailure || f.code == deadlockDetected)
 }
 
@@ -224,6 +234,7 @@ func walk(err error, f *found, budget *int) bool {
 				f.commit = true
 			}
 			f.ended = f.ended || e.stage == stageEnded
+			f.foreign = f.foreign || e.foreign
 			f.begin = f.begin || e.stage == stageBegin
 			err = e.err
 			continue

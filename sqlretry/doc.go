@@ -44,7 +44,12 @@
 //     commits the transaction's remote parts one by one before the local
 //     one, so another remote may have committed its part (the error's
 //     routine, which lc_messages does not translate, tells such an error
-//     from a local one). So is an error fn returns after it ended the
+//     from a local one). A local conflict found at COMMIT comes after the
+//     remote parts committed too (SERIALIZABLE's check runs after
+//     postgres_fdw commits them), and nothing in the error shows it: a
+//     transaction that may write through postgres_fdw needs
+//     WithForeignWrites, under which no error of COMMIT runs again. So is
+//     an error fn returns after it ended the
 //     transaction itself, a conflict included: with the driver's Commit or
 //     Rollback, or with a COMMIT, END or ROLLBACK statement, which the
 //     server's answer shows (see "What fn must do": fn must leave COMMIT

@@ -290,3 +290,64 @@ func innermost(err error) error {
 		err = re.Err
 	}
 }
+
+// A SERIALIZABLE transaction that writes through postgres_fdw and fails
+// PostgreSQL's serialization check at COMMIT failed after its remote part
+// committed: postgres_fdw commits remote transactions as COMMIT begins, and
+// the local check (PreCommit_CheckForSerializationFailure, a local routine,
+// so nothing shows the remote part) comes after. WithForeignWrites keeps it
+// from running again; without it the remote row was committed once per run.
+// T, the pivot, reads x and writes y; T_in reads the y T writes and stays
+// open; T_out writes the x T read and commits, which dooms T at its COMMIT.
+func TestForeignWritesSerializationFailureAtCommitIsNotRunAgain(t *testing.T) {
+	forForeign(t, func(t *testing.T, a api, p string) {
+		exec(t, "TRUNCATE "+p+"_a_remote",
+			"DROP TABLE IF EXISTS "+p+"_x, "+p+"_y",
+			"CREATE TABLE "+p+"_x (k int)", "CREATE TABLE "+p+"_y (k int)",
+			"INSERT INTO "+p+"_x VALUES (1)", "INSERT INTO "+p+"_y VALUES (1)")
+		ctx := t.Context()
+		tin, err := pool.Acquire(ctx) // T_in: reads y, stays open
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tin.Release()
+		defer tin.Exec(context.Background(), "ROLLBACK")
+		runs := 0
+		var failures []string
+		err = a.run(ctx, func(ctx context.Context, tx q) error {
+			runs++
+			if _, err := tx.Int(ctx, "SELECT count(*) FROM "+p+"_x"); err != nil { // T reads x
+				return err
+			}
+			if err := tx.Exec(ctx, "UPDATE "+p+"_y SET k = k + 1"); err != nil { // T writes y
+				return err
+			}
+			if err := tx.Exec(ctx, "INSERT INTO "+p+"_a_ft VALUES (1)"); err != nil { // the remote part
+				return err
+			}
+			if runs > 1 {
+				return nil
+			}
+			// T_in →rw→ T: T_in reads the y that T wrote, and stays open.
+			if _, err := tin.Exec(ctx, "BEGIN ISOLATION LEVEL SERIALIZABLE"); err != nil {
+				return err
+			}
+			if _, err := tin.Exec(ctx, "SELECT count(*) FROM "+p+"_y"); err != nil {
+				return err
+			}
+			// T →rw→ T_out: T_out writes the x that T read, and commits,
+			// which dooms T, the pivot.
+			if _, err := pool.Exec(ctx, "BEGIN ISOLATION LEVEL SERIALIZABLE; UPDATE "+p+"_x SET k = k + 1; COMMIT"); err != nil {
+				return err
+			}
+			return nil
+		}, a.iso("serializable"), recordFailures(&failures), sqlretry.WithForeignWrites())
+		ra := queryInt(t, "SELECT count(*) FROM "+p+"_a_remote")
+		if len(failures) != 1 || !strings.HasPrefix(failures[0], "40001 at commit true, routine \"PreCommit_CheckForSerializationFailure\"") {
+			t.Fatalf("failures %q; want one local serialization failure at COMMIT", failures)
+		}
+		if runs != 1 || ra != 1 || !errors.Is(err, retry.ErrNotRetryable) {
+			t.Fatalf("%d runs, the remote part committed %d times, err %v; want 1 run, the remote part once, and the failure", runs, ra, err)
+		}
+	})
+}

@@ -104,6 +104,23 @@ type config struct {
 	txOpts        *sql.TxOptions
 	pgxOpts       pgx.TxOptions
 	retryOpts     []retry.Option
+	foreign       bool // WithForeignWrites: no error of COMMIT runs again
+}
+
+// WithForeignWrites says that fn may write through postgres_fdw, or another
+// foreign data wrapper or extension that commits remote work as the local
+// COMMIT begins. PostgreSQL commits those remote transactions before the
+// local checks that can still fail the COMMIT: a SERIALIZABLE transaction's
+// serialization failure found at COMMIT (SQLSTATE 40001) comes after its
+// remote part committed, so running the transaction again would apply that
+// part twice. With this option no error of COMMIT runs the transaction
+// again, a conflict included (Classify says Unsafe): the price is that a
+// conflict at COMMIT, which PostgreSQL reports under SERIALIZABLE whenever
+// it finds one only then, fails the call. Without it, such a conflict runs
+// again, and only one that postgres_fdw relays from a remote server, which
+// the error shows, does not (see Classify).
+func WithForeignWrites() Option {
+	return Option{func(c *config) { c.foreign = true }}
 }
 
 func newConfig(opts []Option) *config {
@@ -184,7 +201,7 @@ func Tx(ctx context.Context, db *sql.DB, fn func(ctx context.Context, tx *sql.Tx
 			return &txError{stage: stageFn, err: err}
 		}
 		if err := tx.Commit(); err != nil {
-			return &txError{stage: stageCommit, err: err}
+			return &txError{stage: stageCommit, err: err, foreign: c.foreign}
 		}
 		return nil
 	})
@@ -271,7 +288,7 @@ func PgxTx(ctx context.Context, db Beginner, fn func(ctx context.Context, tx pgx
 		}
 		if err := tx.Commit(ctx); err != nil {
 			// pgx closes a connection whose COMMIT failed mid-transaction.
-			return &txError{stage: stageCommit, err: err}
+			return &txError{stage: stageCommit, err: err, foreign: c.foreign}
 		}
 		return nil
 	})
