@@ -157,9 +157,23 @@ func watch(req *http.Request) (*http.Request, *bodyWatch) {
 	if req.Body == nil || req.Body == http.NoBody || inMemory(req.Body) {
 		return req, nil
 	}
-	w := &watchedRequest{req: *req, body: watchedBody{rc: req.Body}}
+	w := &watchedRequest{req: *req}
+	w.body = watchedBody{rc: req.Body, watch: &w.watch}
 	w.req.Body = &w.body
-	return &w.req, &w.body.watch
+	if get := req.GetBody; get != nil {
+		// net/http sends the request again itself, with a body from
+		// GetBody, when a reused connection dies before the response
+		// (HTTP/2: a refused stream, a GOAWAY): that body is this
+		// attempt's too.
+		w.req.GetBody = func() (io.ReadCloser, error) {
+			rc, err := get()
+			if err != nil || rc == nil || rc == http.NoBody || inMemory(rc) {
+				return rc, err
+			}
+			return &watchedBody{rc: rc, watch: &w.watch}, nil
+		}
+	}
+	return &w.req, &w.watch
 }
 
 // The types of io.NopCloser's bodies, with and without io.WriterTo.
@@ -188,13 +202,16 @@ func inMemory(rc io.ReadCloser) bool {
 // io.EOF aside, unless the transport had closed the body by then (a read
 // its close cut short is no fault of the body's).
 type bodyWatch struct {
-	closed atomic.Bool
-	err    atomic.Pointer[error]
+	err atomic.Pointer[error]
 }
 
 func (w *bodyWatch) note(err error) {
-	if err != nil && err != io.EOF && !w.closed.Load() {
-		w.err.CompareAndSwap(nil, &err)
+	if err != nil && err != io.EOF {
+		// A copy of its own: the address of err would move every
+		// call's err to the heap, a successful read's included.
+		p := new(error)
+		*p = err
+		w.err.CompareAndSwap(nil, p)
 	}
 }
 
@@ -211,8 +228,9 @@ func (w *bodyWatch) failure() error {
 
 // watchedRequest is an attempt's request with its body watched.
 type watchedRequest struct {
-	req  http.Request
-	body watchedBody
+	req   http.Request
+	body  watchedBody
+	watch bodyWatch
 }
 
 // watchedBody is a request body whose reads are watched. The transport may
@@ -220,18 +238,21 @@ type watchedRequest struct {
 // allows it), so it lives with the attempt's request, never in a pooled
 // loop.
 type watchedBody struct {
-	rc    io.ReadCloser
-	watch bodyWatch
+	rc     io.ReadCloser
+	closed atomic.Bool // a read its close cut short is no fault of the body's
+	watch  *bodyWatch
 }
 
 func (b *watchedBody) Read(p []byte) (int, error) {
 	n, err := b.rc.Read(p)
-	b.watch.note(err)
+	if !b.closed.Load() {
+		b.watch.note(err)
+	}
 	return n, err
 }
 
 func (b *watchedBody) Close() error {
-	b.watch.closed.Store(true)
+	b.closed.Store(true)
 	return b.rc.Close()
 }
 
