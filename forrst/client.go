@@ -208,10 +208,16 @@ func (c *Client) attempt(ctx context.Context, req *Request, attempt int, keyed b
 	}
 	resp, err := hc.Do(hreq)
 	if err != nil {
-		if decidedBelow(err) {
-			return err // classified by package retry: not retried again
+		cause := err
+		if e := (*retry.Error)(nil); errors.As(err, &e) {
+			if decidedBelow(e) {
+				return err // classified by package retry: not retried again
+			}
+			if e.Err != nil {
+				cause = e.Err // the transport's last failure, which a *url.Error around its give-up hides
+			}
 		}
-		info, _ := c.http.Classify(nil, err, keyed)
+		info, _ := c.http.Classify(nil, cause, keyed)
 		return retry.WithInfo(err, info)
 	}
 	defer resp.Body.Close()
@@ -247,23 +253,28 @@ func (c *Client) attempt(ctx context.Context, req *Request, attempt int, keyed b
 	return newCallError(req.Call.Function, doc, resp, attempt, keyed)
 }
 
-// decidedBelow reports whether err is the give-up of a retry loop in the
-// HTTP client's transport (an httpretry.Transport) that decided the
-// failure's fate: it retried, or stopped for a reason of its own (its quota,
-// a breaker, a wait too long). Retrying that again would multiply the
-// layers' attempts, so it is left to package retry, which classifies such a
-// *retry.Error as Unsafe. A loop that made its one attempt and stopped
-// because it allows no retries (Retries < 0), found the failure not
-// retryable as far as it knew, or left it to its caller decided nothing
-// this client cannot judge better: the client knows the call's idempotency
-// key, which the transport does not see in a POST's headers.
-func decidedBelow(err error) bool {
-	var e *retry.Error
-	if !errors.As(err, &e) {
+// decidedBelow reports whether e is the give-up of a retry loop in the HTTP
+// client's transport (an httpretry.Transport) that decided the failure's
+// fate: it retried it until its attempts ran out, or stopped for a reason of
+// its own (its quota, a breaker, a wait too long). Retrying that again would
+// multiply the layers' attempts, so it is left to package retry, which
+// classifies such a *retry.Error as Unsafe. A loop that found its last
+// failure not retryable as far as it knew (a POST that may have reached the
+// server: the client knows the call's idempotency key, which the transport
+// does not see in its headers), that ended with the attempt's context (the
+// client's AttemptTimeout, which the client's loop judges), or that made
+// its one attempt and allows no retries (Retries < 0) or left it to its
+// caller, decided nothing this client cannot judge better.
+func decidedBelow(e *retry.Error) bool {
+	switch {
+	case errors.Is(e.Reason, retry.ErrNotRetryable):
+		return false // it could not repeat the request; the client knows the key
+	case errors.Is(e.Reason, context.DeadlineExceeded), errors.Is(e.Reason, context.Canceled):
+		return false // the attempt's context ended, which the client's loop judges
+	case e.Attempts == 1 && (errors.Is(e.Reason, retry.ErrMaxAttempts) || e.Reason == retry.ErrOuterLoop):
 		return false
 	}
-	judgeable := errors.Is(e.Reason, retry.ErrMaxAttempts) || errors.Is(e.Reason, retry.ErrNotRetryable) || e.Reason == retry.ErrOuterLoop
-	return e.Attempts != 1 || !judgeable
+	return true
 }
 
 // lostAnswer judges an answer whose body could not be read whole (the

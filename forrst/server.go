@@ -283,7 +283,7 @@ func (s *Server) runOnce(ctx context.Context, req *Request, f *function, opts Id
 	// not the call's outcome: a retry must run the function again. Anything
 	// else is, even when the caller has gone meanwhile: a success's effects
 	// are done, and its answer lost is what the key is for.
-	if a.retryable || a.abandoned || (len(a.doc.Errors) > 0 && a.doc.Errors[0].Code == CodeCancelled) {
+	if a.retryable || a.abandoned || (ctx.Err() != nil && len(a.doc.Errors) > 0 && a.doc.Errors[0].Code == CodeCancelled) {
 		s.keys.abandon(id)
 	} else {
 		s.keys.finish(id, a.status, a.doc, time.Now())
