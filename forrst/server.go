@@ -24,6 +24,9 @@ import (
 // not leak to callers. A value that cannot be encoded as JSON becomes
 // INTERNAL_ERROR whose guidance forbids a retry, since the function ran and
 // would run again (with an idempotency key, it is the call's stored outcome).
+// A function that returns its context's error stopped because the caller
+// left: with a key that is not stored, and a retry runs the function again,
+// so one that has acted in part must finish or undo that part first.
 type Function func(ctx context.Context, args json.RawMessage) (any, error)
 
 // Error is one error of a failed call, as sent on the wire. It is also a Go
