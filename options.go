@@ -91,6 +91,7 @@ type config struct {
 
 // apply sets c from opts.
 func (c *config) apply(opts []Option) {
+	tickets := 0
 	for i := range opts {
 		o := &opts[i]
 		switch o.kind {
@@ -117,10 +118,17 @@ func (c *config) apply(opts []Option) {
 		case optBreaker:
 			c.breaker = o.breaker
 		case optTicket:
-			if c.ticketed {
-				c.ticket.Release() // only the last applies: the others' probe places are freed
-			}
 			c.ticket, c.ticketed = o.ticket, true
+			tickets++
+		}
+	}
+	if tickets > 1 {
+		// Only the last applies: the others' probe places are freed, but
+		// not the last's if it was given earlier too.
+		for i := range opts {
+			if o := &opts[i]; o.kind == optTicket && o.ticket != c.ticket {
+				o.ticket.Release()
+			}
 		}
 	}
 }
