@@ -50,11 +50,13 @@ import (
 // malformed, so a call with a key is retried, and the error's chain holds
 // the cause (errors.Is(err, syscall.ECONNRESET)). Over a retrying transport
 // (an httpretry.Transport in HTTPClient), the transport retries the failures
-// it sees, such as a refused connection, and the client does not retry its
-// give-up again: the layers' attempts do not multiply. A give-up after the
-// transport's one attempt that decided nothing (its retries off, or a POST
-// it would not repeat for want of an Idempotency-Key header) is judged by
-// the client, which knows the call's key.
+// it sees, such as a refused connection, and a keyed call's lost answer
+// too, since the call's POST carries its key in an Idempotency-Key header
+// as well; the client does not retry a give-up after several of its
+// attempts again: the layers' attempts do not multiply. A give-up after the
+// transport's one attempt that decided nothing (its retries off, its
+// attempt's deadline, a failure it would not repeat) is judged by the
+// client.
 //
 // Guidance the server sent with "allowed": true, and a Retry-After header,
 // are the server's permission to retry (retry.Info.Allowed), which the
@@ -179,7 +181,7 @@ func (c *Client) Call(ctx context.Context, function string, args, result any, op
 			Call:       Call{Function: function, Version: cfg.version, Arguments: rawArgs},
 			Extensions: ext,
 		}
-		return c.attempt(ctx, &req, attempt, cfg.key != "", result)
+		return c.attempt(ctx, &req, attempt, cfg.key, result)
 	}
 	ropts := append([]retry.Option{retry.Scope(c.URL), retry.BeforeRetry(serverLimit), retry.WithBreaker(c.Breaker)}, c.Options...)
 	if !c.Independent {
@@ -189,7 +191,8 @@ func (c *Client) Call(ctx context.Context, function string, args, result any, op
 }
 
 // attempt sends one request and judges the answer.
-func (c *Client) attempt(ctx context.Context, req *Request, attempt int, keyed bool, result any) error {
+func (c *Client) attempt(ctx context.Context, req *Request, attempt int, key string, result any) error {
+	keyed := key != ""
 	body, err := json.Marshal(req)
 	if err != nil {
 		return retry.Permanent(err)
@@ -199,6 +202,13 @@ func (c *Client) attempt(ctx context.Context, req *Request, attempt int, keyed b
 		return retry.Permanent(err)
 	}
 	hreq.Header.Set("Content-Type", "application/json")
+	if keyed {
+		// A retrying transport repeats a POST that carries a key (IETF
+		// draft-ietf-httpapi-idempotency-key-header) itself, within its
+		// own attempts, rather than leaving it to this client's loop,
+		// which would multiply the layers' attempts.
+		hreq.Header.Set(httpretry.IdempotencyKeyHeader, key)
+	}
 	if attempt > 1 {
 		hreq.Header.Set(httpretry.RetryAttemptHeader, strconv.Itoa(attempt)) // see httpretry.Handler
 	}
@@ -255,21 +265,21 @@ func (c *Client) attempt(ctx context.Context, req *Request, attempt int, keyed b
 
 // decidedBelow reports whether e is the give-up of a retry loop in the HTTP
 // client's transport (an httpretry.Transport) that decided the failure's
-// fate: it retried it until its attempts ran out, or stopped for a reason of
-// its own (its quota, a breaker, a wait too long). Retrying that again would
-// multiply the layers' attempts, so it is left to package retry, which
-// classifies such a *retry.Error as Unsafe. A loop that found its last
-// failure not retryable as far as it knew (a POST that may have reached the
-// server: the client knows the call's idempotency key, which the transport
-// does not see in its headers), that ended with the attempt's context (the
-// client's AttemptTimeout, which the client's loop judges), or that made
-// its one attempt and allows no retries (Retries < 0) or left it to its
-// caller, decided nothing this client cannot judge better.
+// fate: it made more than one attempt (a keyed call's POST carries its key
+// in an Idempotency-Key header, so the transport repeats a lost answer
+// itself), or stopped for a reason of its own (its quota, a breaker, a wait
+// too long). Retrying that again would start another loop of the
+// transport's attempts, multiplying the layers', so it is left to package
+// retry, which classifies such a *retry.Error as Unsafe. A loop that made
+// its one attempt and found it not retryable, ended with the attempt's
+// context (the client's AttemptTimeout, which the client's loop judges),
+// allows no retries (Retries < 0) or left it to its caller, decided nothing
+// this client cannot judge better.
 func decidedBelow(e *retry.Error) bool {
 	switch {
-	case errors.Is(e.Reason, retry.ErrNotRetryable):
+	case e.Attempts == 1 && errors.Is(e.Reason, retry.ErrNotRetryable):
 		return false // it could not repeat the request; the client knows the key
-	case errors.Is(e.Reason, context.DeadlineExceeded), errors.Is(e.Reason, context.Canceled):
+	case e.Attempts == 1 && (errors.Is(e.Reason, context.DeadlineExceeded) || errors.Is(e.Reason, context.Canceled)):
 		return false // the attempt's context ended, which the client's loop judges
 	case e.Attempts == 1 && (errors.Is(e.Reason, retry.ErrMaxAttempts) || e.Reason == retry.ErrOuterLoop):
 		return false
