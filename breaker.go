@@ -310,10 +310,9 @@ func (sc *breakerScope) inherit(any) {}
 // pass is what the loop holds for an attempt a breaker let through, to
 // report its verdict with: the probe's number in its scope (from 1), so that
 // a probe decides once, and only in its own round, or, for an attempt
-// through a closed circuit, closedPass and
-// the closed spell it began in, so that a verdict that comes after the
-// circuit opened and closed again counts in no later spell; 0 without a
-// breaker; refused if the breaker refused it.
+// through a closed circuit, closedPass and the closed spell it began in, so
+// that a verdict that comes after the circuit opened and closed again counts
+// in no later spell; 0 without a breaker; refused if the breaker refused it.
 type pass uint64
 
 const (
