@@ -198,9 +198,9 @@ func inMemory(rc io.ReadCloser) bool {
 }
 
 // bodyWatch tells a request body that failed to read from an attempt that
-// failed otherwise: it keeps the first error a Read of the body returned,
-// io.EOF aside, unless the transport had closed the body by then (a read
-// its close cut short is no fault of the body's).
+// failed otherwise: it keeps the first error a Read of the attempt's bodies
+// returned, io.EOF aside (a watchedBody leaves out the reads its close cut
+// short, no fault of the body's; the guard's close is deferred).
 type bodyWatch struct {
 	err atomic.Pointer[error]
 }
