@@ -2,6 +2,7 @@ package forrst_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"net"
@@ -318,4 +319,23 @@ func wantWaits(t *testing.T, st *stamps, want ...time.Duration) {
 	if got := st.waits(); !reflect.DeepEqual(got, want) && !(len(got) == 0 && len(want) == 0) {
 		t.Errorf("waits between attempts = %v, want %v", got, want)
 	}
+}
+
+// refusingDials returns a transport whose dials are refused (by a loopback
+// port nothing listens on) when refuse says so of the dial's number, from
+// 1, and the count of its dials.
+func refusingDials(t *testing.T, refuse func(n int32) bool) (*http.Transport, *atomic.Int32) {
+	t.Helper()
+	down := httptest.NewServer(http.NotFoundHandler())
+	dead := down.Listener.Addr().String()
+	down.Close()
+	dials := new(atomic.Int32)
+	base := &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if refuse(dials.Add(1)) {
+			addr = dead
+		}
+		return (&net.Dialer{}).DialContext(ctx, network, addr)
+	}}
+	t.Cleanup(base.CloseIdleConnections)
+	return base, dials
 }

@@ -6,9 +6,8 @@ package forrst_test
 import (
 	"context"
 	"encoding/json"
-	"net"
+	"io"
 	"net/http"
-	"net/http/httptest"
 	"sync/atomic"
 	"testing"
 
@@ -20,28 +19,17 @@ import (
 
 // A server restarting: the first dial is refused (a real refused connection
 // to a loopback port nothing listens on), the Transport's retry reaches the
-// server, which runs the call and loses its answer (a reset). The Transport
-// does not repeat the POST (no Idempotency-Key header), so its give-up,
-// after two attempts, decided nothing about the lost answer the client
-// cannot judge better: a keyed call is retried and the server replays the
-// stored result, as it is when the dial was not refused first
+// server, which runs the call and loses its answer (a reset). The call's
+// POST carries its key in an Idempotency-Key header, so the Transport
+// repeats it, and the server replays the stored result: one charge, the
+// result returned, as when the dial was not refused first
 // (TestClientOverATransportRetriesALostAnswerWithItsKey).
 func TestKeyedLostAnswerAfterARefusedDialIsRetried(t *testing.T) {
 	var charges atomic.Int32
 	var s forrst.Server
 	charging(&s, &charges)
 	srv, requests := lossy(t, &s, 1)
-	down := httptest.NewServer(http.NotFoundHandler())
-	dead := down.Listener.Addr().String()
-	down.Close()
-	var dials atomic.Int32
-	base := &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-		if dials.Add(1) == 1 {
-			addr = dead
-		}
-		return (&net.Dialer{}).DialContext(ctx, network, addr)
-	}}
-	t.Cleanup(base.CloseIdleConnections)
+	base, dials := refusingDials(t, func(n int32) bool { return n == 1 })
 	tr := &httpretry.Transport{Base: base, Strategy: noWait(3)}
 	c := &forrst.Client{URL: srv.URL, HTTPClient: &http.Client{Transport: tr}, Strategy: noWait(3)}
 	var out struct{ Charge int }
@@ -143,5 +131,56 @@ func TestOwnCancelledFailureWithAKeyIsStored(t *testing.T) {
 	second := post(t, srv.URL, requestDoc("req_2", "payments.charge", "", keyExt("order_1")))
 	if runs.Load() != 1 || second.code() != first.code() {
 		t.Errorf("the function ran %d times for one key (codes %q, %q); want once, the failure replayed", runs.Load(), first.code(), second.code())
+	}
+}
+
+// Keyed calls over an httpretry.Transport, whose give-ups after several
+// attempts the Client leaves decided, so that the layers' attempts do not
+// multiply. Here every connection's first two dials are refused and every
+// answer is lost: the Transport, which sees the key in the Idempotency-Key
+// header, spends its 3 attempts on them and gives up; a Client that retried
+// that give-up would start a loop of 3 dials per attempt, 9 in all.
+func TestKeyedLostAnswersAfterRefusedDialsDoNotMultiply(t *testing.T) {
+	var charges atomic.Int32
+	var s forrst.Server
+	charging(&s, &charges)
+	srv, requests := lossy(t, &s, 100)
+	base, dials := refusingDials(t, func(n int32) bool { return n%3 != 0 })
+	tr := &httpretry.Transport{Base: base, Strategy: noWait(3)}
+	c := &forrst.Client{URL: srv.URL, HTTPClient: &http.Client{Transport: tr}, Strategy: noWait(3)}
+	err := c.Call(context.Background(), "payments.charge", nil, nil)
+	t.Logf("Call: %v; %d dials, %d requests, %d charges", err, dials.Load(), requests.Load(), charges.Load())
+	if dials.Load() > 3 {
+		t.Errorf("%d dials, want at most 3, the larger layer's attempts", dials.Load())
+	}
+}
+
+// The same with the Client's per-attempt deadline: each attempt finds its
+// first two dials refused and its third request held until the attempt's
+// own deadline ends it (ended here by the test once the request arrived).
+// The Transport's loop, 3 dials, ends with the attempt's context; a Client
+// that retried it would make 9 dials.
+func TestKeyedAttemptTimeoutsAfterRefusedDialsDoNotMultiply(t *testing.T) {
+	var expire atomic.Pointer[chan struct{}]
+	srv := newServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body) // so that the server sees the client hang up
+		if ch := expire.Swap(nil); ch != nil {
+			close(*ch)
+		}
+		<-r.Context().Done() // held until the client hangs up
+	}))
+	base, dials := refusingDials(t, func(n int32) bool { return n%3 != 0 })
+	trace := &retry.Trace{AttemptStart: func(ctx context.Context, _ string, n int) context.Context {
+		ch := make(chan struct{})
+		expire.Store(&ch)
+		return expiring{ctx, ch}
+	}}
+	tr := &httpretry.Transport{Base: base, Strategy: noWait(3)}
+	c := &forrst.Client{URL: srv.URL, HTTPClient: &http.Client{Transport: tr}, Strategy: noWait(3),
+		Options: []retry.Option{retry.WithTrace(trace)}}
+	err := c.Call(context.Background(), "payments.charge", nil, nil)
+	t.Logf("Call: %v; %d dials", err, dials.Load())
+	if dials.Load() > 3 {
+		t.Errorf("%d dials, want at most 3, the larger layer's attempts", dials.Load())
 	}
 }
