@@ -403,16 +403,7 @@ func TestTxProbesOnlyFailuresThatMayBeRetried(t *testing.T) {
 func TestPgxTxReadsNoConnectionFnGaveBack(t *testing.T) {
 	needServer(t)
 	ctx := context.Background()
-	cfg, err := pgxpool.ParseConfig(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.MaxConns = 1
-	p, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	p := poolOfOne(t)
 
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -444,4 +435,21 @@ func TestPgxTxReadsNoConnectionFnGaveBack(t *testing.T) {
 	}
 	close(stop)
 	wg.Wait()
+}
+
+// poolOfOne returns a pool of one connection to the test server, closed when
+// t ends: a connection fn gave back is then the next user's at once.
+func poolOfOne(t *testing.T) *pgxpool.Pool {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MaxConns = 1
+	p, err := pgxpool.NewWithConfig(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	return p
 }

@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/retrykit/retry"
 	"github.com/retrykit/retry/sqlretry"
 )
@@ -72,16 +71,7 @@ func TestFnTxThroughPgxHelpers(t *testing.T) {
 func TestFnCommitsFromAnotherGoroutine(t *testing.T) {
 	needServer(t)
 	ctx := context.Background()
-	cfg, err := pgxpool.ParseConfig(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.MaxConns = 1
-	p, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	p := poolOfOne(t)
 	failed := retry.Transient(errors.New("after the commit"))
 	var other sync.WaitGroup
 	defer other.Wait()
