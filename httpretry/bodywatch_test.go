@@ -61,25 +61,7 @@ func TestBodyThatFailsOnNetHTTPsOwnResendIsTheCallers(t *testing.T) {
 		}
 		discard(resp)
 
-		var rep Report
-		req, _ := http.NewRequestWithContext(WithReport(t.Context(), &rep), http.MethodPut, srv.URL, &streamBody{strings.NewReader(strings.Repeat("x", 100))})
-		req.ContentLength = 100
-		req.Header.Set(IdempotencyKeyHeader, "k")
-		req.GetBody = func() (io.ReadCloser, error) {
-			return io.NopCloser(&brokenBody{n: 10, err: io.ErrUnexpectedEOF}), nil
-		}
-		var firstErr error
-		tr.OnAttempt = func(a Attempt) {
-			if a.N == 1 {
-				firstErr = a.Err
-			}
-		}
-		resp, err = tr.RoundTrip(req)
-		discard(resp)
-		if !errors.Is(err, io.ErrUnexpectedEOF) || !strings.Contains(err.Error(), "request body failed") || rep.Attempts != 1 {
-			t.Errorf("PUT %d: %d attempts (the first failed with %v), err = %v; want 1 attempt and a request body failure",
-				i+1, rep.Attempts, firstErr, err)
-		}
+		putFailingOnResend(t, tr, srv.URL, true, i)
 	}
 	host := strings.TrimPrefix(srv.URL, "http://")
 	if st := b.State(host); st != retry.BreakerClosed {
@@ -220,24 +202,7 @@ func TestBodyThatFailsOnHTTP2sOwnResendIsTheCallers(t *testing.T) {
 	b := retry.NewBreaker(retry.BreakerOptions{MinAttempts: 4, OpenFor: time.Minute})
 	tr := &Transport{Base: base, Strategy: noWait(), Breaker: b}
 	for i := range 4 {
-		var rep Report
-		req, _ := http.NewRequestWithContext(WithReport(t.Context(), &rep), http.MethodPut, srv.URL, &streamBody{strings.NewReader(strings.Repeat("x", 100))})
-		req.ContentLength = 100
-		req.GetBody = func() (io.ReadCloser, error) {
-			return io.NopCloser(&brokenBody{n: 10, err: io.ErrUnexpectedEOF}), nil
-		}
-		var firstErr error
-		tr.OnAttempt = func(a Attempt) {
-			if a.N == 1 {
-				firstErr = a.Err
-			}
-		}
-		resp, err := tr.RoundTrip(req)
-		discard(resp)
-		if !errors.Is(err, io.ErrUnexpectedEOF) || !strings.Contains(err.Error(), "request body failed") || rep.Attempts != 1 {
-			t.Errorf("PUT %d: %d attempts (the first failed with %v), err = %v; want 1 attempt and a request body failure",
-				i+1, rep.Attempts, firstErr, err)
-		}
+		putFailingOnResend(t, tr, srv.URL, false, i)
 	}
 	host := strings.TrimPrefix(srv.URL, "https://")
 	if st := b.State(host); st != retry.BreakerClosed {
@@ -263,5 +228,34 @@ func TestWatchedBodyReadsAllocateNothing(t *testing.T) {
 	g := &guardedBody{rc: io.NopCloser(&streamBody{strings.NewReader(strings.Repeat("x", 1<<20))})}
 	if n := testing.AllocsPerRun(1000, func() { _, _ = g.Read(p) }); n != 0 {
 		t.Errorf("%v allocations per Read of a guarded body; want 0", n)
+	}
+}
+
+// putFailingOnResend sends PUT number i of a test through tr to url, a
+// streamed body whose GetBody's copy fails to read after 10 bytes, with an
+// Idempotency-Key if keyed, and fails t unless the PUT failed after one
+// attempt with a request body failure.
+func putFailingOnResend(t *testing.T, tr *Transport, url string, keyed bool, i int) {
+	t.Helper()
+	var rep Report
+	req, _ := http.NewRequestWithContext(WithReport(t.Context(), &rep), http.MethodPut, url, &streamBody{strings.NewReader(strings.Repeat("x", 100))})
+	req.ContentLength = 100
+	if keyed {
+		req.Header.Set(IdempotencyKeyHeader, "k")
+	}
+	req.GetBody = func() (io.ReadCloser, error) {
+		return io.NopCloser(&brokenBody{n: 10, err: io.ErrUnexpectedEOF}), nil
+	}
+	var firstErr error
+	tr.OnAttempt = func(a Attempt) {
+		if a.N == 1 {
+			firstErr = a.Err
+		}
+	}
+	resp, err := tr.RoundTrip(req)
+	discard(resp)
+	if !errors.Is(err, io.ErrUnexpectedEOF) || !strings.Contains(err.Error(), "request body failed") || rep.Attempts != 1 {
+		t.Errorf("PUT %d: %d attempts (the first failed with %v), err = %v; want 1 attempt and a request body failure",
+			i+1, rep.Attempts, firstErr, err)
 	}
 }
