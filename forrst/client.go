@@ -276,12 +276,13 @@ func (c *Client) attempt(ctx context.Context, req *Request, attempt int, key str
 // allows no retries (Retries < 0) or left it to its caller, decided nothing
 // this client cannot judge better.
 func decidedBelow(e *retry.Error) bool {
+	if e.Attempts != 1 {
+		return true
+	}
 	switch {
-	case e.Attempts == 1 && errors.Is(e.Reason, retry.ErrNotRetryable):
-		return false // it could not repeat the request; the client knows the key
-	case e.Attempts == 1 && (errors.Is(e.Reason, context.DeadlineExceeded) || errors.Is(e.Reason, context.Canceled)):
-		return false // the attempt's context ended, which the client's loop judges
-	case e.Attempts == 1 && (errors.Is(e.Reason, retry.ErrMaxAttempts) || e.Reason == retry.ErrOuterLoop):
+	case errors.Is(e.Reason, retry.ErrNotRetryable), // the client knows the key
+		errors.Is(e.Reason, context.DeadlineExceeded), errors.Is(e.Reason, context.Canceled), // the client's loop judges its deadline
+		errors.Is(e.Reason, retry.ErrMaxAttempts), e.Reason == retry.ErrOuterLoop: // retries off, or left to the caller
 		return false
 	}
 	return true
