@@ -45,6 +45,17 @@ func (k *brk) call(scope string, err error) error {
 	}, WithBreaker(k.b), Scope(scope))
 }
 
+// probing opens the empty scope's circuit with 20 failures and waits out
+// the default open spell, so that the next attempts are its probes.
+func (k *brk) probing() {
+	k.t.Helper()
+	for range 20 {
+		_ = k.call("", errBrk500)
+	}
+	k.want("", BreakerOpen)
+	k.clock.Advance(DefaultBreakerOpenFor)
+}
+
 func (k *brk) want(scope string, want BreakerState) {
 	k.t.Helper()
 	if got := k.b.State(scope); got != want {
@@ -1554,17 +1565,9 @@ func (delayedFirst) RecordSuccess(Token) error                   { return nil }
 // and one probe's success reported twice does not close a circuit that asks
 // for two.
 func TestBreakerTicketReportedTwiceDecidesOnce(t *testing.T) {
-	open := func(k *brk) {
-		t.Helper()
-		for range 20 {
-			_ = k.call("", errBrk500)
-		}
-		k.want("", BreakerOpen)
-		k.clock.Advance(DefaultBreakerOpenFor)
-	}
 	t.Run("Release after the verdict", func(t *testing.T) {
 		k := newBrk(t, BreakerOptions{})
-		open(k)
+		k.probing()
 		for i := range 10 {
 			func() {
 				tk, err := k.b.Allow("")
@@ -1592,7 +1595,7 @@ func TestBreakerTicketReportedTwiceDecidesOnce(t *testing.T) {
 	})
 	t.Run("a success reported twice", func(t *testing.T) {
 		k := newBrk(t, BreakerOptions{Probes: 2})
-		open(k)
+		k.probing()
 		tk, err := k.b.Allow("")
 		if err != nil || !tk.Probe() {
 			t.Fatalf("%v, a probe's: %v", err, tk.Probe())
@@ -1614,11 +1617,7 @@ func TestBreakerTicketReportedTwiceDecidesOnce(t *testing.T) {
 // OpenFor gives them out again.
 func TestWithTicketSeveralReleasesAllButTheLast(t *testing.T) {
 	k := newBrk(t, BreakerOptions{Probes: 2})
-	for range 20 {
-		_ = k.call("", errBrk500)
-	}
-	k.want("", BreakerOpen)
-	k.clock.Advance(DefaultBreakerOpenFor)
+	k.probing()
 	first, _ := k.b.Allow("")
 	last, _ := k.b.Allow("")
 	if !first.Probe() || !last.Probe() {

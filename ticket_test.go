@@ -12,11 +12,7 @@ import (
 // success must still be counted.
 func TestWithTicketTwiceTheSameTicket(t *testing.T) {
 	k := newBrk(t, BreakerOptions{Probes: 1})
-	for range 20 {
-		_ = k.call("", errBrk500)
-	}
-	k.want("", BreakerOpen)
-	k.clock.Advance(DefaultBreakerOpenFor)
+	k.probing()
 	tk, _ := k.b.Allow("")
 	if !tk.Probe() {
 		t.Fatal("not a probe")
@@ -43,10 +39,7 @@ func TestWithTicketTwiceTheSameTicket(t *testing.T) {
 // WithTicket(a): a applies and must not have been released.
 func TestWithTicketGivenAgainAfterAnother(t *testing.T) {
 	k := newBrk(t, BreakerOptions{Probes: 2})
-	for range 20 {
-		_ = k.call("", errBrk500)
-	}
-	k.clock.Advance(DefaultBreakerOpenFor)
+	k.probing()
 	a, _ := k.b.Allow("")
 	b, _ := k.b.Allow("")
 	others := 0
