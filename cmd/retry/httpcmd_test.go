@@ -343,13 +343,12 @@ func TestHTTPVerbose(t *testing.T) {
 	}
 }
 
-// An attempt whose -m runs out in its body is not retried: the body is
-// already being written out. It ends the call with curl's exit status 28,
-// after one request, the part that came written, as --help says.
-func TestHTTPMaxTimeInTheBodyIsNotRetried(t *testing.T) {
-	t.Parallel()
+// partThenHang serves the first part of a body ("first part\n") and then
+// nothing more until the client hangs up or t ends; it counts requests.
+func partThenHang(t *testing.T) (*httptest.Server, *atomic.Int32) {
+	t.Helper()
 	release := make(chan struct{})
-	var requests atomic.Int32
+	requests := new(atomic.Int32)
 	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		requests.Add(1)
 		io.WriteString(w, "first part\n")
@@ -361,6 +360,15 @@ func TestHTTPMaxTimeInTheBodyIsNotRetried(t *testing.T) {
 	}))
 	t.Cleanup(slow.Close)
 	t.Cleanup(func() { close(release) })
+	return slow, requests
+}
+
+// An attempt whose -m runs out in its body is not retried: the body is
+// already being written out. It ends the call with curl's exit status 28,
+// after one request, the part that came written, as --help says.
+func TestHTTPMaxTimeInTheBodyIsNotRetried(t *testing.T) {
+	t.Parallel()
+	slow, requests := partThenHang(t)
 	out, errOut, code := runRetry(t, "", "http", "--delay", "1ms", "-m", "300ms", slow.URL)
 	if code != 28 || out != "first part\n" || requests.Load() != 1 {
 		t.Errorf("exit status %d, stdout %q, %d requests, stderr %q; want 28, the part that came, 1 request", code, out, requests.Load(), errOut)
@@ -369,17 +377,7 @@ func TestHTTPMaxTimeInTheBodyIsNotRetried(t *testing.T) {
 
 func TestHTTPStreamsTheBodyUntilTheTimeout(t *testing.T) {
 	t.Parallel()
-	release := make(chan struct{})
-	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.WriteString(w, "first part\n")
-		w.(http.Flusher).Flush()
-		select {
-		case <-r.Context().Done():
-		case <-release:
-		}
-	}))
-	t.Cleanup(slow.Close)
-	t.Cleanup(func() { close(release) })
+	slow, _ := partThenHang(t)
 	out, errOut, code := runRetry(t, "", "http", "--timeout", "500ms", slow.URL)
 	if code != 28 {
 		t.Errorf("exit status %d, want 28", code)
