@@ -22,8 +22,10 @@
 // Every wait is cancellable, and a wait that could not end before the
 // context's deadline is not started. When the loop gives up it returns an
 // *Error that wraps the operation's last error and the reason it stopped
-// (ErrMaxAttempts, ErrQuotaExhausted, ErrNotRetryable, ErrRetryAfterTooLong,
-// ErrDeadline, or the context's error), so errors.Is finds either.
+// (ErrMaxAttempts, ErrBudgetExhausted, ErrQuotaExhausted, ErrNotRetryable,
+// ErrRetryAfterTooLong, ErrDeadline, ErrOuterLoop, ErrNilOperation,
+// ErrInvalidToken, ErrCircuitOpen, or the context's error), so errors.Is
+// finds either. The doc of Error says when each is given.
 //
 // # Deciding whether: classification
 //

@@ -52,13 +52,13 @@ func TestReplicaExplore(t *testing.T) {
 	}
 }
 
-// The README's tables of the replica scenarios sit between these lines.
+// The tables of the replica scenarios sit between these lines.
 const (
 	tablesBegin = "<!-- replica tables: written by go test ./cmd/retry/internal/sim -run TestReplicaTables -update -->"
 	tablesEnd   = "<!-- end of replica tables -->"
 )
 
-// replicaTableRows are the policies of the README's replica tables.
+// replicaTableRows are the policies of the replica tables of docs/replicas.md.
 var replicaTableRows = []string{
 	"no retries",
 	"Standard, quota per client",
@@ -68,7 +68,7 @@ var replicaTableRows = []string{
 	"cenkalti/backoff v5 defaults: 500ms·1.5^n, 15 min",
 }
 
-// TestReplicaTables rewrites, with -update, the README's tables of the
+// TestReplicaTables rewrites, with -update, the tables of docs/replicas.md of the
 // replica scenarios from this build: one per fleet (100 and 1,000 clients
 // sending 1,000 req/s for a minute), a row per scenario and policy, and the
 // success and amplification (over the run and during the incident) of
@@ -76,7 +76,7 @@ var replicaTableRows = []string{
 // which change.
 func TestReplicaTables(t *testing.T) {
 	if !*update {
-		t.Skip("-update rewrites the README's replica tables")
+		t.Skip("-update rewrites the replica tables of docs/replicas.md")
 	}
 	policies := make([]Policy, len(replicaTableRows))
 	for j, name := range replicaTableRows {
@@ -122,7 +122,7 @@ func TestReplicaTables(t *testing.T) {
 	if t.Failed() {
 		return
 	}
-	path := filepath.Join("..", "..", "..", "..", "README.md")
+	path := filepath.Join("..", "..", "..", "..", "docs", "replicas.md")
 	readme, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
