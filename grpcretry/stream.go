@@ -161,7 +161,7 @@ type retryStream struct {
 	first      attemptRef                 // the first attempt's, which live points to until a retry
 	r          recvLoop                   // the first receive's retry loop
 
-	mu        sync.Mutex // guards the fields below; held while sending
+	mu        sync.Mutex // guards the fields below, not the sends on cur
 	cond      sync.Cond  // on mu: broadcast when the attempt is replaced and when the loop ends
 	cur       grpc.ClientStream
 	openErr   error // the current attempt could not be opened
@@ -300,7 +300,6 @@ func sizeOf(m any) int {
 // call is committed.
 func (s *retryStream) SendMsg(m any) error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if !s.committed {
 		n := sizeOf(m)
 		if n < 0 || s.size+n > s.i.cfg.bufferLimit {
@@ -320,30 +319,45 @@ func (s *retryStream) SendMsg(m any) error {
 			s.size += n
 		}
 	}
-	if s.cur == nil || s.broken {
-		if s.committed {
+	cur, broken, committed := s.cur, s.broken, s.committed
+	s.mu.Unlock()
+	if cur == nil || broken {
+		if committed {
 			return io.EOF // the attempt is over; RecvMsg reports how
 		}
 		return nil
 	}
-	err := s.cur.SendMsg(m)
-	if err == io.EOF && !s.committed {
-		s.broken = true // the receive that follows learns why, and retries
-		return nil
+	// Sent without s.mu: flow control holds a send until the application
+	// reads, which a receive in another goroutine (grpc.ClientStream allows
+	// one) must be free to do. The loop only replaces an attempt that has
+	// failed, and replays m on its retry if m was kept.
+	err := cur.SendMsg(m)
+	if err != io.EOF {
+		return err
 	}
-	return err
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.committed {
+		return io.EOF
+	}
+	if s.cur == cur {
+		s.broken = true // the receive that follows learns why, and retries
+	}
+	return nil
 }
 
 // CloseSend closes the sending side of the current attempt, and of every
 // retry.
 func (s *retryStream) CloseSend() error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	s.closed = true
-	if s.cur == nil {
+	cur := s.cur
+	s.mu.Unlock()
+	if cur == nil {
 		return nil
 	}
-	return s.cur.CloseSend()
+	// Without s.mu, as SendMsg: closing waits for the sends queued before.
+	return cur.CloseSend()
 }
 
 // Header returns the header metadata of the attempt the call goes on with,

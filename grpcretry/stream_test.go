@@ -294,16 +294,9 @@ func TestBidiConcurrentRetry(t *testing.T) {
 		t.Fatal(err)
 	}
 	const n = 20
-	sendErr := make(chan error, 1)
-	go func() {
-		for i := range n {
-			if err := st.Send(&testpb.StreamingOutputCallRequest{Payload: payload(i + 1)}); err != nil {
-				sendErr <- err
-				return
-			}
-		}
-		sendErr <- st.CloseSend()
-	}()
+	sendErr := sendInBackground(st, n, func(i int) *testpb.StreamingOutputCallRequest {
+		return &testpb.StreamingOutputCallRequest{Payload: payload(i + 1)}
+	})
 	for i := range n {
 		r, err := st.Recv()
 		if err != nil {
@@ -322,6 +315,23 @@ func TestBidiConcurrentRetry(t *testing.T) {
 	if srv.calls.Load() != 2 {
 		t.Fatalf("%d attempts", srv.calls.Load())
 	}
+}
+
+// sendInBackground sends the n requests req makes on st, in a goroutine of
+// its own, then closes the sending side; the channel gets the first error,
+// or nil.
+func sendInBackground(st testpb.TestService_FullDuplexCallClient, n int, req func(i int) *testpb.StreamingOutputCallRequest) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		for i := range n {
+			if err := st.Send(req(i)); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- st.CloseSend()
+	}()
+	return done
 }
 
 // TestStreamOpenNotRetryable: a stream that cannot be opened for a reason
@@ -403,5 +413,56 @@ func TestClientStreamAnsweredEndsItsContext(t *testing.T) {
 		if st.Context().Err() == nil {
 			t.Fatalf("header first %v: the stream's Context is not done once its one response came", header)
 		}
+	}
+}
+
+// TestBidiSendBlockedOnFlowControlLetsRecvRun: one goroutine sends while
+// another receives, as grpc.ClientStream allows, and each request asks for
+// a 1 MB answer: the server answers as it reads, so a send soon waits on
+// flow control until the client reads the answers. The receive must not
+// wait for that send. Plain grpc finishes this in about a second; the
+// deadline fails the test if the stream stalls.
+func TestBidiSendBlockedOnFlowControlLetsRecvRun(t *testing.T) {
+	srv := &server{duplex: func(_ int, s testpb.TestService_FullDuplexCallServer) error {
+		for {
+			m, err := s.Recv()
+			if err == io.EOF {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			if err := s.Send(&testpb.StreamingOutputCallResponse{Payload: payload(int(m.GetResponseParameters()[0].GetSize()))}); err != nil {
+				return err
+			}
+		}
+	}}
+	c := client(t, srv, WithStrategy(simple(3)))
+	for _, size := range []int{16 << 10, 300 << 10} {
+		const n, answer = 16, 1 << 20
+		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+		st, err := c.FullDuplexCall(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sendErr := sendInBackground(st, n, func(int) *testpb.StreamingOutputCallRequest {
+			return &testpb.StreamingOutputCallRequest{Payload: payload(size), ResponseParameters: []*testpb.ResponseParameters{{Size: answer}}}
+		})
+		for i := range n {
+			r, err := st.Recv()
+			if err != nil {
+				t.Fatalf("%d-byte requests: answer %d: %v", size, i, err)
+			}
+			if len(r.GetPayload().GetBody()) != answer {
+				t.Fatalf("%d-byte requests: answer %d has %d bytes", size, i, len(r.GetPayload().GetBody()))
+			}
+		}
+		if _, err := st.Recv(); err != io.EOF {
+			t.Fatalf("%d-byte requests: end: %v", size, err)
+		}
+		if err := <-sendErr; err != nil {
+			t.Fatalf("%d-byte requests: send: %v", size, err)
+		}
+		cancel()
 	}
 }
