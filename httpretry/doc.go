@@ -76,8 +76,9 @@
 //
 // The wait before a retry comes from the strategy's backoff, and is never
 // shorter than the server asked (on 413, 429, 503 and 504): the longest of its
-// Retry-After lines and of the IETF RateLimit fields' reset when no quota is
-// left, a longer hint never giving a sooner retry. A wait the server asks for
+// Retry-After values (on lines of their own or joined on one) and of the IETF
+// RateLimit fields' reset when no quota is left, a longer hint never giving a
+// sooner retry. A wait the server asks for
 // beyond MaxRetryAfter (5 minutes), one too long to represent, or one that
 // could not end before the request's deadline, is not started: the last
 // response comes back at once. Waits end

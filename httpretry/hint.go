@@ -41,18 +41,39 @@ func retryAfterWait(h http.Header, now time.Time) (time.Duration, bool) {
 }
 
 // retryAfterLine reads one Retry-After field line: a single value, or values
-// an intermediary joined with commas. Only delay-seconds can be told apart
-// that way (an HTTP-date holds a comma of its own); the longest valid one
-// governs.
+// an intermediary joined with commas (RFC 9110, section 5.3), of which the
+// longest valid one governs, as of separate lines. An HTTP-date holds a
+// comma of its own, after its day name: a piece that is no value alone is
+// read with the next as one, so that a date joined with other values is
+// never dropped for a shorter one beside it.
 func retryAfterLine(v string, now time.Time) (time.Duration, bool) {
 	if d, ok := ParseRetryAfter(v, now); ok || strings.IndexByte(v, ',') < 0 {
 		return d, ok
 	}
 	wait, found := time.Duration(0), false
-	for part := range strings.SplitSeq(v, ",") {
-		if d, ok := parseDelaySeconds(strings.Trim(part, " \t")); ok {
+	for v != "" {
+		end := valueEnd(v, 0)
+		d, ok := ParseRetryAfter(v[:end], now)
+		if !ok && end < len(v) {
+			// Maybe a date's own comma: the date runs to the next one. A
+			// piece that is a value alone is never half of a date.
+			next := valueEnd(v, end+1)
+			if dd, isDate := ParseRetryAfter(v[:next], now); isDate {
+				d, ok, end = dd, true, next
+			}
+		}
+		if ok {
 			wait, found = max(wait, d), true
 		}
+		v = v[min(end+1, len(v)):]
 	}
 	return wait, found
+}
+
+// valueEnd is the index of the first comma in v at or after from, or len(v).
+func valueEnd(v string, from int) int {
+	if i := strings.IndexByte(v[from:], ','); i >= 0 {
+		return from + i
+	}
+	return len(v)
 }

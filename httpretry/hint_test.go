@@ -32,6 +32,15 @@ func TestResponseWait(t *testing.T) {
 		{"seconds joined with commas", [][2]string{{"Retry-After", "1, 3600"}}, time.Hour, true},
 		{"joined, one invalid", [][2]string{{"Retry-After", "7,soon"}}, 7 * time.Second, true},
 		{"joined, none valid", [][2]string{{"Retry-After", "soon, later"}}, 0, false},
+		// An HTTP-date holds a comma of its own: joined with other values,
+		// it still counts whole, and the longest value governs.
+		{"a date joined with seconds", [][2]string{{"Retry-After", "Sun, 06 Nov 1994 09:49:00 GMT, 1"}}, time.Hour, true},
+		{"seconds joined with a date", [][2]string{{"Retry-After", "1, Sun, 06 Nov 1994 09:49:00 GMT"}}, time.Hour, true},
+		{"two dates joined", [][2]string{{"Retry-After", "Sun, 06 Nov 1994 08:50:00 GMT, Sun, 06 Nov 1994 09:49:00 GMT"}}, time.Hour, true},
+		{"an RFC 850 date joined", [][2]string{{"Retry-After", "Sunday, 06-Nov-94 09:49:00 GMT,60"}}, time.Hour, true},
+		{"an asctime date joined", [][2]string{{"Retry-After", "60, Sun Nov  6 09:49:00 1994"}}, time.Hour, true},
+		{"a date too far joined", [][2]string{{"Retry-After", "Fri, 31 Dec 9999 23:59:59 GMT, 1"}}, ptMaxDuration, true},
+		{"a day name joined alone", [][2]string{{"Retry-After", "Sun, 5"}}, 5 * time.Second, true},
 		{"largest that fits", [][2]string{{"Retry-After", "9223372036"}}, ptMaxWholeSeconds * time.Second, true},
 		{"one past the largest", [][2]string{{"Retry-After", "9223372037"}}, ptMaxDuration, true},
 		{"beyond int64", [][2]string{{"Retry-After", "99999999999999999999"}}, ptMaxDuration, true},
@@ -88,6 +97,8 @@ func FuzzResponseWait(f *testing.F) {
 	f.Add("1, 3600", "", `"d";r=5;t=60`)
 	f.Add("9223372037", "1", `"d";r=0;t=999999999999999`)
 	f.Add("soon", "1", `"d";r=0;t=30`)
+	f.Add("Fri, 01 Jan 2100 00:00:00 GMT", "1", "")
+	f.Add("1", "Sun Nov  6 09:49:00 1994", "")
 	f.Fuzz(func(t *testing.T, a, b, rl string) {
 		one := func(vs ...string) (time.Duration, bool) {
 			h := http.Header{}
@@ -114,6 +125,11 @@ func FuzzResponseWait(f *testing.F) {
 		// nor does a Retry-After shorten RateLimit's.
 		if (oka && dab < da) || (okb && dab < db) {
 			t.Fatalf("%q and %q: %v, shorter than one of them alone (%v, %v)", a, b, dab, da, db)
+		}
+		// Joined into one line, as an intermediary may join them (RFC 9110,
+		// section 5.3), they never read as a shorter wait than on two.
+		if dj, okj := one(a + ", " + b); okab && (!okj || dj < dab) {
+			t.Fatalf("%q and %q joined: (%v, %v), shorter than (%v, %v) on two lines", a, b, dj, okj, dab, okab)
 		}
 		if rl != "" {
 			if d, ok := rateLimitWait(http.Header{"Ratelimit": {rl}}); ok && (!okab || dab < d) {
@@ -142,6 +158,35 @@ func TestRetryAfterTooLargeToRepresentStopsAtOnce(t *testing.T) {
 				var rae *retry.RetryAfterError
 				if !errors.As(rep.Reason, &rae) || rae.RetryAfter != ptMaxDuration || rae.Max != DefaultMaxRetryAfter {
 					t.Fatalf("reason %v; want a RetryAfterError of the longest Duration over the default cap", rep.Reason)
+				}
+			})
+		})
+	}
+}
+
+// A date and seconds joined on one Retry-After line, as an intermediary may
+// join two lines, are read as the two lines are: the date, past the cap,
+// governs, and the response comes back at once.
+func TestJoinedRetryAfterLineNeverShortensTheWait(t *testing.T) {
+	const date = "Fri, 01 Jan 2100 00:00:00 GMT"
+	for _, h := range [][]string{
+		{"Retry-After", date + ", 1"},
+		{"Retry-After", "1, " + date},
+		{"Retry-After", date, "Retry-After", "1"},
+	} {
+		t.Run(strings.Join(h[1:], " | "), func(t *testing.T) {
+			srv := newServer(t, answer([]int{503, 200}, h))
+			virtual(t, func(t *testing.T, base *http.Transport) {
+				start := time.Now()
+				resp, err, rep := send(t, &Transport{Base: base, Strategy: noWait()}, context.Background(), "GET", srv.URL, nil)
+				discard(resp)
+				if err != nil || resp == nil || resp.StatusCode != 503 || len(srv.requests()) != 1 || time.Since(start) != 0 {
+					t.Fatalf("err %v, %d requests in %v; want the 503 at once", err, len(srv.requests()), time.Since(start))
+				}
+				want := time.Date(2100, time.January, 1, 0, 0, 0, 0, time.UTC).Sub(start)
+				var rae *retry.RetryAfterError
+				if !errors.As(rep.Reason, &rae) || rae.RetryAfter != want || rae.Max != DefaultMaxRetryAfter {
+					t.Fatalf("reason %v; want a RetryAfterError of %v over the default cap", rep.Reason, want)
 				}
 			})
 		})

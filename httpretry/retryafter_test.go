@@ -117,6 +117,9 @@ func TestParseRetryAfterHTTPDate(t *testing.T) {
 		{"truncated time", "Sun, 06 Nov 1994 08:49", ptNow, 0, false},
 		{"truncated date", "Sun, 06 Nov 1994", ptNow, 0, false},
 		{"day name only", "Sun,", ptNow, 0, false},
+		// One value: a field line that holds several is read by
+		// retryAfterLine, which takes the longest.
+		{"a date joined with seconds", "Fri, 01 Jan 2100 00:00:00 GMT, 1", ptNow, 0, false},
 		{"RFC 850 truncated", "Sunday, 06-Nov-94", ptNow, 0, false},
 		{"asctime without year", "Sun Nov  6 08:49:37", ptNow, 0, false},
 		{"asctime with zone", "Sun Nov  6 08:49:37 1994 GMT", ptNow, 0, false},
@@ -275,6 +278,7 @@ var ptRetryAfterSeeds = []string{
 	"Sun, +6 Nov 1994 08:49:37 GMT", "Sux, 06 Nov 1994 08:49:37 GMT", "Sundae, 06-Nov-94 08:49:37 GMT",
 	"Thu, 29 Feb 1996 00:00:00 GMT", "Tue, 29 Feb 2000 00:00:00 GMT", "Mon, 01 Mar 2100 00:00:00 GMT",
 	"Saturday, 01-Jan-50 00:00:00 GMT", "Friday, 01-Dec-50 00:00:00 GMT", "Tuesday, 29-Feb-00 00:00:00 GMT",
+	"Fri, 01 Jan 2100 00:00:00 GMT, 1",
 }
 
 func FuzzParseRetryAfter(f *testing.F) {
