@@ -1,0 +1,404 @@
+package awsretry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awsmiddle "github.com/aws/aws-sdk-go-v2/aws/middleware"
+	"github.com/retrykit/retry"
+)
+
+// Options configure a Retryer. The zero value is ready: each zero field
+// takes its default.
+type Options struct {
+	// Strategy decides every retry. nil = a new retry.NewAdaptive with
+	// its defaults, owned by this Retryer (the default of every
+	// integration of retrykit). Share one strategy between Retryers to
+	// share what it learns of a service's health, or give one backed by
+	// redisquota to share it with a fleet.
+	Strategy retry.Strategy
+	// Breaker, if set, is consulted before every attempt, in the call's
+	// scope, and told how each went by this package's classification: an
+	// open circuit fails the SDK call at once, with an error that wraps
+	// retry.ErrCircuitOpen, and sends nothing. nil = the last
+	// retry.WithBreaker among RetryOptions, if any, else none.
+	Breaker *retry.Breaker
+	// Scope names the quota and circuit a call draws on. nil = the last
+	// retry.Scope among RetryOptions, if any, else the call's service and
+	// region ("DynamoDB us-east-1"), so that one Retryer shared by several
+	// clients keeps their health apart.
+	Scope func(ctx context.Context) string
+	// RetryOptions are options of retry.Do that apply to the SDK's
+	// attempts: retry.Scope and retry.WithBreaker (see Scope and Breaker).
+	// Hooks and Traces among them are not called yet (see the package
+	// documentation).
+	RetryOptions []retry.Option
+	// RetryableCodes are error codes of a service's own failures, beyond
+	// those Classify knows, that are retried as transient (MaybeSafe, a
+	// server fault): the place for what sdkretry.AddWithErrorCodes would
+	// add to the SDK's retryer.
+	RetryableCodes []string
+	// Independent makes the Retryer retry as if alone even when the
+	// caller retries the call itself (retry.CallerRetries). By default it
+	// then makes one attempt for an answered failure and leaves it to the
+	// caller, keeping its retries for failures that came with no answer (a
+	// refused or reset connection, a timeout): retries at two layers
+	// multiply.
+	Independent bool
+}
+
+// Retryer is an aws.RetryerV2 whose decisions are those of a
+// retry.Strategy, a retry.Breaker and this package's classification: the
+// SDK's own loop makes the attempts and waits; the Retryer only decides.
+// Give each client its own, as the SDK asks:
+//
+//	cfg, err := config.LoadDefaultConfig(ctx, config.WithRetryer(func() aws.Retryer {
+//		return awsretry.New(awsretry.Options{})
+//	}))
+//
+// A Retryer is safe for concurrent use, by any number of calls and clients.
+type Retryer struct {
+	strategy    retry.Strategy
+	breaker     *retry.Breaker
+	scope       func(context.Context) string
+	fixedScope  string
+	hasScope    bool
+	extra       map[string]bool
+	independent bool
+
+	mu     sync.Mutex
+	parked map[error]*call         // calls whose last attempt failed with the key, awaiting GetRetryToken
+	delays map[error]time.Duration // waits granted after a failure, awaiting RetryDelay
+
+	scopes sync.Map // scopeKey -> string: the default scopes, built once each
+	calls  sync.Pool
+}
+
+var _ aws.RetryerV2 = (*Retryer)(nil)
+
+// New returns a Retryer configured by o.
+func New(o Options) *Retryer {
+	r := &Retryer{
+		strategy:    o.Strategy,
+		breaker:     o.Breaker,
+		scope:       o.Scope,
+		independent: o.Independent,
+		parked:      make(map[error]*call),
+		delays:      make(map[error]time.Duration),
+	}
+	if r.strategy == nil {
+		r.strategy = retry.NewAdaptive(retry.AdaptiveOptions{})
+	}
+	if r.breaker == nil {
+		r.breaker = retry.BreakerOf(o.RetryOptions...)
+	}
+	r.fixedScope, r.hasScope = retry.ScopeOf(o.RetryOptions...)
+	if len(o.RetryableCodes) > 0 {
+		r.extra = make(map[string]bool, len(o.RetryableCodes))
+		for _, c := range o.RetryableCodes {
+			r.extra[c] = true
+		}
+	}
+	r.calls.New = func() any {
+		c := &call{r: r}
+		c.done = c.attemptDone // bound once: a pooled call hands it out without allocating
+		return c
+	}
+	return r
+}
+
+// call is one SDK call's retry state, from its first attempt to its end.
+type call struct {
+	r        *Retryer
+	ctx      context.Context // the latest attempt's, for the breaker and the caller's mark
+	scope    string
+	tok      retry.Token
+	acquired error // why the strategy gave no initial token; the call then makes one attempt
+	ticket   retry.BreakerTicket
+	attempts int
+	done     func(error) error
+}
+
+// free returns c to the pool.
+func (c *call) free() {
+	r := c.r
+	*c = call{r: r, done: c.done}
+	r.calls.Put(c)
+}
+
+// IsErrorRetryable reports whether err may be retried. For an attempt of a
+// call this Retryer follows it reports true, so that GetRetryToken decides,
+// and the reason it refuses reaches the caller wrapped in the call's error;
+// for any other error, whether Classify calls it retryable.
+func (r *Retryer) IsErrorRetryable(err error) bool {
+	if err == nil {
+		return false
+	}
+	r.mu.Lock()
+	_, _, ok := find(r.parked, err)
+	r.mu.Unlock()
+	return ok || classify(err, r.extra).Retryable()
+}
+
+// MaxAttempts returns 0: the strategy bounds the attempts (three with the
+// defaults), and refuses a retry beyond them with retry.ErrMaxAttempts.
+// Set them in the strategy's options, not with the client's
+// RetryMaxAttempts, whose wrapper ends a call without telling the Retryer.
+func (r *Retryer) MaxAttempts() int { return 0 }
+
+// RetryDelay returns the wait that GetRetryToken granted after err.
+func (r *Retryer) RetryDelay(_ int, err error) (time.Duration, error) {
+	r.mu.Lock()
+	key, d, ok := find(r.delays, err)
+	if ok {
+		delete(r.delays, key)
+	}
+	r.mu.Unlock()
+	if !ok {
+		return 0, fmt.Errorf("awsretry: no retry was granted after this error: %w", retry.ErrInvalidToken)
+	}
+	return d, nil
+}
+
+// GetInitialToken is the SDK's deprecated form of GetAttemptToken, which
+// the SDK calls instead: it does nothing.
+func (r *Retryer) GetInitialToken() func(error) error { return nopRelease }
+
+func nopRelease(error) error { return nil }
+
+// GetAttemptToken is called by the SDK before every attempt. Before a
+// call's first attempt it consults the breaker (an open circuit fails the
+// call: nothing is sent) and takes the strategy's initial token, waiting
+// the send-rate limiter's delay if retry.Adaptive imposes one after
+// throttling, the one wait a Retryer makes, where the SDK's own adaptive
+// mode makes it too. A retry's leave was taken when it was granted.
+func (r *Retryer) GetAttemptToken(ctx context.Context) (func(error) error, error) {
+	if !firstAttempt(ctx) {
+		return nopRelease, nil
+	}
+	scope := r.scopeOf(ctx)
+	var ticket retry.BreakerTicket
+	if b := r.breaker; b != nil {
+		if b.Delay(scope) > 0 {
+			return nil, &retry.Error{Reason: retry.ErrCircuitOpen}
+		}
+		t, err := b.Allow(scope)
+		if err != nil {
+			return nil, &retry.Error{Reason: retry.ErrCircuitOpen}
+		}
+		ticket = t
+	}
+	c := r.calls.Get().(*call)
+	c.ctx, c.scope, c.ticket = ctx, scope, ticket
+	c.tok, c.acquired = r.strategy.AcquireInitialToken(scope)
+	if c.acquired == nil {
+		if d := c.tok.Delay(); d > 0 {
+			if err := retry.Sleep(ctx, d); err != nil {
+				r.release(c.tok)
+				c.ticket.Release()
+				c.free()
+				return nil, &retry.Error{Reason: err}
+			}
+		}
+	}
+	return c.done, nil
+}
+
+// attemptDone is the release the SDK calls after each attempt of c with
+// its error: the first attempt's from GetAttemptToken, a retry's from
+// GetRetryToken.
+func (c *call) attemptDone(err error) error {
+	r := c.r
+	c.attempts++
+	ticket := c.ticket
+	c.ticket = retry.BreakerTicket{}
+	if err == nil {
+		ticket.Done(c.ctx, nil)
+		if c.acquired == nil {
+			_ = r.strategy.RecordSuccess(c.tok)
+		}
+		c.free()
+		return nil
+	}
+	ticket.Done(c.ctx, &classified{err, classify(err, r.extra)})
+	if !comparable(err) {
+		// No key to find the call by: it ends here, and the strategy hears
+		// of the failure as of one it may not retry.
+		r.refuse(c, &classified{err, classify(err, r.extra)})
+		c.free()
+		return nil
+	}
+	r.mu.Lock()
+	r.parked[err] = c
+	r.mu.Unlock()
+	return nil
+}
+
+// GetRetryToken decides whether the attempt that failed with err is
+// retried, through the strategy and the breaker. If not, it returns a
+// *retry.Error whose Reason says why, which the SDK joins to err in the
+// call's error. If so, it returns the release the SDK calls after the
+// retry, and RetryDelay returns the retry's wait.
+func (r *Retryer) GetRetryToken(ctx context.Context, err error) (func(error) error, error) {
+	r.mu.Lock()
+	key, c, ok := find(r.parked, err)
+	if ok {
+		delete(r.parked, key)
+	}
+	r.mu.Unlock()
+	if !ok {
+		return nil, fmt.Errorf("awsretry: no attempt of this Retryer failed with this error: %w", retry.ErrInvalidToken)
+	}
+	c.ctx = ctx
+	ce := &classified{err, classify(err, r.extra)}
+	info := ce.info
+	switch {
+	case c.acquired != nil:
+		return nil, c.giveUp(ce, c.acquired)
+	case ctx.Err() != nil:
+		// The caller gave up: the token is abandoned, not refreshed,
+		// which could charge the quota for a retry that will not happen.
+		return nil, c.giveUp(ce, ctx.Err())
+	case answered(err) && info.Retryable() && !r.independent && retry.CallerRetries(ctx):
+		// One layer: the caller retries this answer itself. The strategy
+		// still hears of the failure, marked so that it grants nothing.
+		r.refuse(c, ce)
+		e := c.giveUp(ce, retry.ErrOuterLoop)
+		leave(ctx, e)
+		return nil, e
+	case info.Fault == retry.FaultClient && !info.Throttle && !info.Timeout && c.tok.RetryCount() > 0 && answered(err):
+		// A retry the service answered, with a fault of the caller's: the
+		// service is at work, so the retry's cost goes back to the quota
+		// as a success's does (aws/aws-sdk-go-v2#3186).
+		_ = r.strategy.RecordSuccess(c.tok)
+		return nil, c.giveUp(ce, errClientFault)
+	}
+	next, refused := r.strategy.RefreshToken(c.tok, ce)
+	if refused != nil {
+		return nil, c.giveUp(ce, refused)
+	}
+	delay := next.Delay()
+	if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) <= delay {
+		r.release(next)
+		return nil, c.giveUp(ce, retry.ErrDeadline)
+	}
+	if b := r.breaker; b != nil {
+		// The SDK gives a retryer no place between the wait and the
+		// attempt where a refusal could hand the token back, so the
+		// retry's leave is taken now, before the wait.
+		if b.Delay(c.scope) > delay {
+			r.release(next)
+			return nil, c.giveUp(ce, retry.ErrCircuitOpen)
+		}
+		t, err := b.Allow(c.scope)
+		if err != nil {
+			r.release(next)
+			return nil, c.giveUp(ce, retry.ErrCircuitOpen)
+		}
+		c.ticket = t
+	}
+	c.tok = next
+	r.mu.Lock()
+	r.delays[err] = delay
+	r.mu.Unlock()
+	return c.done, nil
+}
+
+// giveUp ends c after its last attempt failed with ce, for reason, and
+// returns the error that says so.
+func (c *call) giveUp(ce *classified, reason error) *retry.Error {
+	e := &retry.Error{Attempts: c.attempts, Err: ce, Reason: reason}
+	c.free()
+	return e
+}
+
+// refuse tells the strategy of a failure the Retryer will not retry, so
+// that what it learns of the service's health misses none: the failure
+// comes marked Unsafe, which no strategy retries or charges for, and a
+// retry granted anyway is handed back.
+func (r *Retryer) refuse(c *call, ce *classified) {
+	info := ce.info
+	info.Safety = retry.Unsafe
+	if next, err := r.strategy.RefreshToken(c.tok, &classified{ce, info}); err == nil {
+		r.release(next)
+	}
+}
+
+// release hands back a token whose attempt will not be made.
+func (r *Retryer) release(t retry.Token) {
+	if rel, ok := r.strategy.(retry.Releaser); ok {
+		_ = rel.ReleaseToken(t)
+	}
+}
+
+// errClientFault is the reason a retry answered with a client fault ends
+// the call.
+var errClientFault = fmt.Errorf("%w: the service answered that the request was at fault", retry.ErrNotRetryable)
+
+// leaver is the loop leave runs: one attempt, which it never retries.
+var leaver retry.No
+
+// leave tells the attempt of the caller's loop whose mark ctx carries that
+// its failure, e, was left to it (retry.ErrOuterLoop), so that the caller's
+// loop judges it as e even when the caller turns the SDK's error into one
+// of its own. It goes through retry.Do, whose give-up with ErrOuterLoop is
+// the public way to leave a failure.
+func leave(ctx context.Context, e *retry.Error) {
+	_ = retry.Do(ctx, &leaver, func(context.Context) error { return e })
+}
+
+// answered reports whether the service answered the attempt that failed
+// with err.
+func answered(err error) bool {
+	var re interface{ HTTPStatusCode() int }
+	return errors.As(err, &re) && re.HTTPStatusCode() != 0
+}
+
+// find finds err in m, or the error it wraps: the SDK may wrap an
+// attempt's error (as a clock-skew error) before it asks for a retry. It
+// returns the key it found.
+func find[V any](m map[error]V, err error) (error, V, bool) {
+	for range 2 {
+		if err == nil || !comparable(err) {
+			break
+		}
+		if v, ok := m[err]; ok {
+			return err, v, true
+		}
+		err = errors.Unwrap(err)
+	}
+	var zero V
+	return nil, zero, false
+}
+
+// comparable reports whether err can be a map key: hashing an interface
+// whose dynamic type is not comparable panics.
+func comparable(err error) bool { return reflect.TypeOf(err).Comparable() }
+
+// scopeKey is the part of a call's context its default scope is made of.
+type scopeKey struct{ service, region string }
+
+// scopeOf returns the scope of the call whose attempt has ctx.
+func (r *Retryer) scopeOf(ctx context.Context) string {
+	switch {
+	case r.scope != nil:
+		return r.scope(ctx)
+	case r.hasScope:
+		return r.fixedScope
+	}
+	k := scopeKey{awsmiddle.GetServiceID(ctx), awsmiddle.GetRegion(ctx)}
+	if s, ok := r.scopes.Load(k); ok {
+		return s.(string)
+	}
+	s := k.service
+	if k.region != "" {
+		s += " " + k.region
+	}
+	r.scopes.Store(k, s)
+	return s
+}
