@@ -19,7 +19,7 @@ import (
 )
 
 // rig is the real SDK with its in-memory exporters: a span recorder and a
-// manual metric reader.
+// manual metric reader, and the meter provider's further options (views).
 type rig struct {
 	spans  *tracetest.SpanRecorder
 	tp     *sdktrace.TracerProvider
@@ -27,10 +27,10 @@ type rig struct {
 	mp     *sdkmetric.MeterProvider
 }
 
-func newRig(t testing.TB) *rig {
+func newRig(t testing.TB, opts ...sdkmetric.Option) *rig {
 	r := &rig{spans: tracetest.NewSpanRecorder(), reader: sdkmetric.NewManualReader()}
 	r.tp = sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(r.spans))
-	r.mp = sdkmetric.NewMeterProvider(sdkmetric.WithReader(r.reader))
+	r.mp = sdkmetric.NewMeterProvider(append(opts, sdkmetric.WithReader(r.reader))...)
 	t.Cleanup(func() {
 		_ = r.tp.Shutdown(context.Background())
 		_ = r.mp.Shutdown(context.Background())

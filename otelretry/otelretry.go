@@ -405,25 +405,30 @@ func (in *Instrumentation) attemptStart(ctx context.Context, scope string, n int
 	return context.WithValue(ctx, attemptKey{in}, &attemptSpans{n: n, caller: caller, attempt: span})
 }
 
-// attemptDone counts the attempt, ends its span and, if it failed, adds an
-// event to the caller's span. An attempt that panicked (a *retry.PanicError)
-// is a failure of class ClassPanic whose span also gets the semantic
-// conventions' exception event.
+// attemptDone ends the attempt's span, counts the attempt and, if it failed,
+// adds an event to the caller's span. An attempt that panicked (a
+// *retry.PanicError) is a failure of class ClassPanic whose span also gets
+// the semantic conventions' exception event. The span ends before the
+// counters are recorded: a meter that panics (the panic leaves through Do,
+// as a hook's does) must not leave it open.
 func (in *Instrumentation) attemptDone(ctx context.Context, scope string, n int, err error) {
 	s := in.scopes.get(scope)
 	if err == nil {
+		if spans, ok := in.spansOf(ctx, n); ok {
+			spans.attempt.End()
+		}
 		if in.metrics {
 			in.attempts.Add(ctx, 1, s.okAdd...)
 			if n > 1 {
 				in.retries.Add(ctx, 1, s.okAdd...)
 			}
 		}
-		if spans, ok := in.spansOf(ctx, n); ok {
-			spans.attempt.End()
-		}
 		return
 	}
 	class, info := errorClass(err)
+	if in.tracer != nil {
+		in.attemptFailed(ctx, n, err, class, info)
+	}
 	if in.metrics {
 		set := metric.WithAttributeSet(attribute.NewSet(s.attr, outcomeFailure, keyErrorType.String(class)))
 		in.attempts.Add(ctx, 1, set)
@@ -431,9 +436,11 @@ func (in *Instrumentation) attemptDone(ctx context.Context, scope string, n int,
 			in.retries.Add(ctx, 1, set)
 		}
 	}
-	if in.tracer == nil {
-		return
-	}
+}
+
+// attemptFailed ends a failed attempt's span with its class and status, and
+// adds the attempt's event to the caller's span.
+func (in *Instrumentation) attemptFailed(ctx context.Context, n int, err error, class string, info retry.Info) {
 	caller := trace.SpanFromContext(ctx)
 	if spans, ok := in.spansOf(ctx, n); ok {
 		caller = spans.caller
