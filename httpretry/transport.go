@@ -116,8 +116,8 @@ type Transport struct {
 	BufferBody int64
 
 	// AttemptTimeout bounds each attempt, reading the response body
-	// included; an attempt that times out may be retried. 0 = no bound other
-	// than the request's context.
+	// included, the single one with Retries < 0 too; an attempt that times
+	// out may be retried. 0 = no bound other than the request's context.
 	AttemptTimeout time.Duration
 	// AttemptHeader names the header that tells the server which attempt a
 	// resent request is ("2" for the first retry); first attempts do not
@@ -199,8 +199,10 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if t.Retries < 0 && (t.Breaker != nil || len(t.Options) > 0) {
 		resp, report, err = t.single(req)
 	} else if t.Retries < 0 {
-		r, w := watch(req)
+		r, cancel := t.bound(req.Context(), req)
+		r, w := watch(r)
 		resp, err = roundTrip(req.Context(), t.base(), r, w)
+		endAttempt(resp, err, cancel)
 		report.Attempts = 1
 		if err != nil || t.isFailure(resp) {
 			report.Reason = errRetriesOff
@@ -237,8 +239,10 @@ func (t *Transport) single(req *http.Request) (*http.Response, Report, error) {
 		if ctx != req.Context() {
 			r = req.WithContext(ctx) // a Trace's AttemptStart gave the attempt its own
 		}
+		r, cancel := t.bound(ctx, r)
 		r, w := watch(r)
 		resp, rtErr = roundTrip(ctx, t.base(), r, w)
+		endAttempt(resp, rtErr, cancel)
 		info, failed := t.Classify(resp, rtErr, t.idempotent(req))
 		if !failed {
 			if resp.StatusCode >= 500 {
@@ -435,23 +439,17 @@ func (l *loop) attempt(ctx context.Context) (*http.Response, error) {
 	req := l.next
 	l.next, l.waited, l.kind = nil, false, 0
 	l.attempts++
-	areq, cancel := req, context.CancelFunc(nil)
+	areq := req
 	if ctx != req.Context() {
 		areq = req.WithContext(ctx) // the attempt's own, from a retry.Trace
 	}
-	if l.t.AttemptTimeout > 0 {
-		var actx context.Context
-		actx, cancel = context.WithTimeout(ctx, l.t.AttemptTimeout)
-		areq = areq.WithContext(actx)
-	}
+	areq, cancel := l.t.bound(ctx, areq)
 	areq, w := l.body.watch(areq)
 	resp, err := roundTrip(ctx, l.base, areq, w)
+	endAttempt(resp, err, cancel)
 	l.last = Attempt{N: l.attempts, Request: areq, Response: resp, Err: err}
 	switch {
 	case err != nil:
-		if cancel != nil {
-			cancel()
-		}
 		if ctx.Err() != nil {
 			return nil, err // the loop stops: the caller gave up
 		}
@@ -468,11 +466,6 @@ func (l *loop) attempt(ctx context.Context) (*http.Response, error) {
 		l.kind, l.info = kind, l.errorInfo(kind, timeout)
 		return nil, &transportError{err: err, info: l.info}
 	case !l.t.isFailure(resp):
-		if cancel != nil && resp.StatusCode != http.StatusSwitchingProtocols {
-			// The attempt's deadline covers reading the body; an upgraded
-			// connection's body is a ReadWriteCloser and must stay one.
-			resp.Body = &cancelBody{resp.Body, cancel}
-		}
 		if resp.StatusCode >= 500 {
 			// The loop stops on it, but it is no success for the quota.
 			return resp, errAnswered
@@ -480,11 +473,33 @@ func (l *loop) attempt(ctx context.Context) (*http.Response, error) {
 		l.notify(l.last)
 		return resp, nil
 	}
-	if cancel != nil {
-		resp.Body = &cancelBody{resp.Body, cancel}
-	}
 	l.kind, l.info = KindStatus, l.statusInfo(resp)
 	return resp, &StatusError{StatusCode: resp.StatusCode, Status: resp.Status, Header: resp.Header, info: l.info}
+}
+
+// bound returns req with a context that ends after AttemptTimeout, derived
+// from ctx, and the function that ends it; without a timeout, req and nil.
+func (t *Transport) bound(ctx context.Context, req *http.Request) (*http.Request, context.CancelFunc) {
+	if t.AttemptTimeout <= 0 {
+		return req, nil
+	}
+	actx, cancel := context.WithTimeout(ctx, t.AttemptTimeout)
+	return req.WithContext(actx), cancel
+}
+
+// endAttempt hands the end of an attempt's bound (cancel, from bound) to
+// its outcome: a failed round trip ends it at once, a response when the
+// caller closes its body, so that the bound covers reading the body but
+// not beyond. An upgraded connection's body is a ReadWriteCloser and must
+// stay one.
+func endAttempt(resp *http.Response, err error, cancel context.CancelFunc) {
+	switch {
+	case cancel == nil:
+	case err != nil:
+		cancel()
+	case resp.StatusCode != http.StatusSwitchingProtocols:
+		resp.Body = &cancelBody{resp.Body, cancel}
+	}
 }
 
 // roundTrip makes one attempt: req through base, its body watched by w (nil

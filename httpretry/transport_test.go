@@ -738,6 +738,60 @@ func TestAttemptTimeout(t *testing.T) {
 	}
 }
 
+// AttemptTimeout bounds the one attempt of Retries < 0 too, on each of its
+// paths (alone, with a Breaker, with Options), both while the response is
+// awaited and while its body is read. A stalled server needs real time, as
+// in TestAttemptTimeout; the caller's deadline, far past the bound, tells
+// which of the two ended the attempt.
+func TestAttemptTimeoutBoundsTheSingleAttempt(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	stall := func(r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}
+	srv := newServer(t, func(_ int, w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/body" {
+			io.WriteString(w, "part")
+			w.(http.Flusher).Flush()
+		}
+		stall(r)
+	})
+	var gaveUp atomic.Int32
+	for _, tc := range []struct {
+		name string
+		tr   *Transport
+	}{
+		{"Retries < 0", &Transport{}},
+		{"with a Breaker", &Transport{Breaker: retry.NewBreaker(retry.BreakerOptions{})}},
+		{"with Options", &Transport{Options: []retry.Option{retry.OnGiveUp(func(context.Context, *retry.Error) { gaveUp.Add(1) })}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.tr.Retries, tc.tr.AttemptTimeout = -1, 50*time.Millisecond
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			resp, err, rep := send(t, tc.tr, ctx, "GET", srv.URL, nil)
+			if resp != nil || !errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil || rep.Attempts != 1 {
+				t.Fatalf("response %v, err %v, caller's context %v, %d attempts; want the attempt's own timeout", resp, err, ctx.Err(), rep.Attempts)
+			}
+			resp, err, _ = send(t, tc.tr, ctx, "GET", srv.URL+"/body", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			b, err := io.ReadAll(resp.Body)
+			if string(b) != "part" || !errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil {
+				t.Fatalf("read %q, %v (caller's context %v); want the part, then the attempt's own timeout", b, err, ctx.Err())
+			}
+		})
+	}
+	if gaveUp.Load() != 1 {
+		t.Fatalf("OnGiveUp called %d times, want once", gaveUp.Load())
+	}
+}
+
 func TestRequestIsNotModified(t *testing.T) {
 	srv := newServer(t, failFirst(2, 503))
 	c := &http.Client{Transport: &Transport{Strategy: noWait(), AttemptHeader: "Retry-Attempt", IdempotencyKey: true}}
