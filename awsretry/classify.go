@@ -149,7 +149,13 @@ func faultOf(status int, f smithy.ErrorFault) retry.Fault {
 
 // connection classifies a failure that came with no answer.
 func connection(err error) retry.Info {
-	info := retry.Classify(err) // a dial is Safe; a net.Error's timeout a server timeout
+	var ne net.Error
+	if !callersContext(err) && errors.As(err, &ne) && ne.Timeout() {
+		// An HTTP client's own timeout, which reports itself as a context
+		// deadline too: no answer in time, not the caller giving up.
+		return retry.Info{Safety: retry.MaybeSafe, Timeout: true, Fault: retry.FaultServer}
+	}
+	info := retry.Classify(err) // a dial is Safe; a context's error the caller's
 	switch {
 	case info.Safety == retry.Safe:
 		info.Fault = retry.FaultServer
@@ -217,3 +223,27 @@ type classified struct {
 func (e *classified) Error() string         { return e.err.Error() }
 func (e *classified) Unwrap() error         { return e.err }
 func (e *classified) RetryInfo() retry.Info { return e.info }
+
+// callersContext reports whether err's chain holds a context's error itself,
+// as net/http returns when the request's context ends, rather than an error
+// that only says it is one (the HTTP client's Timeout).
+func callersContext(err error) bool {
+	for range 64 {
+		switch err {
+		case nil:
+			return false
+		case context.Canceled, context.DeadlineExceeded:
+			return true
+		}
+		if j, ok := err.(interface{ Unwrap() []error }); ok {
+			for _, e := range j.Unwrap() {
+				if callersContext(e) {
+					return true
+				}
+			}
+			return false
+		}
+		err = errors.Unwrap(err)
+	}
+	return false
+}

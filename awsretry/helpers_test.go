@@ -128,3 +128,12 @@ func sdkStandard() aws.Retryer {
 		o.Backoff = sdkretry.BackoffDelayerFunc(func(int, error) (time.Duration, error) { return time.Millisecond, nil })
 	})
 }
+
+type dynamodbOptions = dynamodb.Options
+
+func itemInput() *dynamodb.GetItemInput {
+	return &dynamodb.GetItemInput{
+		TableName: aws.String("t"),
+		Key:       map[string]types.AttributeValue{"id": &types.AttributeValueMemberS{Value: "k"}},
+	}
+}
