@@ -381,7 +381,7 @@ type CallError struct {
 	StatusCode int       // the HTTP status
 	Err        Error     // the first error
 	Response   *Response // the whole answer
-	Guidance   RetryData // the server's guidance; without any Retry can read, the default table's for the code ({"allowed": false} if the unreadable guidance said so)
+	Guidance   RetryData // the server's guidance; without one retry extension Retry can read (none, one it refuses, or two), the default table's for the code ({"allowed": false} if any guidance sent said so)
 	FromServer bool      // whether Guidance came from the server's retry extension
 
 	info retry.Info
@@ -403,22 +403,30 @@ func newCallError(function string, doc *Response, resp *http.Response, attempt i
 	ce := &CallError{Function: function, StatusCode: resp.StatusCode, Err: doc.Errors[0], Response: doc}
 	code := ce.Err.Code
 	ce.Guidance = DefaultGuidance(code)
+	// Guidance that asks for a wait too long for a time.Duration, or in
+	// hours or days, is not broken (Retry reads it as the wait it says): one
+	// beyond the strategy's MaxRetryAfter stops retrying at once. Guidance
+	// Retry refuses is replaced by the table, and so are two retry
+	// extensions, which say two things about retrying and so neither (as a
+	// member given twice does). Such guidance still never makes the client
+	// retry sooner than it asks, nor at all if it refuses: each after is a
+	// least wait, read as well as it can be, an unknown unit as longer than
+	// any cap, and one of two that Retry reads waits as it says.
+	exts := findAll(doc.Extensions, URNRetry)
 	var floor time.Duration // the least wait guidance the client cannot follow asks for
-	if ext, ok := doc.Extension(URNRetry); ok {
-		// Guidance that asks for a wait too long for a time.Duration, or in
-		// hours or days, is not broken (Retry reads it as the wait it
-		// says): one beyond the strategy's MaxRetryAfter stops retrying at
-		// once. Guidance Retry refuses is replaced by the table, but still
-		// never makes the client retry sooner than it asks, nor at all if
-		// it refuses: its after is a least wait, read as well as it can be,
-		// an unknown unit as longer than any cap.
-		if g, err := ext.Retry(); err == nil {
+	for _, ext := range exts {
+		g, err := ext.Retry()
+		if err == nil && len(exts) == 1 {
 			ce.Guidance, ce.FromServer = g, true
-		} else {
-			var refused bool
-			if floor, refused = guidanceFloor(ext.Data); refused {
-				ce.Guidance = RetryData{Allowed: false}
-			}
+			break
+		}
+		wait, refused := guidanceFloor(ext.Data)
+		if err == nil {
+			wait = max(wait, g.Wait(attempt))
+		}
+		floor = max(floor, wait)
+		if refused {
+			ce.Guidance = RetryData{Allowed: false}
 		}
 	}
 	info := retry.Info{Safety: retry.Unsafe, Fault: retry.FaultClient, Throttle: code == CodeRateLimited, Timeout: code == CodeDeadlineExceeded}

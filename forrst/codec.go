@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
+	"strings"
 )
 
 // DefaultMaxDocumentSize bounds the documents this package reads: 1 MiB, the
@@ -109,8 +111,14 @@ func kind(c byte) string {
 	return "a number"
 }
 
-// decodeData decodes an extension's data or options strictly: wrong types
-// and unknown members are errors.
+// decodeData decodes an extension's data or options strictly into v, a
+// pointer to a struct: wrong types, unknown members and a member given twice
+// are errors. Member names match exactly, as RFC 8259 (section 8.3) compares
+// them for interoperability and as other readers of the extension do:
+// encoding/json alone would take a name in another letter case for the
+// member, and of a member given twice in any case keep the last, where
+// another reader may keep the first. Guidance that says two things says
+// neither.
 func decodeData(raw json.RawMessage, v any) error {
 	if isNull(raw) {
 		return fmt.Errorf("%w: no data", ErrInvalid)
@@ -123,5 +131,85 @@ func decodeData(raw json.RawMessage, v any) error {
 	if _, err := dec.Token(); err != io.EOF {
 		return fmt.Errorf("%w: data after the object", ErrInvalid)
 	}
+	if err := exactMembers(json.NewDecoder(bytes.NewReader(raw)), reflect.TypeOf(v)); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
 	return nil
+}
+
+// exactMembers reads the next JSON value from dec, which decoded into a Go
+// value of type t, and checks its objects at every depth: no member is given
+// twice, and the members of an object decoded into a struct are the
+// struct's, spelled exactly. A value held as it was sent (json.RawMessage)
+// may hold any members, but none twice. The structs are the extensions'
+// own: their members named by json tags, none embedded.
+func exactMembers(dec *json.Decoder, t reflect.Type) error {
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	tok, err := dec.Token()
+	if err != nil {
+		return err
+	}
+	switch tok {
+	case json.Delim('{'):
+		seen := make(map[string]bool)
+		for dec.More() {
+			key, err := dec.Token()
+			if err != nil {
+				return err
+			}
+			name, _ := key.(string)
+			if seen[name] {
+				return fmt.Errorf("the member %q is given twice", name)
+			}
+			seen[name] = true
+			var elem reflect.Type // nil: any members
+			switch {
+			case t == nil:
+			case t.Kind() == reflect.Struct:
+				if elem, err = member(t, name); err != nil {
+					return err
+				}
+			case t.Kind() == reflect.Map:
+				elem = t.Elem()
+			}
+			if err := exactMembers(dec, elem); err != nil {
+				return err
+			}
+		}
+	case json.Delim('['):
+		var elem reflect.Type
+		if t != nil && t.Kind() == reflect.Slice {
+			elem = t.Elem()
+		}
+		for dec.More() {
+			if err := exactMembers(dec, elem); err != nil {
+				return err
+			}
+		}
+	default:
+		return nil
+	}
+	_, err = dec.Token() // '}' or ']'
+	return err
+}
+
+// member returns the type of the field of struct t that the member name
+// decodes into, spelled exactly as its json tag names it.
+func member(t reflect.Type, name string) (reflect.Type, error) {
+	for f := range t.Fields() {
+		tag, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if tag == "" {
+			tag = f.Name
+		}
+		switch {
+		case !f.IsExported() || tag == "-":
+		case tag == name:
+			return f.Type, nil
+		case strings.EqualFold(tag, name):
+			return nil, fmt.Errorf("unknown member %q (member names are case-sensitive: the member is %q)", name, tag)
+		}
+	}
+	return nil, fmt.Errorf("unknown member %q", name)
 }

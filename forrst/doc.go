@@ -12,8 +12,10 @@
 // types; the extension decoders (Extension.Retry, RateLimit,
 // IdempotencyOptions, Idempotency) refuse unknown members, strategies and
 // units, and negative or unrepresentable numbers (an after in hours or days
-// is read in minutes; a member given twice is refused). Nothing a peer sends
-// makes them panic.
+// is read in minutes). Member names match exactly (RFC 8259, section 8.3):
+// a name in another letter case ("Allowed") is unknown, and a member given
+// twice is refused, where encoding/json alone would take the last of them.
+// Nothing a peer sends makes them panic.
 //
 // # The retry extension
 //
@@ -46,8 +48,10 @@
 // strategy decides within its own limits: the server can make it wait longer
 // or stop sooner, never retry more often, sooner, or longer than the
 // strategy allows. Guidance the client cannot read is replaced by the table,
-// but its after still sets the least wait (an unknown unit as longer than any
-// cap), and its "allowed": false still stops. Calls carry an idempotency key
+// and so is guidance given twice (two retry extensions in one answer, which
+// say neither), but its after still sets the least wait (an unknown unit as
+// longer than any cap), and its "allowed": false, in any letter case, still
+// stops. Calls carry an idempotency key
 // kept across retries, so a retry of a call that finished, whose answer was
 // lost, gets the stored outcome and does not run it twice; after a failure
 // whose guidance allows a retry, the function runs again (see Server for

@@ -142,13 +142,22 @@ func (r *Request) Extension(urn string) (Extension, bool) { return find(r.Extens
 func (r *Response) Extension(urn string) (Extension, bool) { return find(r.Extensions, urn) }
 
 func find(exts []Extension, urn string) (Extension, bool) {
-	urn = canonicalURN(urn)
-	for _, e := range exts {
-		if canonicalURN(e.URN) == urn {
-			return e, true
-		}
+	if all := findAll(exts, urn); len(all) > 0 {
+		return all[0], true
 	}
 	return Extension{}, false
+}
+
+// findAll returns every extension with the given URN, in either form.
+func findAll(exts []Extension, urn string) []Extension {
+	urn = canonicalURN(urn)
+	var all []Extension
+	for _, e := range exts {
+		if canonicalURN(e.URN) == urn {
+			all = append(all, e)
+		}
+	}
+	return all
 }
 
 // Unit is the unit of a Duration.

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -164,6 +165,10 @@ var fuzzGuidance = []string{
 	`{"allowed":true,"after":{"value":5,"unit":"minute"}}`,
 	`{"retry_after":{"value":9223372036854775807,"unit":"millisecond"}}`,
 	`{"limit":1,"used":1,"remaining":0,"window":{"value":1,"unit":"day"},"resets_in":{"value":-3,"unit":"second"}}`,
+	`{"allowed":false,"Allowed":true,"strategy":"immediate"}`,
+	`{"allowed":true,"strategy":"fixed","after":{"value":3600,"unit":"second"},"After":{"value":0,"unit":"second"}}`,
+	`{"allowed":true,"strategy":"fixed","after":{"value":3600,"unit":"second","VALUE":0}}`,
+	`{"limit":1,"used":1,"remaining":0,"Remaining":1,"window":{"value":1,"unit":"day"},"resets_in":{"value":3,"unit":"second"}}`,
 }
 
 func FuzzGuidance(f *testing.F) {
@@ -177,8 +182,15 @@ func FuzzGuidance(f *testing.F) {
 		g, err := Extension{URN: URNRetry, Data: data}.Retry()
 		if err == nil {
 			checkWaits(t, g)
+			if !onlyMembers(data, "allowed", "strategy", "after", "max_attempts") {
+				t.Fatalf("Retry accepted %s, whose members are not the extension's, each once", data)
+			}
 		} else if !errors.Is(err, ErrInvalid) {
 			t.Fatalf("error %v does not wrap ErrInvalid", err)
+		}
+		if _, err := (Extension{URN: URNRateLimit, Data: data}).RateLimit(); err == nil &&
+			!onlyMembers(data, "limit", "used", "remaining", "window", "resets_in", "scope", "warning") {
+			t.Fatalf("RateLimit accepted %s, whose members are not the extension's, each once", data)
 		}
 
 		// The same bytes as every part of a failed answer a client reads.
@@ -206,8 +218,43 @@ func FuzzGuidance(f *testing.F) {
 			if ce.FromServer != (err == nil) {
 				t.Fatalf("FromServer %v for data that decodes with %v", ce.FromServer, err)
 			}
+
+			// The same guidance twice says it twice: not the server's
+			// word, and a refusal still refuses.
+			twice := *doc
+			twice.Extensions = append([]Extension{{URN: "urn:cline:forrst:ext:retry", Data: json.RawMessage(data)}}, doc.Extensions...)
+			ce2 := newCallError("f", &twice, resp, attempt, keyed)
+			if ce2.FromServer {
+				t.Fatalf("two retry extensions taken as the server's guidance: %+v", ce2.Guidance)
+			}
+			if !ce.Guidance.Allowed && ce2.Guidance.Allowed {
+				t.Fatalf("guidance %+v refuses once, but given twice allows %+v", ce.Guidance, ce2.Guidance)
+			}
+			if ce2.RetryInfo().Safety != retry.Unsafe && ce2.RetryInfo().RetryAfter < info.RetryAfter {
+				t.Fatalf("given twice, guidance waits %v, given once %v", ce2.RetryInfo().RetryAfter, info.RetryAfter)
+			}
 		}
 	})
+}
+
+// onlyMembers reports whether data is a JSON object whose members are among
+// names, spelled exactly, each given once.
+func onlyMembers(data []byte, names ...string) bool {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return false
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		name, _ := tok.(string)
+		var v json.RawMessage
+		if err != nil || dec.Decode(&v) != nil || seen[name] || !slices.Contains(names, name) {
+			return false
+		}
+		seen[name] = true
+	}
+	return true
 }
 
 // checkWaits checks the waits of valid guidance for retries 1 to 100.

@@ -48,8 +48,9 @@ type RetryData struct {
 // valid guidance too: it reads as the longest after its unit can express, a
 // wait longer than any cap a client sets, so that a client stops retrying
 // instead of falling back to the default table (a longer hint never yields a
-// sooner retry). A member given twice (in the data or in after) is invalid:
-// which one a reader would take is not defined.
+// sooner retry). A member given twice (in the data or in after), or named
+// in another letter case ("Allowed"), is invalid: which one a reader would
+// take is not defined, and the extension's names are its lowercase ones.
 //
 // What Retry refuses (an unknown unit or strategy, a value that is not a
 // non-negative integer) is no valid guidance; the Client still never retries
@@ -57,9 +58,6 @@ type RetryData struct {
 // unknown unit as a wait longer than any cap), nor at all if it says
 // "allowed": false.
 func (e Extension) Retry() (RetryData, error) {
-	if name, dup := duplicateMember(e.Data); dup {
-		return RetryData{}, fmt.Errorf("%w: retry extension: the member %q is given twice", ErrInvalid, name)
-	}
 	var w struct {
 		Allowed     bool          `json:"allowed"`
 		Strategy    Strategy      `json:"strategy,omitempty"`
@@ -184,69 +182,24 @@ func (d RetryData) extension() Extension {
 	return Extension{URN: URNRetry, Data: data}
 }
 
-// duplicateMember reports a member name given twice in an object of raw
-// (at any depth). encoding/json keeps the last, and another reader may keep
-// the first: guidance that says two things says neither.
-func duplicateMember(raw json.RawMessage) (string, bool) {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	name, dup, _ := scanDuplicates(dec)
-	return name, dup
-}
-
-// scanDuplicates reads one JSON value from dec. An error ends the scan: the
-// strict decoding reports malformed data.
-func scanDuplicates(dec *json.Decoder) (string, bool, error) {
-	tok, err := dec.Token()
-	if err != nil {
-		return "", false, err
-	}
-	switch tok {
-	case json.Delim('{'):
-		seen := make(map[string]bool)
-		for dec.More() {
-			key, err := dec.Token()
-			if err != nil {
-				return "", false, err
-			}
-			name, _ := key.(string)
-			if seen[name] {
-				return name, true, nil
-			}
-			seen[name] = true
-			if name, dup, err := scanDuplicates(dec); dup || err != nil {
-				return name, dup, err
-			}
-		}
-		_, err = dec.Token() // '}'
-		return "", false, err
-	case json.Delim('['):
-		for dec.More() {
-			if name, dup, err := scanDuplicates(dec); dup || err != nil {
-				return name, dup, err
-			}
-		}
-		_, err = dec.Token() // ']'
-		return "", false, err
-	}
-	return "", false, nil
-}
-
-// guidanceFloor reads retry data that Retry refused for what it still asks
-// for, so that a client that cannot follow the guidance never retries sooner
-// than it says: the longest wait any after member asks for (wait), and
-// whether any allowed member is false (refused). An after is read as well
-// as it can be: a non-negative JSON number of any form (1.5, 1e3) in a known
-// unit, rounded up to the nanosecond; 0, null, or a negative number as no
-// wait; anything else (an unknown or missing unit, a value that is not a
-// number, an after that is not an object) as a wait longer than any cap,
-// the longest Duration. Data that is not a JSON object asks for nothing.
+// guidanceFloor reads retry data the client cannot follow (Retry refused
+// it, or the answer carries other retry guidance too) for what it still asks
+// for, so that the client never retries sooner than it says: the longest
+// wait any after member asks for (wait), and whether any allowed member is
+// false (refused). Member names match in any letter case, as encoding/json
+// matches them, so that a member Retry refuses for its case is still
+// heeded. An after is read as well as it can be: a non-negative JSON number
+// of any form (1.5, 1e3) in a known unit, rounded up to the nanosecond; 0,
+// null, or a negative number as no wait; anything else (an unknown or
+// missing unit, a value that is not a number, an after that is not an
+// object) as a wait longer than any cap, the longest Duration. Data that is
+// not a JSON object asks for nothing.
 func guidanceFloor(raw json.RawMessage) (wait time.Duration, refused bool) {
 	members(raw, func(name string, v json.RawMessage) {
-		switch name {
-		case "allowed":
+		switch {
+		case strings.EqualFold(name, "allowed"):
 			refused = refused || string(bytes.TrimSpace(v)) == "false"
-		case "after":
+		case strings.EqualFold(name, "after"):
 			wait = max(wait, afterFloor(v))
 		}
 	})
@@ -264,10 +217,10 @@ func afterFloor(raw json.RawMessage) time.Duration {
 	}
 	var values, units []json.RawMessage
 	members(t, func(name string, v json.RawMessage) {
-		switch name {
-		case "value":
+		switch {
+		case strings.EqualFold(name, "value"):
 			values = append(values, v)
-		case "unit":
+		case strings.EqualFold(name, "unit"):
 			units = append(units, v)
 		}
 	})

@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -279,7 +280,10 @@ func TestAfterFloorExact(t *testing.T) {
 // that the client's reading of a failed answer carrying it (newCallError)
 // never retries sooner than a well-formed reading of its after would wait,
 // nor at all when it says "allowed": false, whatever else the data holds
-// (extra members, a second after, an unknown strategy), and never panics.
+// (extra members, a second after, an unknown strategy, the members named in
+// another letter case, as encoding/json would read them), and never panics;
+// and that guidance whose names are not the extension's own is never taken
+// as the server's.
 // The well-formed reading is computed here independently, in floating
 // point: a non-negative number in a known unit is that wait (1e-12 of
 // slack for rounding), an immediate strategy waits nothing, and an unknown
@@ -306,18 +310,47 @@ func FuzzGuidanceNeverSooner(f *testing.F) {
 		{true, "fixed", "9223372036854775807", "minute", ""},
 		{true, "fixed", "null", "hour", ""},
 	} {
-		f.Add(s.allowed, s.strategy, s.value, s.unit, s.extra, 1)
+		f.Add(s.allowed, "allowed", s.strategy, "after", s.value, s.unit, s.extra, 1)
 	}
-	f.Fuzz(func(t *testing.T, allowed bool, strategy, value, unit, extra string, attempt int) {
+	f.Add(false, "Allowed", "immediate", "after", "1", "second", "", 1)
+	f.Add(true, "allowed", "fixed", "After", "3600", "second", `,"after":{"value":0,"unit":"second"}`, 1)
+	f.Add(true, "allowed", "fixed", "after", "3600", "second", `,"AFTER":{"value":0,"unit":"second"}`, 1)
+	f.Add(true, "allowed", "immediate", "after", "0", "second", `,"Allowed":false`, 2)
+	f.Add(false, "ALLOWED", "fixed", "aFTER", "60", "minute", `,"allowed":true`, 1)
+	f.Fuzz(func(t *testing.T, allowed bool, allowedName, strategy, afterName, value, unit, extra string, attempt int) {
+		if !strings.EqualFold(allowedName, "allowed") || !strings.EqualFold(afterName, "after") {
+			return // another member, not this one in another case
+		}
 		if !json.Valid([]byte(value)) {
 			return // not one value: the parts would not say what the after is
 		}
 		s, _ := json.Marshal(strategy)
 		u, _ := json.Marshal(unit)
-		data := `{"allowed":` + strconv.FormatBool(allowed) + `,"strategy":` + string(s) +
-			`,"after":{"value":` + value + `,"unit":` + string(u) + `}` + extra + `}`
+		an, _ := json.Marshal(allowedName)
+		fn, _ := json.Marshal(afterName)
+		data := `{` + string(an) + `:` + strconv.FormatBool(allowed) + `,"strategy":` + string(s) +
+			`,` + string(fn) + `:{"value":` + value + `,"unit":` + string(u) + `}` + extra + `}`
 		if !json.Valid([]byte(data)) {
 			return // a document decoder would have refused the answer
+		}
+		// Any member named allowed, in any case, that says false refuses.
+		refuses := !allowed
+		dec := json.NewDecoder(strings.NewReader(data))
+		_, _ = dec.Token()
+		for dec.More() {
+			name, _ := dec.Token()
+			var v json.RawMessage
+			if dec.Decode(&v) != nil {
+				break
+			}
+			if n, _ := name.(string); strings.EqualFold(n, "allowed") && string(v) == "false" {
+				refuses = true
+			}
+			if n, _ := name.(string); n != "allowed" && n != "strategy" && n != "after" && n != "max_attempts" {
+				if _, err := (Extension{URN: URNRetry, Data: json.RawMessage(data)}).Retry(); err == nil {
+					t.Fatalf("%s: Retry accepted the member %q", data, n)
+				}
+			}
 		}
 		asked := wellFormedWait(value, unit)
 		if strategy == string(Immediate) {
@@ -336,7 +369,7 @@ func FuzzGuidanceNeverSooner(f *testing.F) {
 				if info.Safety == retry.Unsafe {
 					continue // not retried
 				}
-				if !allowed {
+				if refuses {
 					t.Fatalf("%s: retried (%+v) though the server said \"allowed\": false", data, info)
 				}
 				if min(info.RetryAfter, beyondAnyCap) < min(asked, beyondAnyCap) {
