@@ -27,11 +27,12 @@ const (
 // within drainLimit bytes and within drainTime (or within, if it is not
 // negative and shorter), and closes it, once. Only a body read to its end
 // gives its connection back to the pool. A body known to be longer is not
-// read at all.
-func drain(resp *http.Response, within time.Duration) {
+// read at all. It returns the body it read, whole or not, which the loop
+// keeps in case the retry it drained for is refused after all.
+func drain(resp *http.Response, within time.Duration) *keptBody {
 	if resp.ContentLength > drainLimit {
 		_ = resp.Body.Close()
-		return
+		return &keptBody{}
 	}
 	limit := drainTime
 	if within >= 0 {
@@ -43,11 +44,37 @@ func drain(resp *http.Response, within time.Duration) {
 	// One byte past the limit: a body of exactly drainLimit bytes whose end
 	// comes in a later read (a chunked body's last chunk) must be read to
 	// its end, or its connection is lost.
-	_, _ = io.CopyN(io.Discard, resp.Body, drainLimit+1)
+	var kept bytes.Buffer
+	_, err := io.CopyN(&kept, resp.Body, drainLimit+1)
 	if timer.Stop() { // else the timer closed it
 		_ = resp.Body.Close()
 	}
+	b := &keptBody{whole: err == io.EOF}
+	b.r.Reset(kept.Bytes())
+	return b
 }
+
+// errBodyDropped is what reading a failed response's body returns after
+// the part the Transport kept, when the response comes back after all.
+var errBodyDropped = errors.New("httpretry: the rest of the failed response's body was dropped before the wait for a retry, to free its connection")
+
+// keptBody is the body of a failed response that was drained before the
+// wait for a retry that was then refused: what the drain read of it, then
+// io.EOF if that was the whole body, errBodyDropped if not.
+type keptBody struct {
+	r     bytes.Reader
+	whole bool
+}
+
+func (b *keptBody) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	if err == io.EOF && !b.whole {
+		err = errBodyDropped
+	}
+	return n, err
+}
+
+func (b *keptBody) Close() error { return nil }
 
 // closeBody closes the body of a request that will not be sent, unless it is
 // the guarded body, which the loop closes when it ends.

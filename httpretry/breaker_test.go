@@ -6,6 +6,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -180,5 +182,72 @@ func TestBreakerConnectionsRefused(t *testing.T) {
 		if got := dials.Load() - before; got != 0 {
 			t.Fatalf("Retries %d: %d dials while the circuit was open", retries, got)
 		}
+	}
+}
+
+// A circuit that opens while a request waits to retry refuses the retry,
+// and the request's failed response comes back, as when retrying stops for
+// any other reason: its status, headers and body, whole when it was drained
+// to its end before the wait, and otherwise what was read of it followed by
+// an error that says the rest was dropped.
+func TestBreakerOpeningDuringTheWaitReturnsTheFailedResponse(t *testing.T) {
+	long := strings.Repeat("x", drainLimit+100)
+	for _, tc := range []struct {
+		name, body string
+		whole      bool
+	}{
+		{"small body", "down for a while", true},
+		{"body past the drain limit", long, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := newServer(t, func(n int, w http.ResponseWriter, _ *http.Request) {
+				w.Header().Set("Retry-After", "1")
+				w.Header().Set("X-Request", strconv.Itoa(n))
+				w.WriteHeader(http.StatusServiceUnavailable)
+				io.WriteString(w, tc.body)
+			})
+			virtual(t, func(t *testing.T, base *http.Transport) {
+				// Two failures open it: the waiting request's and another's.
+				b := retry.NewBreaker(retry.BreakerOptions{MinAttempts: 2})
+				tr := &Transport{Base: base, Breaker: b, Strategy: noWait()}
+				type result struct {
+					resp *http.Response
+					err  error
+					rep  Report
+				}
+				done := make(chan result)
+				start := time.Now()
+				go func() {
+					resp, err, rep := send(t, tr, context.Background(), http.MethodGet, srv.URL, nil)
+					done <- result{resp, err, rep}
+				}()
+				time.Sleep(500 * time.Millisecond) // into the first request's 1 s wait
+				other, err, _ := send(t, tr, context.Background(), http.MethodGet, srv.URL, nil)
+				discard(other)
+				if err != nil || other.StatusCode != 503 || b.State(hostOf(srv)) != retry.BreakerOpen {
+					t.Fatalf("the other request: %v, %v, circuit %v; want its 503 and an open circuit", other, err, b.State(hostOf(srv)))
+				}
+				r := <-done
+				if r.err != nil || r.resp == nil {
+					t.Fatalf("err %v, response %v; want the failed response back", r.err, r.resp)
+				}
+				defer r.resp.Body.Close()
+				if r.resp.StatusCode != 503 || r.resp.Header.Get("X-Request") != "1" || time.Since(start) != time.Second ||
+					r.rep.Attempts != 1 || !errors.Is(r.rep.Reason, retry.ErrCircuitOpen) {
+					t.Fatalf("%d (request %s) after %v, report %+v; want the first 503 after the 1 s wait, refused by the circuit",
+						r.resp.StatusCode, r.resp.Header.Get("X-Request"), time.Since(start), r.rep)
+				}
+				if len(srv.requests()) != 2 {
+					t.Fatalf("%d requests; want 2, the retry refused", len(srv.requests()))
+				}
+				got, err := io.ReadAll(r.resp.Body)
+				if tc.whole && (err != nil || string(got) != tc.body) {
+					t.Fatalf("body %q, %v; want %q", got, err, tc.body)
+				}
+				if !tc.whole && (!errors.Is(err, errBodyDropped) || !strings.HasPrefix(tc.body, string(got))) {
+					t.Fatalf("%d bytes of the body, then %v; want a part of it and errBodyDropped", len(got), err)
+				}
+			})
+		})
 	}
 }

@@ -64,7 +64,10 @@
 // closed, so that its connection is reused. When retrying stops on a
 // response, that response comes back unread with a nil error, exactly as the
 // base transport returned it: the caller sees the last 503, not an error
-// that hides it. A base that returns a response with a nil Body breaks the
+// that hides it. If the retry is refused after the drain (a Breaker's
+// circuit that opened during the wait), the response comes back all the
+// same, with the body the drain read; a body it did not read to its end
+// ends in an error that says the rest was dropped. A base that returns a response with a nil Body breaks the
 // http.RoundTripper contract; the Transport reads that Body as http.NoBody,
 // as net/http's Client does (golang.org/issue/38095). When retrying stops on
 // a transport error, the error is a *retry.Error that wraps the last error

@@ -276,7 +276,7 @@ var noRetries retry.No
 // reset lets go of everything of the request l served, field by field: a
 // copy of a whole loop over it would cost the success path more.
 func (l *loop) reset() {
-	l.t, l.base, l.orig, l.first, l.next, l.drained = nil, nil, nil, nil, nil, nil
+	l.t, l.base, l.orig, l.first, l.next, l.drained, l.kept = nil, nil, nil, nil, nil, nil, nil
 	l.body, l.failures, l.last, l.reason = body{}, nil, Attempt{}, nil
 	l.kind, l.info, l.waited, l.attempts = 0, retry.Info{}, false, 0
 }
@@ -399,7 +399,8 @@ type loop struct {
 	kind    Kind          // how it failed; 0 for a failure that is not retried
 	info    retry.Info    // and its classification
 	drained *http.Response
-	waited  bool // the loop has waited since the latest attempt
+	kept    *keptBody // drained's body, as far as the drain read it
+	waited  bool      // the loop has waited since the latest attempt
 
 	attempts int
 	reason   error
@@ -427,6 +428,13 @@ func (l *loop) run() (*http.Response, error) {
 		opts = append(opts[:len(opts):len(opts)], l.t.Options...)
 	}
 	resp, err := retry.DoValue(l.orig.Context(), l.t.strategy(), l.attempt, opts...)
+	if err != nil && resp != nil && resp == l.drained && l.orig.Context().Err() == nil {
+		// Retrying stopped after the drain, as the retry was about to be
+		// made (a circuit that opened during the wait): the response comes
+		// back all the same, with the body the drain kept.
+		resp.Body = l.kept
+		return resp, nil
+	}
 	if err != nil && (resp == nil || resp == l.drained) {
 		return nil, err
 	}
@@ -565,7 +573,9 @@ func (l *loop) vet(ctx context.Context, _ int, err error) error {
 
 // retrying runs when a retry is granted, before the wait: the failed
 // response is drained so that its connection goes back to the pool during
-// the wait, in at most half the time the wait leaves before the deadline.
+// the wait, in at most half the time the wait leaves before the deadline,
+// and what was read of its body is kept, bounded as the drain is, for a
+// retry refused after the wait.
 func (l *loop) retrying(ctx context.Context, _ int, delay time.Duration, _ error) {
 	a := l.last
 	a.Retry, a.Delay = true, delay
@@ -576,8 +586,7 @@ func (l *loop) retrying(ctx context.Context, _ int, delay time.Duration, _ error
 		if deadline, ok := ctx.Deadline(); ok {
 			within = (time.Until(deadline) - delay) / 2
 		}
-		drain(resp, within)
-		l.drained = resp
+		l.drained, l.kept = resp, drain(resp, within)
 	}
 }
 
