@@ -24,6 +24,7 @@ type txError struct {
 	stage   stage
 	err     error
 	foreign bool // WithForeignWrites: a remote part may have committed before COMMIT failed
+	aborted bool // the COMMIT's answer was lost, and the transaction found not committed
 }
 
 func (e *txError) Error() string {
@@ -125,6 +126,13 @@ func Classify(err error) retry.Info {
 		// statement after the COMMIT, or of fn's own failed Commit, which
 		// cannot be told apart), the outcome is unknown.
 		return retry.Info{Safety: retry.Unsafe}
+	case w.inDoubt:
+		return retry.Info{Safety: retry.Unsafe}
+	case w.aborted:
+		// The COMMIT's answer was lost, and pg_xact_status said the
+		// transaction aborted (or it wrote nothing): as a connection lost
+		// before COMMIT.
+		return retry.Info{Safety: retry.Safe, Fault: retry.FaultServer}
 	case w.mark != nil:
 		return *w.mark
 	case w.commit && (w.relayed || w.foreign):
@@ -195,12 +203,14 @@ type found struct {
 	unsent     bool        // the driver says nothing of the request reached the server
 	ended      bool        // fn ended the transaction itself
 	begin      bool        // the failure is BEGIN's
+	aborted    bool        // a lost COMMIT resolved: the transaction did not commit
+	inDoubt    bool        // an *InDoubtError: the outcome is unknown
 }
 
 // conflict reports whether the walk found a serialization failure or a
 // deadlock that no mark overrides, before fn ended the transaction.
 func (f found) conflict() bool {
-	return f.mark == nil && !f.ended && !(f.commit && (f.relayed || f.foreign)) &&
+	return f.mark == nil && !f.ended && !f.inDoubt && !(f.commit && (f.relayed || f.foreign)) &&
 		(f.code == serializationFailure || f.code == deadlockDetected)
 }
 
@@ -236,7 +246,12 @@ func walk(err error, f *found, budget *int) bool {
 			f.ended = f.ended || e.stage == stageEnded
 			f.foreign = f.foreign || e.foreign
 			f.begin = f.begin || e.stage == stageBegin
+			f.aborted = f.aborted || e.aborted
 			err = e.err
+			continue
+		case *InDoubtError:
+			f.inDoubt = true
+			err = e.Err
 			continue
 		case *retry.Error:
 			if e.Reason == retry.ErrOuterLoop {

@@ -114,6 +114,14 @@ func TestClassify(t *testing.T) {
 		{"40001 relayed by dblink at commit", &txError{stage: stageCommit, err: &pgconn.PgError{Code: "40001", Routine: "dblink_res_error",
 			Where: "while executing command on unnamed dblink connection"}}, safe},
 		{"40001 of lib/pq at commit", &txError{stage: stageCommit, err: &pqFields{"40001", "exec_stmt_raise"}}, safe},
+		// A COMMIT whose answer was lost, resolved by pg_xact_status: not
+		// committed, as a connection lost before COMMIT; unresolved, in
+		// doubt whatever it wraps.
+		{"lost commit resolved aborted", &txError{stage: stageCommit, err: pg("57P01"), aborted: true}, safe},
+		{"lost commit resolved aborted, cut by a deadline", &txError{stage: stageCommit, err: context.DeadlineExceeded, aborted: true}, safe},
+		{"in doubt", &txError{stage: stageCommit, err: &InDoubtError{XID: 7, Err: io.ErrUnexpectedEOF}}, unsafe},
+		{"in doubt over a conflict", &txError{stage: stageCommit, err: &InDoubtError{Err: pg("40001")}, foreign: true}, unsafe},
+		{"in doubt, bare", &InDoubtError{Err: pg("40001")}, unsafe},
 		{"53300 at begin", &txError{stage: stageBegin, err: pg("53300")}, safe},
 		{"57014", pg("57014"), retry.Info{Timeout: true, Fault: retry.FaultServer}},
 		{"fn's transient", &txError{stage: stageFn, err: retry.Transient(errors.New("x"))}, retry.Classify(retry.Transient(errors.New("x")))},

@@ -30,7 +30,12 @@ var (
 )
 
 // serverSettings make the tests quick: a deadlock is found after 20 ms, not 1 s.
-var serverSettings = []string{"deadlock_timeout=20ms", "max_connections=200"}
+// The synchronous standby named never connects: a transaction that sets
+// synchronous_commit = on (the cluster's is off) commits locally and then
+// waits in COMMIT for good, which the tests of a COMMIT whose answer is lost
+// after it committed need (needSyncStandby).
+var serverSettings = []string{"deadlock_timeout=20ms", "max_connections=200",
+	"synchronous_standby_names=sqlretry_never_connects"}
 
 func TestMain(m *testing.M) {
 	flag.Parse()

@@ -4,10 +4,12 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"strconv"
 	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/retrykit/retry"
 )
@@ -48,8 +50,9 @@ func WithPgxTxOptions(o pgx.TxOptions) Option {
 // retry.Scope, retry.MaxElapsed, a tracer. Several WithRetryOptions add up.
 //
 // retry.AttemptTimeout bounds each run of the whole transaction, BEGIN to
-// COMMIT; a run cut short during COMMIT has an unknown outcome and is not run
-// again, and nor is one cut short in fn: the connection's state cannot prove
+// COMMIT; a run cut short during COMMIT has its outcome resolved as after a
+// lost connection (see Tx), within the call's context. One cut short in fn
+// is not run again: the connection's state cannot prove
 // that fn did not commit (a COMMIT statement of its own, COMMIT AND CHAIN, a
 // COMMIT still in flight), so the timeout counts as the caller's.
 // retry.Unmarked changes nothing: the transaction's loop never marks its
@@ -105,6 +108,7 @@ type config struct {
 	pgxOpts       pgx.TxOptions
 	retryOpts     []retry.Option
 	foreign       bool // WithForeignWrites: no error of COMMIT runs again
+	resolved      func(ctx context.Context, xid uint64, committed bool, cause error)
 }
 
 // WithForeignWrites says that fn may write through postgres_fdw, or another
@@ -149,10 +153,16 @@ const rollbackTimeout = 5 * time.Second
 // unique_violation, a syntax error, an error of fn's own, the context's)
 // rolls it back and is returned at once. An error at COMMIT that does not say
 // the server rolled the transaction back (a lost connection, a cancelled
-// context, a server shutting down), or that PostgreSQL relayed from a remote
-// server of postgres_fdw (a conflict included: another remote may have
-// committed), leaves its outcome unknown: it may have committed, so it is
-// never run again (Classify reports it Unsafe).
+// context, an attempt cut by retry.AttemptTimeout, a server shutting down)
+// loses COMMIT's answer: the transaction's id, read in the same write as
+// COMMIT, is then looked up with pg_xact_status on another connection of
+// db. Committed, the call succeeds and fn is not run again (OnResolved
+// says so); aborted, or no id (it wrote nothing), the run is safe to run
+// again, as a lost connection before COMMIT is; still in progress, the
+// lookup waits, within ctx. Without an answer, or for an error PostgreSQL
+// relayed from a remote server of postgres_fdw (a conflict included: another
+// remote may have committed), the outcome is unknown: the error is an
+// *InDoubtError (ErrInDoubt), never run again (Classify reports it Unsafe).
 //
 // fn must do all its work through tx and the context it is given, and must
 // return the errors of tx unwrapped or wrapped with %w, so that a conflict is
@@ -183,8 +193,26 @@ func Tx(ctx context.Context, db *sql.DB, fn func(ctx context.Context, tx *sql.Tx
 	case db == nil:
 		return c.do(ctx, noDatabase)
 	}
+	status := func(ctx context.Context, xid uint64) (string, error) {
+		var s sql.NullString
+		err := db.QueryRowContext(ctx, statusQuery, strconv.FormatUint(xid, 10)).Scan(&s)
+		return s.String, err
+	}
+	call := ctx
 	return c.do(ctx, func(ctx context.Context) error {
-		tx, err := db.BeginTx(ctx, c.txOpts)
+		conn, err := db.Conn(ctx)
+		if err != nil {
+			return &txError{stage: stageBegin, err: err}
+		}
+		defer conn.Close()
+		// The transaction's context ends with ctx, so that database/sql
+		// rolls back on its own as before, but not once COMMIT is under way:
+		// the pipeline of commitReadingID holds pgx's connection then, which
+		// database/sql's rollback must not touch.
+		tctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		defer cancel()
+		stop := context.AfterFunc(ctx, cancel)
+		tx, err := conn.BeginTx(tctx, c.txOpts)
 		if err != nil {
 			return &txError{stage: stageBegin, err: err}
 		}
@@ -200,11 +228,31 @@ func Tx(ctx context.Context, db *sql.DB, fn func(ctx context.Context, tx *sql.Tx
 			}
 			return &txError{stage: stageFn, err: err}
 		}
-		if err := tx.Commit(); err != nil {
-			return &txError{stage: stageCommit, err: err, foreign: c.foreign}
+		if !stop() {
+			// ctx ended before COMMIT: database/sql rolls back.
+			_ = tx.Rollback()
+			return &txError{stage: stageCommit, err: ctx.Err()}
+		}
+		xid, read, err := commitReadingID(ctx, pgxConnOf(conn), tx.Commit)
+		if err != nil {
+			return c.settle(call, ctx, &txError{stage: stageCommit, err: err, foreign: c.foreign}, xid, read, status)
 		}
 		return nil
 	})
+}
+
+// pgxConnOf returns the connection of pgx under conn, nil if its driver is
+// not pgx's stdlib. Only commitReadingID uses it, while database/sql does
+// not (fn has returned, and the transaction's context cannot end).
+func pgxConnOf(conn *sql.Conn) *pgconn.PgConn {
+	var pc *pgconn.PgConn
+	_ = conn.Raw(func(dc any) error {
+		if c, ok := dc.(interface{ Conn() *pgx.Conn }); ok && c.Conn() != nil {
+			pc = c.Conn().PgConn()
+		}
+		return nil
+	})
+	return pc
 }
 
 // probe is the statement by which Tx asks, after fn failed, whether the
@@ -269,16 +317,19 @@ func PgxTx(ctx context.Context, db Beginner, fn func(ctx context.Context, tx pgx
 	case isNil(db):
 		return c.do(ctx, noDatabase)
 	}
+	status := xactStatusOf(db)
+	call := ctx
 	return c.do(ctx, func(ctx context.Context) error {
-		tx, err := db.BeginTx(ctx, c.pgxOpts)
+		tx, pc, release, err := begin(ctx, db, c.pgxOpts)
 		if err != nil {
 			return &txError{stage: stageBegin, err: err}
 		}
+		defer release()
 		if err, ended := runPgx(ctx, tx, fn); err != nil {
 			// Read before the ROLLBACK, which ends the transaction too, and
-			// only if fn did not end it with Commit or Rollback, which may
-			// have handed the connection back to a pool (pgxpool's do), to
-			// be another goroutine's.
+			// only if fn did not end it with Commit or Rollback, after which
+			// a Beginner of one's own may have handed the connection back
+			// to a pool, to be another goroutine's.
 			idle := !ended && idleConn(tx)
 			if errors.Is(rollback(ctx, tx), pgx.ErrTxClosed) || ended || idle {
 				// fn ended the transaction itself: with a COMMIT, perhaps.
@@ -286,12 +337,72 @@ func PgxTx(ctx context.Context, db Beginner, fn func(ctx context.Context, tx pgx
 			}
 			return &txError{stage: stageFn, err: err}
 		}
-		if err := tx.Commit(ctx); err != nil {
-			// pgx closes a connection whose COMMIT failed mid-transaction.
-			return &txError{stage: stageCommit, err: err, foreign: c.foreign}
+		// pgx closes a connection whose COMMIT failed mid-transaction.
+		xid, read, err := commitReadingID(ctx, pc, func() error { return tx.Commit(ctx) })
+		if err != nil {
+			return c.settle(call, ctx, &txError{stage: stageCommit, err: err, foreign: c.foreign}, xid, read, status)
 		}
 		return nil
 	})
+}
+
+// begin begins a transaction on db. For pgx's own Beginners it begins on a
+// *pgx.Conn (a pool's acquired for the run, given back by release), and
+// returns its connection, on which commitReadingID commits: a *pgxpool.Tx
+// gives its connection back to the pool in Commit, which commitReadingID's
+// use of the driver's Commit would make it close. A Beginner of one's own
+// is used as it is, with no connection to read the id on.
+func begin(ctx context.Context, db Beginner, opts pgx.TxOptions) (tx pgx.Tx, pc *pgconn.PgConn, release func(), err error) {
+	switch db := db.(type) {
+	case *pgxpool.Pool:
+		c, err := db.Acquire(ctx)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		if tx, err = c.Conn().BeginTx(ctx, opts); err != nil {
+			c.Release()
+			return nil, nil, nil, err
+		}
+		return tx, idPipe(c.Conn(), opts), c.Release, nil
+	case *pgx.Conn:
+		if tx, err = db.BeginTx(ctx, opts); err != nil {
+			return nil, nil, nil, err
+		}
+		return tx, idPipe(db, opts), func() {}, nil
+	}
+	if tx, err = db.BeginTx(ctx, opts); err != nil {
+		return nil, nil, nil, err
+	}
+	return tx, nil, func() {}, nil
+}
+
+// idPipe is the connection on which commitReadingID commits, nil when the
+// caller's options commit with a statement of their own (CommitQuery).
+func idPipe(c *pgx.Conn, opts pgx.TxOptions) *pgconn.PgConn {
+	if opts.CommitQuery != "" {
+		return nil
+	}
+	return c.PgConn()
+}
+
+// xactStatusOf asks pg_xact_status on another connection of db: a pool's; a
+// *pgx.Conn has none other, and one whose COMMIT failed is closed, so the
+// outcome stays in doubt.
+func xactStatusOf(db Beginner) xactStatus {
+	type queryRower interface {
+		QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	}
+	q, ok := db.(queryRower)
+	if !ok {
+		return nil
+	}
+	return func(ctx context.Context, xid uint64) (string, error) {
+		var s *string
+		if err := q.QueryRow(ctx, statusQuery, strconv.FormatUint(xid, 10)).Scan(&s); err != nil || s == nil {
+			return "", err
+		}
+		return *s, nil
+	}
 }
 
 // ErrNoDatabase is the error that the *retry.Error of Tx and PgxTx wraps

@@ -1,0 +1,340 @@
+package sqlretry_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/sqlretry"
+)
+
+// needSyncStandby skips t unless the server names a synchronous standby
+// (serverSettings: one that never connects), so that a transaction that
+// sets synchronous_commit = on commits locally and then waits in COMMIT for
+// an acknowledgement that never comes. The other transactions of the tests
+// run with the cluster's synchronous_commit = off, and do not wait.
+func needSyncStandby(t *testing.T) {
+	t.Helper()
+	needServer(t)
+	var names string
+	if err := pool.QueryRow(t.Context(), "SHOW synchronous_standby_names").Scan(&names); err != nil {
+		t.Fatal(err)
+	}
+	if names == "" {
+		t.Skip("the server names no synchronous standby (synchronous_standby_names), as the tests' own cluster does")
+	}
+}
+
+// awaitWaitEvent returns once pg_stat_activity shows the backend pid waiting
+// on event (SyncRep: for a synchronous standby in COMMIT). It polls, for at
+// most 10 s, as awaitPgSleep does.
+func awaitWaitEvent(ctx context.Context, pid int64, event string) error {
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		var n int64
+		if err := pool.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE pid = $1 AND wait_event = $2",
+			pid, event).Scan(&n); err != nil {
+			return err
+		}
+		if n == 1 {
+			return nil
+		}
+	}
+	return fmt.Errorf("backend %d never waited on %s", pid, event)
+}
+
+// killInSyncRep terminates the backend whose pid comes first on pids once
+// it waits for the synchronous standby in COMMIT, its transaction committed
+// locally, and then sends the outcome.
+func killInSyncRep(pids <-chan int64) <-chan error {
+	return killOnce(pids, func(pid int64) error { return awaitWaitEvent(context.Background(), pid, "SyncRep") })
+}
+
+// endSyncRepWaits terminates the backends still waiting for the standby,
+// left by a test whose client gave up their COMMIT: they wait for good.
+func endSyncRepWaits(t *testing.T) {
+	t.Cleanup(func() {
+		_, _ = pool.Exec(context.Background(), "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE wait_event = 'SyncRep'")
+	})
+}
+
+// accounts creates table with two accounts of 100 and a log of transfers.
+func accounts(t *testing.T, table string) {
+	exec(t, "DROP TABLE IF EXISTS "+table, "DROP TABLE IF EXISTS "+table+"_log",
+		"CREATE TABLE "+table+" (id int PRIMARY KEY, balance int NOT NULL)",
+		"INSERT INTO "+table+" VALUES (1, 100), (2, 100)",
+		"CREATE TABLE "+table+"_log (transfer int NOT NULL)")
+}
+
+// transfer moves 10 from account 1 to 2 and logs the transfer id, after
+// sending its backend's pid to pids; syncRep makes its COMMIT wait for the
+// standby that never comes.
+func transfer(table string, id int, syncRep bool, pids chan<- int64, runs *int) func(context.Context, q) error {
+	return func(ctx context.Context, tx q) error {
+		*runs++
+		pid, err := tx.Int(ctx, "SELECT pg_backend_pid()")
+		if err != nil {
+			return err
+		}
+		if syncRep {
+			if err := tx.Exec(ctx, "SET LOCAL synchronous_commit = on"); err != nil {
+				return err
+			}
+		}
+		if err := tx.Exec(ctx, "UPDATE "+table+" SET balance = balance - 10 WHERE id = 1"); err != nil {
+			return err
+		}
+		if err := tx.Exec(ctx, "UPDATE "+table+" SET balance = balance + 10 WHERE id = 2"); err != nil {
+			return err
+		}
+		if err := tx.Exec(ctx, fmt.Sprintf("INSERT INTO %s_log VALUES (%d)", table, id)); err != nil {
+			return err
+		}
+		if pids != nil {
+			pids <- pid
+		}
+		return nil
+	}
+}
+
+// resolutions records what OnResolved reports.
+type resolutions struct {
+	mu   sync.Mutex
+	list []string
+}
+
+func (r *resolutions) option() sqlretry.Option {
+	return sqlretry.OnResolved(func(_ context.Context, xid uint64, committed bool, cause error) {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		r.list = append(r.list, fmt.Sprintf("xid>0:%v committed:%v cause:%v", xid > 0, committed, cause != nil))
+	})
+}
+
+// attemptsSeen is a retry.Trace that records each attempt's error.
+type attemptsSeen struct {
+	mu   sync.Mutex
+	errs []error
+	done error
+}
+
+func (a *attemptsSeen) option() sqlretry.Option {
+	return sqlretry.WithRetryOptions(retry.WithTrace(&retry.Trace{
+		AttemptDone: func(_ context.Context, _ string, _ int, err error) {
+			a.mu.Lock()
+			defer a.mu.Unlock()
+			a.errs = append(a.errs, err)
+		},
+		Done: func(_ context.Context, _ string, _ int, _ time.Duration, err error) { a.done = err },
+	}))
+}
+
+// A COMMIT that committed locally and waits for a synchronous standby, whose
+// backend is then terminated, loses its answer after the transaction
+// committed: pg_xact_status on another connection says so, and the call
+// succeeds without running fn again; OnResolved and the Trace see it. Before,
+// the call gave up, and a caller that took the give-up for a failure would
+// transfer again.
+func TestLostCommitThatCommittedIsNotRunAgain(t *testing.T) {
+	needSyncStandby(t)
+	endSyncRepWaits(t)
+	forAPIs(t, func(t *testing.T, a api, table string) {
+		accounts(t, table)
+		pids := make(chan int64, 1)
+		killed := killInSyncRep(pids)
+		var res resolutions
+		var seen attemptsSeen
+		runs := 0
+		err := a.run(t.Context(), transfer(table, 1, true, pids, &runs), againAtOnce(), res.option(), seen.option())
+		if err := <-killed; err != nil {
+			t.Fatal(err)
+		}
+		if err != nil || runs != 1 {
+			t.Fatalf("%d runs, err %v: want one run that succeeded", runs, err)
+		}
+		if n := queryInt(t, "SELECT count(*) FROM "+table+"_log"); n != 1 {
+			t.Fatalf("the transfer applied %d times", n)
+		}
+		if want := []string{"xid>0:true committed:true cause:true"}; fmt.Sprint(res.list) != fmt.Sprint(want) {
+			t.Fatalf("OnResolved saw %v, want %v", res.list, want)
+		}
+		if len(seen.errs) != 1 || seen.errs[0] != nil || seen.done != nil {
+			t.Fatalf("the Trace saw attempts %v, done %v: want one attempt that succeeded", seen.errs, seen.done)
+		}
+	})
+}
+
+// An attempt that retry.AttemptTimeout cuts while COMMIT waits for the
+// synchronous standby, its transaction committed, is resolved committed:
+// the call succeeds, fn ran once. Before, it gave up.
+func TestAttemptTimeoutInCommitThatCommittedIsNotRunAgain(t *testing.T) {
+	needSyncStandby(t)
+	endSyncRepWaits(t)
+	forAPIs(t, func(t *testing.T, a api, table string) {
+		accounts(t, table)
+		runs := 0
+		err := a.run(t.Context(), transfer(table, 1, true, nil, &runs), againAtOnce(),
+			sqlretry.WithRetryOptions(retry.AttemptTimeout(300*time.Millisecond)))
+		if err != nil || runs != 1 {
+			t.Fatalf("%d runs, err %v: want one run that succeeded", runs, err)
+		}
+		if n := queryInt(t, "SELECT count(*) FROM "+table+"_log"); n != 1 {
+			t.Fatalf("the transfer applied %d times", n)
+		}
+	})
+}
+
+// A COMMIT whose backend is terminated while a deferred trigger runs, before
+// the transaction commits, is resolved aborted: safe, it runs again as the
+// strategy allows (here the caller's loop, to which the transaction leaves
+// it, as a connection lost before COMMIT) and applies once. Before, it gave
+// up, though nothing committed.
+func TestLostCommitThatAbortedRunsAgain(t *testing.T) {
+	forAPIs(t, func(t *testing.T, a api, table string) {
+		slowFirstCommit(t, table)
+		pids := make(chan int64, 10)
+		terminated := killInCommit(pids)
+		var res resolutions
+		outer, runs := 0, 0
+		err := retry.Do(t.Context(), &retry.Simple{MaxAttempts: 3, Backoff: retry.Constant(0)}, func(ctx context.Context) error {
+			outer++
+			return a.run(ctx, insertOne(table, pids, &runs), againAtOnce(), res.option())
+		})
+		if err := <-terminated; err != nil {
+			t.Fatal(err)
+		}
+		if err != nil || outer != 2 || runs != 2 {
+			t.Fatalf("outer attempts %d, runs %d, err %v; want 2, 2, success", outer, runs, err)
+		}
+		if n := queryInt(t, "SELECT count(*) FROM "+table); n != 1 {
+			t.Fatalf("%d rows, want 1", n)
+		}
+		if want := []string{"xid>0:true committed:false cause:true"}; fmt.Sprint(res.list) != fmt.Sprint(want) {
+			t.Fatalf("OnResolved saw %v, want %v", res.list, want)
+		}
+	})
+}
+
+// insertOne is a run that inserts 1 in table, after sending its backend's
+// pid to pids.
+func insertOne(table string, pids chan<- int64, runs *int) func(context.Context, q) error {
+	return func(ctx context.Context, tx q) error {
+		*runs++
+		pid, err := tx.Int(ctx, "SELECT pg_backend_pid()")
+		if err != nil {
+			return err
+		}
+		pids <- pid
+		return tx.Exec(ctx, "INSERT INTO "+table+" VALUES (1)")
+	}
+}
+
+// slowFirstCommit creates table (k int PRIMARY KEY) with a deferred trigger
+// that sleeps 5 s in the first COMMIT that inserted in it, and not in the
+// later ones (a sequence counts them: it does not roll back).
+func slowFirstCommit(t *testing.T, table string) {
+	exec(t, "DROP TABLE IF EXISTS "+table, "DROP SEQUENCE IF EXISTS "+table+"_seq",
+		"CREATE TABLE "+table+" (k int PRIMARY KEY)",
+		"CREATE SEQUENCE "+table+"_seq",
+		`CREATE OR REPLACE FUNCTION `+table+`_slow() RETURNS trigger LANGUAGE plpgsql AS $$
+			BEGIN IF nextval('`+table+`_seq') = 1 THEN PERFORM pg_sleep(5); END IF; RETURN NULL; END $$`,
+		"CREATE CONSTRAINT TRIGGER slow_commit AFTER INSERT ON "+table+
+			" DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION "+table+"_slow()")
+}
+
+// With no other connection to ask (PgxTx on a *pgx.Conn, which its failed
+// COMMIT closed), a COMMIT that lost its answer stays in doubt: an
+// *InDoubtError with the transaction's id, errors.Is ErrInDoubt, Unsafe,
+// not run again.
+func TestLostCommitWithNoConnectionToAskIsInDoubt(t *testing.T) {
+	needSyncStandby(t)
+	endSyncRepWaits(t)
+	table := "in_doubt_no_conn"
+	accounts(t, table)
+	a := endRunners(t)[2]
+	pids := make(chan int64, 1)
+	killed := killInSyncRep(pids)
+	runs := 0
+	err := a.run(t.Context(), transfer(table, 1, true, pids, &runs), againAtOnce())
+	if err := <-killed; err != nil {
+		t.Fatal(err)
+	}
+	wantInDoubt(t, err, runs, true)
+}
+
+// wantInDoubt fails t unless err is a give-up after one run wrapping an
+// *InDoubtError (with an id if withID).
+func wantInDoubt(t *testing.T, err error, runs int, withID bool) {
+	t.Helper()
+	var d *sqlretry.InDoubtError
+	if !errors.As(err, &d) || !errors.Is(err, sqlretry.ErrInDoubt) || runs != 1 {
+		t.Fatalf("%d runs, err %v: want one run, in doubt", runs, err)
+	}
+	if withID != (d.XID != 0) || d.Err == nil {
+		t.Fatalf("InDoubtError %+v: want an id %v, and a cause", d, withID)
+	}
+	if info := retry.Classify(err); info.Safety != retry.Unsafe {
+		t.Fatalf("classified %+v, want Unsafe", info)
+	}
+}
+
+// A COMMIT whose attempt retry.AttemptTimeout cut while its backend does
+// not run (stopped with SIGSTOP in a deferred trigger, as a backend stuck on
+// a lost network may be) is still in progress; the wait for its end is
+// bounded by the call's context, which ends first: in doubt, with the id,
+// not run again. (A backend that runs gets pgx's cancel request, which
+// aborts such a COMMIT: resolved aborted, it runs again.)
+func TestCommitStillInProgressWhenTheCallEndsIsInDoubt(t *testing.T) {
+	forAPIs(t, func(t *testing.T, a api, table string) {
+		slowCommitTable(t, table, "k int")
+		pids := make(chan int64, 1)
+		stopped := make(chan error, 1)
+		go func() {
+			pid := <-pids
+			err := awaitPgSleep(context.Background(), pid, "commit%")
+			if err == nil {
+				err = syscall.Kill(int(pid), syscall.SIGSTOP)
+			}
+			stopped <- err
+			t.Cleanup(func() {
+				_ = syscall.Kill(int(pid), syscall.SIGCONT)
+				_, _ = pool.Exec(context.Background(), "SELECT pg_terminate_backend($1)", pid)
+			})
+		}()
+		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+		defer cancel()
+		runs := 0
+		err := a.run(ctx, insertOne(table, pids, &runs), againAtOnce(), sqlretry.WithRetryOptions(retry.AttemptTimeout(300*time.Millisecond)))
+		if err := <-stopped; err != nil {
+			t.Fatal(err)
+		}
+		wantInDoubt(t, err, runs, true)
+	})
+}
+
+// CockroachDB's "result is ambiguous" (SQLSTATE 40003
+// statement_completion_unknown) at COMMIT is in doubt: errors.Is
+// ErrInDoubt, never run again, and not resolved by pg_xact_status, which
+// CockroachDB lacks. A deferred trigger raises it here.
+func TestAmbiguousResultAtCommitIsInDoubt(t *testing.T) {
+	forAPIs(t, func(t *testing.T, a api, table string) {
+		exec(t, "DROP TABLE IF EXISTS "+table, "CREATE TABLE "+table+" (k int)",
+			`CREATE OR REPLACE FUNCTION `+table+`_ambiguous() RETURNS trigger LANGUAGE plpgsql AS $$
+				BEGIN RAISE EXCEPTION 'result is ambiguous' USING ERRCODE = '40003'; END $$`,
+			"CREATE CONSTRAINT TRIGGER ambiguous AFTER INSERT ON "+table+
+				" DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION "+table+"_ambiguous()")
+		runs := 0
+		err := a.run(t.Context(), func(ctx context.Context, tx q) error {
+			runs++
+			return tx.Exec(ctx, "INSERT INTO "+table+" VALUES (1)")
+		}, againAtOnce())
+		wantInDoubt(t, err, runs, true)
+		if !isCode(err, "40003") {
+			t.Fatalf("err %v: want the 40003 under it", err)
+		}
+	})
+}
