@@ -28,8 +28,9 @@ const (
 	KindConnect Kind = iota + 1
 	// KindRead: the request may have reached the server, but no response
 	// came back whole (a reset, EOF before a response, a timeout, an
-	// HTTP/2 stream reset or abandoned after the server took it, a
-	// malformed response, a TLS record that fails its integrity check).
+	// HTTP/2 stream reset or abandoned after the server took it, an HTTP/2
+	// connection lost to a failed health check, a malformed response, a
+	// TLS record that fails its integrity check).
 	KindRead
 	// KindStatus: the server answered with a status that is a retryable
 	// failure (by default 429, 500, 502, 503 and 504).
@@ -195,6 +196,7 @@ const (
 	msgGoAwayAbove        = "http2: Transport received GOAWAY from server ErrCode:"
 	msgGracefulGoAway     = "http2: Transport received Server's graceful shutdown GOAWAY"
 	msgGoAwayClosed       = "http2: server sent GOAWAY and closed the connection;"
+	msgConnLost           = "http2: client connection lost"
 	nameRefusedStream     = "REFUSED_STREAM"
 	nameInadequateSecured = "INADEQUATE_SECURITY"
 	nameHTTP11Required    = "HTTP_1_1_REQUIRED"
@@ -237,6 +239,12 @@ func h2StreamKind(code uint32) (Kind, bool, bool) {
 //     it: a read failure. A reset stream's text ("stream error: stream ID N;
 //     CODE"), alone or inside the client's "cannot retry err [...]", is
 //     sorted as h2StreamKind sorts its code.
+//   - "http2: client connection lost": the connection failed the client's
+//     health check (HTTP2Config.SendPingTimeout and PingTimeout: a PING went
+//     unanswered) and was closed under the request, which the server may
+//     have processed: a read failure. net/http makes it with errors.New at
+//     each use, so no value or type of it can be matched; its text is the
+//     same in golang.org/x/net/http2, whose client the bundled one is.
 func textKind(err error) (kind Kind, ok bool) {
 	budget := 64 // errors visited at most: a hostile tree cannot make this slow
 	var walk func(error) bool
@@ -278,7 +286,7 @@ func messageKind(msg string) (Kind, bool) {
 		return KindRead, true
 	case msg == msgGracefulGoAway, strings.HasPrefix(msg, msgGoAwayAbove):
 		return KindConnect, true
-	case strings.HasPrefix(msg, msgGoAwayClosed):
+	case strings.HasPrefix(msg, msgGoAwayClosed), msg == msgConnLost:
 		return KindRead, true
 	case strings.HasPrefix(msg, msgCannotRetry):
 		inner, _, found := strings.Cut(msg[len(msgCannotRetry):], msgCannotRetryEnd)

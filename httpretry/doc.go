@@ -31,8 +31,9 @@
 //     DNS, dial timeout, a connection the server closed before reading the
 //     request, an HTTP/2 stream refused with REFUSED_STREAM or left out by a
 //     GOAWAY) or a read failure (it may have reached it: reset, EOF before a
-//     response, timeout, most other resets of an HTTP/2 stream, a malformed
-//     response, a TLS record that fails its integrity check). Errors that
+//     response, timeout, most other resets of an HTTP/2 stream, an HTTP/2
+//     connection lost to a failed health check, a malformed response, a TLS
+//     record that fails its integrity check). Errors that
 //     retrying cannot fix (a bad certificate or another failed TLS
 //     handshake, an unknown host, a malformed request, an HTTP/2 reset asking
 //     for HTTP/1.1) and the request's own cancellation are never retried, and

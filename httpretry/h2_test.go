@@ -15,6 +15,7 @@ import (
 	"errors"
 	"io"
 	"log"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -177,6 +178,112 @@ func TestHTTP2GoAwayCoveringTheStreamIsRetriedOnlyWhenIdempotent(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A connection whose server goes silent fails the client's HTTP/2 health
+// check (HTTP2Config.SendPingTimeout, PingTimeout: its PING is never
+// acknowledged), and net/http ends the request with "http2: client
+// connection lost": a read failure, since the server may have processed the
+// request. A GET is sent again, on a new connection; a POST is not.
+//
+// The timeouts are real and small: the health check's timers would run in a
+// synctest bubble, but the client's read loop waits on the loopback socket,
+// which is not durably blocking, so the bubble's clock would never reach
+// them. Nothing here asserts a duration.
+func TestHTTP2ConnectionLostToTheHealthCheckIsARetriedReadFailure(t *testing.T) {
+	for _, c := range []struct {
+		method   string
+		body     io.Reader
+		attempts int
+	}{
+		{"GET", nil, 2},
+		{"POST", strings.NewReader("charge $10"), 1},
+	} {
+		t.Run(c.method, func(t *testing.T) {
+			var n atomic.Int32
+			release := make(chan struct{})
+			defer close(release)
+			ln := &silencingListener{}
+			srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				io.Copy(io.Discard, r.Body)
+				if n.Add(1) == 1 {
+					ln.silence() // the connections so far: this request's
+					select {
+					case <-r.Context().Done():
+					case <-release:
+					}
+					return
+				}
+				io.WriteString(w, "ok")
+			}))
+			ln.Listener = srv.Listener
+			srv.Listener = ln
+			srv.EnableHTTP2 = true
+			srv.Config.ErrorLog = log.New(io.Discard, "", 0)
+			srv.StartTLS()
+			t.Cleanup(srv.Close)
+			base := h2Base(t, srv)
+			base.HTTP2 = &http.HTTP2Config{SendPingTimeout: 50 * time.Millisecond, PingTimeout: 250 * time.Millisecond}
+
+			var first error
+			tr := &Transport{Base: base, Strategy: noWait(), OnAttempt: firstAttempt(&first)}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			resp, err, rep := send(t, tr, ctx, c.method, srv.URL, c.body)
+			discard(resp)
+			if first == nil || !strings.Contains(first.Error(), "client connection lost") {
+				t.Fatalf("the first attempt failed with %v, not a lost connection", first)
+			}
+			wantReadFailureOutcome(t, rep, int(n.Load()), c.attempts, resp, err)
+			if c.attempts == 2 && (resp.ProtoMajor != 2 || ln.accepted.Load() != 2) {
+				t.Fatalf("%s over %d connections; want HTTP/2 over 2", resp.Proto, ln.accepted.Load())
+			}
+		})
+	}
+}
+
+// silencingListener's connections go silent on demand: once silence is
+// called, whatever the server writes on the connections accepted so far is
+// dropped, as by a peer gone or a path that loses every packet, while it
+// still reads what the client sends.
+type silencingListener struct {
+	net.Listener
+	accepted atomic.Int32
+	mu       sync.Mutex
+	conns    []*silencingConn
+}
+
+func (l *silencingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	l.accepted.Add(1)
+	sc := &silencingConn{Conn: c}
+	l.mu.Lock()
+	l.conns = append(l.conns, sc)
+	l.mu.Unlock()
+	return sc, nil
+}
+
+func (l *silencingListener) silence() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, c := range l.conns {
+		c.silent.Store(true)
+	}
+}
+
+type silencingConn struct {
+	net.Conn
+	silent atomic.Bool
+}
+
+func (c *silencingConn) Write(p []byte) (int, error) {
+	if c.silent.Load() {
+		return len(p), nil
+	}
+	return c.Conn.Write(p)
 }
 
 // HTTP/2 frame types, flags and error codes (RFC 9113, sections 6 and 7).

@@ -315,10 +315,13 @@ func FuzzMessageKind(f *testing.F) {
 		`Get "http://x/": http: server closed idle connection`,
 		`malformed HTTP response "HELLO"`,
 		`malformed HTTP request "GET"`,
+		msgConnLost,
+		msgConnLost + ": more",
+		"http2: Transport: cannot retry err [" + msgConnLost + "] after Request.Body was written; define Request.GetBody to avoid this error",
 	} {
 		f.Add(s)
 	}
-	prefixes := []string{msgServerClosedIdle, msgMalformed, msgStreamError, msgCannotRetry, msgGoAwayAbove, msgGracefulGoAway, msgGoAwayClosed}
+	prefixes := []string{msgServerClosedIdle, msgMalformed, msgStreamError, msgCannotRetry, msgGoAwayAbove, msgGracefulGoAway, msgGoAwayClosed, msgConnLost}
 	f.Fuzz(func(t *testing.T, msg string) {
 		kind, ok := messageKind(msg)
 		named := false
