@@ -144,14 +144,7 @@ func TestHTTP2GoAwayBelowTheStreamIsRetriedWhateverTheMethod(t *testing.T) {
 // last stream id is the request's) leaves the request maybe processed: a GET
 // is sent again, a POST is not.
 func TestHTTP2GoAwayCoveringTheStreamIsRetriedOnlyWhenIdempotent(t *testing.T) {
-	for _, c := range []struct {
-		method   string
-		body     io.Reader
-		attempts int
-	}{
-		{"GET", nil, 2},
-		{"POST", strings.NewReader("charge $10"), 1},
-	} {
+	for _, c := range readFailureCases() {
 		t.Run(c.method, func(t *testing.T) {
 			srv := newH2Server(t, func(n int, stream uint32, f *h2Frames) h2Action {
 				if n == 1 {
@@ -191,14 +184,7 @@ func TestHTTP2GoAwayCoveringTheStreamIsRetriedOnlyWhenIdempotent(t *testing.T) {
 // which is not durably blocking, so the bubble's clock would never reach
 // them. Nothing here asserts a duration.
 func TestHTTP2ConnectionLostToTheHealthCheckIsARetriedReadFailure(t *testing.T) {
-	for _, c := range []struct {
-		method   string
-		body     io.Reader
-		attempts int
-	}{
-		{"GET", nil, 2},
-		{"POST", strings.NewReader("charge $10"), 1},
-	} {
+	for _, c := range readFailureCases() {
 		t.Run(c.method, func(t *testing.T) {
 			var n atomic.Int32
 			release := make(chan struct{})

@@ -74,6 +74,20 @@ func wantReadFailureOutcome(t *testing.T, rep Report, requests, attempts int, re
 	}
 }
 
+// readFailureCase is a request whose first attempt fails reading the
+// response, and the attempts it makes, as wantReadFailureOutcome checks.
+type readFailureCase struct {
+	method   string
+	body     io.Reader
+	attempts int
+}
+
+// readFailureCases are a GET, sent again after a read failure, and a POST,
+// which is not; each call gives bodies of their own.
+func readFailureCases() []readFailureCase {
+	return []readFailureCase{{"GET", nil, 2}, {"POST", strings.NewReader("charge $10"), 1}}
+}
+
 // firstAttempt returns an OnAttempt that keeps the first attempt's error.
 func firstAttempt(err *error) func(Attempt) {
 	return func(a Attempt) {
@@ -87,14 +101,7 @@ func firstAttempt(err *error) func(Attempt) {
 // (here the server writes a record of random bytes under the session) is a
 // read failure of the response: a GET is retried, a POST is not.
 func TestTLSRecordErrorAfterTheHandshakeIsARetriedReadFailure(t *testing.T) {
-	for _, c := range []struct {
-		method   string
-		body     io.Reader
-		attempts int
-	}{
-		{"GET", nil, 2},
-		{"POST", strings.NewReader("charge $10"), 1},
-	} {
+	for _, c := range readFailureCases() {
 		t.Run(c.method, func(t *testing.T) {
 			h := &firstFails{t: t, fail: func(t *testing.T, conn net.Conn) {
 				// Application data, TLS 1.2 on the wire, 32 bytes that no
@@ -271,14 +278,7 @@ func TestMalformedResponseIsARetriedReadFailure(t *testing.T) {
 		"HTTP/1.1 2x0 OK\r\n\r\n",
 		"HTTP/1.1 200 OK\r\nno colon here\r\n\r\n",
 	} {
-		for _, c := range []struct {
-			method   string
-			body     io.Reader
-			attempts int
-		}{
-			{"GET", nil, 2},
-			{"POST", strings.NewReader("charge $10"), 1},
-		} {
+		for _, c := range readFailureCases() {
 			t.Run(c.method+" "+strings.Fields(answer)[0], func(t *testing.T) {
 				h := &firstFails{t: t, fail: func(t *testing.T, conn net.Conn) { io.WriteString(conn, answer) }}
 				srv := httptest.NewServer(h)
