@@ -34,6 +34,10 @@ func newService(t testing.TB, answer func(w http.ResponseWriter, r *http.Request
 	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		answer(w, r, s.requests.Add(1))
 	}))
+	// Many clients at once share the test's connections: a dial per
+	// request would overflow the listener's backlog and time the kernel's
+	// SYN retries instead of the retryers.
+	s.Client().Transport.(*http.Transport).MaxIdleConnsPerHost = 1024
 	t.Cleanup(s.Close)
 	return s
 }

@@ -1,0 +1,5 @@
+//go:build race
+
+package awsretry_test
+
+const raceEnabled = true
