@@ -32,9 +32,11 @@ var (
 // DecodeRequest reads one request document of at most limit bytes (0 means
 // DefaultMaxDocumentSize) and checks it: the protocol name, an id, a
 // function, objects where objects belong. Members it does not know are
-// ignored, as the protocol asks of receivers. Extension URNs in the reference
-// server's form (urn:cline:forrst:ext:…) are rewritten in the
-// specification's (urn:forrst:ext:…).
+// ignored, as the protocol asks of receivers; one it knows given twice, in
+// the same or another letter case, is invalid (ErrInvalid), since which of
+// them a reader takes is not defined (encoding/json alone takes the last).
+// Extension URNs in the reference server's form (urn:cline:forrst:ext:…)
+// are rewritten in the specification's (urn:forrst:ext:…).
 func DecodeRequest(r io.Reader, limit int64) (*Request, error) {
 	var req Request
 	if err := decode(r, limit, &req); err != nil {
@@ -93,6 +95,11 @@ func decode(r io.Reader, limit int64, v any) error {
 	if _, err := dec.Token(); err != io.EOF {
 		return fmt.Errorf("%w: data after the document", ErrMalformed)
 	}
+	// A member of the envelope given twice, in any letter case, is one that
+	// encoding/json read last and another reader may read first.
+	if err := checkMembers(json.NewDecoder(bytes.NewReader(data)), reflect.TypeOf(v), false); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
 	return nil
 }
 
@@ -131,21 +138,30 @@ func decodeData(raw json.RawMessage, v any) error {
 	if _, err := dec.Token(); err != io.EOF {
 		return fmt.Errorf("%w: data after the object", ErrInvalid)
 	}
-	if err := exactMembers(json.NewDecoder(bytes.NewReader(raw)), reflect.TypeOf(v)); err != nil {
+	if err := checkMembers(json.NewDecoder(bytes.NewReader(raw)), reflect.TypeOf(v), true); err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	return nil
 }
 
-// exactMembers reads the next JSON value from dec, which decoded into a Go
-// value of type t, and checks its objects at every depth: no member is given
-// twice, and the members of an object decoded into a struct are the
-// struct's, spelled exactly. A value held as it was sent (json.RawMessage)
-// may hold any members, but none twice. The structs are the extensions'
-// own: their members named by json tags, none embedded.
-func exactMembers(dec *json.Decoder, t reflect.Type) error {
+// checkMembers reads the next JSON value from dec, which decoded into a Go
+// value of type t, and checks its objects: no member is given twice, in the
+// same or (for an object decoded into a struct) another letter case. The
+// structs are this package's own: their members named by json tags, none
+// embedded.
+//
+// exact is the extension decoders' reading: the members of an object
+// decoded into a struct must be the struct's, spelled exactly, and a value
+// held as it was sent (json.RawMessage) may hold any members, but none
+// twice. Otherwise, the documents' reading, members the struct does not
+// name and values held as sent are left to whoever reads them.
+func checkMembers(dec *json.Decoder, t reflect.Type, exact bool) error {
 	for t != nil && t.Kind() == reflect.Pointer {
 		t = t.Elem()
+	}
+	if !exact && (t == nil || t == rawMessage) {
+		var skip json.RawMessage
+		return dec.Decode(&skip)
 	}
 	tok, err := dec.Token()
 	if err != nil {
@@ -160,21 +176,23 @@ func exactMembers(dec *json.Decoder, t reflect.Type) error {
 				return err
 			}
 			name, _ := key.(string)
-			if seen[name] {
-				return fmt.Errorf("the member %q is given twice", name)
-			}
-			seen[name] = true
-			var elem reflect.Type // nil: any members
+			which, elem := name, reflect.Type(nil) // the member the name is; elem nil: any members
 			switch {
 			case t == nil:
 			case t.Kind() == reflect.Struct:
-				if elem, err = member(t, name); err != nil {
+				if which, elem, err = member(t, name, exact); err != nil {
 					return err
 				}
 			case t.Kind() == reflect.Map:
 				elem = t.Elem()
 			}
-			if err := exactMembers(dec, elem); err != nil {
+			if seen[which] {
+				return fmt.Errorf("the member %q is given twice", which)
+			}
+			if which != "" {
+				seen[which] = true
+			}
+			if err := checkMembers(dec, elem, exact); err != nil {
 				return err
 			}
 		}
@@ -184,7 +202,7 @@ func exactMembers(dec *json.Decoder, t reflect.Type) error {
 			elem = t.Elem()
 		}
 		for dec.More() {
-			if err := exactMembers(dec, elem); err != nil {
+			if err := checkMembers(dec, elem, exact); err != nil {
 				return err
 			}
 		}
@@ -195,9 +213,13 @@ func exactMembers(dec *json.Decoder, t reflect.Type) error {
 	return err
 }
 
-// member returns the type of the field of struct t that the member name
-// decodes into, spelled exactly as its json tag names it.
-func member(t reflect.Type, name string) (reflect.Type, error) {
+var rawMessage = reflect.TypeFor[json.RawMessage]()
+
+// member returns the json name and the type of the field of struct t that
+// the member name decodes into: spelled exactly if exact, else in any letter
+// case, as encoding/json matches it. A name no field has is an error if
+// exact, else a member nobody reads ("", nil).
+func member(t reflect.Type, name string, exact bool) (string, reflect.Type, error) {
 	for f := range t.Fields() {
 		tag, _, _ := strings.Cut(f.Tag.Get("json"), ",")
 		if tag == "" {
@@ -205,11 +227,14 @@ func member(t reflect.Type, name string) (reflect.Type, error) {
 		}
 		switch {
 		case !f.IsExported() || tag == "-":
-		case tag == name:
-			return f.Type, nil
+		case tag == name || (!exact && strings.EqualFold(tag, name)):
+			return tag, f.Type, nil
 		case strings.EqualFold(tag, name):
-			return nil, fmt.Errorf("unknown member %q (member names are case-sensitive: the member is %q)", name, tag)
+			return "", nil, fmt.Errorf("unknown member %q (member names are case-sensitive: the member is %q)", name, tag)
 		}
 	}
-	return nil, fmt.Errorf("unknown member %q", name)
+	if exact {
+		return "", nil, fmt.Errorf("unknown member %q", name)
+	}
+	return "", nil, nil
 }

@@ -9,10 +9,11 @@
 // result or errors, and extensions ({urn, options} in requests, {urn, data}
 // in responses). DecodeRequest and DecodeResponse read documents strictly and
 // safely: a size limit, one JSON object and nothing after it, the right
-// types; the extension decoders (Extension.Retry, RateLimit,
-// IdempotencyOptions, Idempotency) refuse unknown members, strategies and
-// units, and negative or unrepresentable numbers (an after in hours or days
-// is read in minutes). Member names match exactly (RFC 8259, section 8.3):
+// types, no member of theirs given twice in any letter case; the extension
+// decoders (Extension.Retry, RateLimit, IdempotencyOptions, Idempotency)
+// refuse unknown members, strategies and units, and negative or
+// unrepresentable numbers (an after in hours or days is read in minutes).
+// Their member names match exactly (RFC 8259, section 8.3):
 // a name in another letter case ("Allowed") is unknown, and a member given
 // twice is refused, where encoding/json alone would take the last of them.
 // Nothing a peer sends makes them panic.

@@ -33,6 +33,8 @@ var fuzzResponses = []string{
 	`true`,
 	`{"protocol":{"name":"forrst","version":"0.1.0"},"id":"r","result":null} {}`,
 	`{"protocol":{"name":"forrst","version":"0.1.0"},"id":"r","result":null,"errors":[{"code":"LOCK_TIMEOUT","message":"m"}],"extensions":[{"urn":"urn:cline:forrst:ext:retry","data":{"allowed":true,"strategy":"exponential","after":{"value":1,"unit":"second"},"max_attempts":3}},{"urn":"urn:cline:forrst:ext:rate-limit","data":{}},{"urn":"urn:cline:forrst:ext:","data":null}]}`,
+	`{"protocol":{"name":"forrst","version":"0.1.0"},"id":"r","result":null,"errors":[{"code":"NOT_FOUND","message":"m"}],"extensions":[{"urn":"urn:forrst:ext:retry","data":{"allowed":false},"Data":{"allowed":true}}]}`,
+	`{"protocol":{"name":"forrst","version":"0.1.0"},"id":"r","result":{"a":1,"a":2},"errors":[],"Extensions":[],"extensions":[{"urn":"urn:forrst:ext:retry","data":{"allowed":false}},{"urn":"urn:forrst:ext:retry","data":{"allowed":true}}],"x":1,"x":2}`,
 }
 
 func FuzzDecodeResponse(f *testing.F) {
@@ -49,6 +51,9 @@ func FuzzDecodeResponse(f *testing.F) {
 				t.Fatal("a response came back with the error")
 			}
 			return
+		}
+		if foldRepeats(data, "protocol", "id", "result", "errors", "extensions", "meta") {
+			t.Fatalf("a response whose member is given twice was accepted:\n%s", data)
 		}
 		first, err := json.Marshal(resp)
 		if err != nil {
@@ -95,6 +100,8 @@ var fuzzRequests = []string{
 	` null `,
 	`-1.5e3`,
 	`[1,`, // malformed: PARSE_ERROR
+	`{"protocol":{"name":"forrst","version":"0.1.0"},"id":"req_7","call":{"function":"f"},"Call":{"function":"g"}}`,
+	`{"protocol":{"name":"forrst","version":"0.1.0"},"id":"req_8","call":{"function":"f","arguments":{"a":1,"A":2,"a":3}},"extensions":[{"urn":"urn:forrst:ext:idempotency","options":{"key":"k"},"Options":{"key":"j"}}]}`,
 }
 
 func FuzzDecodeRequest(f *testing.F) {
@@ -106,6 +113,9 @@ func FuzzDecodeRequest(f *testing.F) {
 	s.Register("f", func(ctx context.Context, args json.RawMessage) (any, error) { return args, nil })
 	f.Fuzz(func(t *testing.T, data []byte) {
 		req, err := DecodeRequest(bytes.NewReader(data), 0)
+		if err == nil && foldRepeats(data, "protocol", "id", "call", "context", "extensions", "meta") {
+			t.Fatalf("a request whose member is given twice was accepted:\n%s", data)
+		}
 		if err == nil {
 			first, err := json.Marshal(req)
 			if err != nil {
@@ -237,24 +247,55 @@ func FuzzGuidance(f *testing.F) {
 	})
 }
 
+// foldRepeats reports whether data is a JSON object that gives one of names
+// twice, in any letter case.
+func foldRepeats(data []byte, names ...string) bool {
+	seen := map[string]bool{}
+	for _, name := range memberNames(data) {
+		for _, n := range names {
+			if strings.EqualFold(n, name) {
+				if seen[n] {
+					return true
+				}
+				seen[n] = true
+			}
+		}
+	}
+	return false
+}
+
 // onlyMembers reports whether data is a JSON object whose members are among
 // names, spelled exactly, each given once.
 func onlyMembers(data []byte, names ...string) bool {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-		return false
-	}
+	got := memberNames(data)
 	seen := map[string]bool{}
-	for dec.More() {
-		tok, err := dec.Token()
-		name, _ := tok.(string)
-		var v json.RawMessage
-		if err != nil || dec.Decode(&v) != nil || seen[name] || !slices.Contains(names, name) {
+	for _, name := range got {
+		if seen[name] || !slices.Contains(names, name) {
 			return false
 		}
 		seen[name] = true
 	}
-	return true
+	return got != nil
+}
+
+// memberNames returns the member names of the JSON object data, in order,
+// repeats included; nil if data is no object.
+func memberNames(data []byte) []string {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return nil
+	}
+	names := []string{}
+	for dec.More() {
+		tok, err := dec.Token()
+		name, _ := tok.(string)
+		var v json.RawMessage
+		if err != nil || dec.Decode(&v) != nil {
+			return nil
+		}
+		names = append(names, name)
+	}
+	return names
 }
 
 // checkWaits checks the waits of valid guidance for retries 1 to 100.

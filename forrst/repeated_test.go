@@ -13,6 +13,8 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -213,4 +215,81 @@ func stopsAtOnce(t *testing.T, url string, requests func() int32, retryWait time
 			t.Errorf("%d requests in %v; want one, at once", requests(), took)
 		}
 	})
+}
+
+// The documents' own members follow the rule too: a member of the envelope
+// given twice, in any letter case, makes the document invalid, where
+// encoding/json would take the last (an extension entry's "Data" after its
+// "data", a second "extensions" list). What the envelope carries as it was
+// sent (a result, arguments, an extension's data) is its reader's to judge,
+// and members the protocol does not name are still ignored.
+func TestDocumentMemberGivenTwiceIsRefused(t *testing.T) {
+	const head = `{"protocol":` + protocolJSON + `,"id":"r","result":null,"errors":[{"code":"NOT_FOUND","message":"m"}]`
+	for _, doc := range []string{
+		head + `,"extensions":[{"urn":"urn:forrst:ext:retry","data":{"allowed":false},"Data":{"allowed":true,"strategy":"immediate"}}]}`,
+		head + `,"extensions":[{"urn":"urn:forrst:ext:retry","data":{"allowed":false},"data":{"allowed":true}}]}`,
+		head + `,"extensions":[{"urn":"urn:forrst:ext:retry","data":{"allowed":false}}],"Extensions":[{"urn":"urn:forrst:ext:retry","data":{"allowed":true}}]}`,
+		head + `,"Errors":[{"code":"UNAVAILABLE","message":"m"}]}`,
+		head[:len(head)-2] + `,"Code":"UNAVAILABLE"}]}`,
+		`{"protocol":` + protocolJSON + `,"Protocol":{"name":"other","version":"1"},"id":"r","result":null}`,
+	} {
+		if _, err := forrst.DecodeResponse(strings.NewReader(doc), 0); !errors.Is(err, forrst.ErrInvalid) {
+			t.Errorf("DecodeResponse(%s) = %v, want ErrInvalid", doc, err)
+		}
+	}
+	for _, doc := range []string{
+		`{"protocol":` + protocolJSON + `,"id":"r","call":{"function":"f"},"Call":{"function":"g"}}`,
+		`{"protocol":` + protocolJSON + `,"id":"r","call":{"function":"f","Function":"g"}}`,
+		requestDoc("r", "f", "", `{"urn":"urn:forrst:ext:idempotency","options":{"key":"a"},"Options":{"key":"b"}}`),
+	} {
+		if _, err := forrst.DecodeRequest(strings.NewReader(doc), 0); !errors.Is(err, forrst.ErrInvalid) {
+			t.Errorf("DecodeRequest(%s) = %v, want ErrInvalid", doc, err)
+		}
+	}
+	// Accepted: repeats inside what the envelope carries as sent, and
+	// members the protocol does not name.
+	for _, doc := range []string{
+		`{"protocol":` + protocolJSON + `,"id":"r","result":{"a":1,"a":2,"A":3},"meta":{"m":1,"m":2},"vendor":1,"vendor":2}`,
+		head[:len(head)-2] + `,"details":{"d":1,"d":2}}],"extensions":[{"urn":"x:y","data":{"k":1,"k":2}}]}`,
+	} {
+		if _, err := forrst.DecodeResponse(strings.NewReader(doc), 0); err != nil {
+			t.Errorf("DecodeResponse(%s) = %v, want it accepted", doc, err)
+		}
+	}
+	if _, err := forrst.DecodeRequest(strings.NewReader(requestDoc("r", "f", `{"a":1,"a":2}`)), 0); err != nil {
+		t.Errorf("arguments with a repeated member: %v, want them left to the function", err)
+	}
+}
+
+// End to end: a NOT_FOUND whose retry entry carries its data twice is not
+// taken as guidance at all (neither its "allowed": true nor its "false"),
+// and a 404 is not retried; a request that names its call twice runs
+// neither function.
+func TestDocumentMemberGivenTwiceEndToEnd(t *testing.T) {
+	srv, n := hostile(t, func(_ int, w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusNotFound)
+		_, _ = io.WriteString(w, `{"protocol":`+protocolJSON+`,"id":"req_x","result":null,"errors":[{"code":"NOT_FOUND","message":"m"}],`+
+			`"extensions":[{"urn":"urn:forrst:ext:retry","data":{"allowed":false},"Data":{"allowed":true,"strategy":"immediate"}}]}`)
+	})
+	virtual(t, func(t *testing.T, hc *http.Client, _ *stamps) {
+		err := (&forrst.Client{URL: srv.URL, HTTPClient: hc}).Call(context.Background(), "f", nil, nil)
+		var he *forrst.HTTPError
+		if !errors.As(err, &he) || !errors.Is(err, forrst.ErrInvalid) || n.Load() != 1 {
+			t.Errorf("err %v after %d requests; want one, refused as an invalid document", err, n.Load())
+		}
+	})
+
+	var runs atomic.Int32
+	var s forrst.Server
+	for _, name := range []string{"report", "delete"} {
+		s.Register(name, func(context.Context, json.RawMessage) (any, error) {
+			runs.Add(1)
+			return true, nil
+		})
+	}
+	srv = newServer(t, &s)
+	r := post(t, srv.URL, `{"protocol":`+protocolJSON+`,"id":"r","call":{"function":"report"},"Call":{"function":"delete"}}`)
+	if r.code() != "INVALID_REQUEST" || runs.Load() != 0 {
+		t.Errorf("answer %s after %d runs; want INVALID_REQUEST and none", r.Body, runs.Load())
+	}
 }
