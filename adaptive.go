@@ -1,8 +1,6 @@
 package retry
 
 import (
-	"context"
-	"errors"
 	"math"
 	"math/rand/v2"
 	"sync"
@@ -89,18 +87,25 @@ type AdaptiveOptions struct {
 // the attempts sent and those the service accepted; when attempts exceed
 // twice the accepts (and number at least 10: a window of a few attempts
 // says too little), a retry is refused with probability
-// (attempts − 2·accepts)/(attempts + 1). The counts are kept for the
-// strategy as a whole too: a scope whose own window does not show it
-// healthy (10 attempts or more, half of them accepted) must pass those as
-// well, so that a failing service reached under many scope names (one per
-// host, say) cannot collect a fresh allowance under each, while a healthy
-// service that shares the strategy with a failing one keeps its retries.
+// (attempts − 2·accepts)/(attempts + 1). The counts are kept across
+// scopes too, of every scope whose own window does not show it healthy
+// (10 attempts or more, half of them accepted), and such a scope must pass
+// those as well, so that a failing service reached under many scope names
+// (one per host, say) cannot collect a fresh allowance under each, nor
+// borrow one from the successes of a healthy service beside it, while a
+// healthy service that shares the strategy with a failing one keeps its
+// retries.
 //
 // What counts. An answer that blames the client (gRPC NOT_FOUND, an HTTP
 // 404, a Forrst client error) shows a service at work: it counts as an
 // accepted attempt and ends the streak. A throttle and a timeout count as
-// failures. The caller's own cancellation, or its own deadline, counts as
-// nothing: it says nothing about the service.
+// failures, and so does a client fault the service said may be retried
+// (Info.Allowed, a 413 with a Retry-After): it did not take the request.
+// The caller's own cancellation, or its own deadline, counts as nothing:
+// it says nothing about the service. A deadline of the attempt's own
+// (AttemptTimeout, an http.Client's Timeout, a context.WithTimeout inside
+// the operation), met while the caller still waits, is the service's
+// timeout, however the operation marked it: Do tells the strategy so.
 //
 // Latency. About every 100 ms (every attempt, for a client that sends less
 // often), an attempt is timed, and the scope keeps the latest latency and
@@ -140,8 +145,9 @@ type AdaptiveOptions struct {
 // is refused instead (the client already sends more than the service
 // accepts, and first attempts have the better claim to what it does); and
 // once no throttle has been heard for twice the curve's recovery time (at
-// least 2 s) the limiter stops limiting, where the AWS SDKs' limiter, once
-// throttled, limits for the life of the client.
+// least 2 s) the limiter stops limiting, as the next attempt or answer
+// finds, where the AWS SDKs' limiter, once throttled, limits for the life
+// of the client.
 //
 // The service's explicit permission (Info.Allowed: a Retry-After, Forrst
 // retry guidance "allowed": true, a gRPC pushback) is honoured: it lifts
@@ -165,8 +171,9 @@ type AdaptiveOptions struct {
 // The first attempt is never refused, only delayed by the limiter. With
 // the defaults there is no token quota (see AdaptiveOptions.StandardOptions);
 // a Budget in the options bounds retries further. The success path reads no
-// clock while the limiter is not limiting and no latency probe is due, and
-// allocates nothing.
+// clock while the limiter is not limiting and no latency probe is due (and,
+// once scopes other than "" are used, but once every ten successes of a
+// scope whose window does not show it healthy), and allocates nothing.
 //
 // An Adaptive is safe for concurrent use; one should be shared by every
 // caller of a service in a process. Its zero value uses the defaults;
@@ -175,7 +182,9 @@ type Adaptive struct {
 	opts   AdaptiveOptions
 	tokens issuer
 	scopes scopes[adaptiveScope, *adaptiveScope]
-	all    outcomes // every scope's, together, once scopes other than "" are used
+	// all counts, together, the attempts of every scope that is not judged
+	// alone, once scopes other than "" are used.
+	all outcomes
 	// scoped is set when a scope other than "" is first used. Until then
 	// the unscoped scope's outcomes are every scope's, and the success path
 	// need not count them twice.
@@ -203,6 +212,12 @@ type adaptiveScope struct {
 	limiter  cubic
 	started  bool         // limiter has its clock
 	streak   atomic.Int64 // failed attempts since the last success
+	// alone: the scope's own window showed it healthy when last read (see
+	// healthy), so that it is judged by that alone and its attempts stay
+	// out of the strategy's counts of every scope, where a healthy
+	// service's successes would vouch for a failing one reached under
+	// other names.
+	alone    atomic.Bool
 	worked   atomic.Int64 // when a retry last succeeded, a reading of the strategy's clock
 	timeouts rolling      // attempts that timed out, over the window
 	latency  latency      // of successful attempts, probed
@@ -238,6 +253,7 @@ func (sc *adaptiveScope) inherit(old any) {
 	o.mu.Unlock()
 	sc.limiting.Store(o.limiting.Load())
 	sc.streak.Store(o.streak.Load())
+	sc.alone.Store(o.alone.Load())
 	sc.worked.Store(o.worked.Load())
 	for i := range rollingSlots {
 		sc.timeouts.slots[i].Store(o.timeouts.slots[i].Load())
@@ -304,7 +320,17 @@ func (a *Adaptive) firstSucceeded(sc *adaptiveScope) {
 		sc.outcomes.count(a.now(), a.window())
 	}
 	sc.latency.succeeded(uint32(total))
-	if a.scoped.Load() && full(a.all.success()) {
+	if !a.scoped.Load() || sc.alone.Load() {
+		return
+	}
+	if uint32(total>>32)%minEvidence == 0 && sc.judge(sc.outcomes.count(a.now(), a.window())) {
+		// Every minEvidence attempts, a scope not judged alone is judged
+		// again without waiting for a probe, whose stride of successes
+		// (a hundred, for a scope that succeeds a thousand times a
+		// second) would count towards every scope's.
+		return
+	}
+	if full(a.all.success()) {
 		a.all.count(a.now(), a.window())
 	}
 }
@@ -321,8 +347,7 @@ func (a *Adaptive) begin(scope string) state {
 		st.started = a.now()
 	}
 	if sc.limiting.Load() {
-		st.delay = a.reserve(sc)
-		st.limited = true
+		st.delay, st.limited = a.reserve(sc)
 	}
 	return st
 }
@@ -411,7 +436,9 @@ func (a *Adaptive) next(st state, err error) (state, error) {
 	case refused != nil:
 		return st, refused
 	case e.kind != failed:
-		// A Safe answer of a client fault, or a Safe context error: the
+		// A Safe answer of a client fault the service did not ask to have
+		// retried, or a Safe error of the caller's own context (which Do
+		// does not retry, but a loop of its own may ask about): the
 		// service is not failing, so its signals have nothing to refuse.
 	case info.Timeout && !a.opts.RetryTimeouts && !info.Allowed && a.overloaded(sc, e, now):
 		return st, errTimeoutNotRetried
@@ -433,8 +460,8 @@ func (a *Adaptive) next(st state, err error) (state, error) {
 	}
 	st.limited = false
 	if sc.limiting.Load() {
-		wait := a.reserve(sc)
-		if wait >= orDuration(a.opts.MaxWait, DefaultAdaptiveMaxWait) && e.attempts >= minEvidence {
+		wait, limited := a.reserve(sc)
+		if limited && wait >= orDuration(a.opts.MaxWait, DefaultAdaptiveMaxWait) && e.attempts >= minEvidence {
 			// The client already sends more than the throttled rate
 			// allows: a retry would only add to the queue of attempts.
 			// (A client with a handful of attempts has no rate to speak
@@ -443,7 +470,7 @@ func (a *Adaptive) next(st state, err error) (state, error) {
 			return st, errLimited
 		}
 		delay = max(delay, wait)
-		st.limited = true
+		st.limited = limited
 	}
 	st.retries++
 	st.delay, st.cost = delay, cost
@@ -474,7 +501,7 @@ type evidence struct {
 	timeouts          float64 // attempts in the scope's window that timed out
 	allAttempts       float64 // every scope's window, while other scopes exist
 	allAccepts        float64
-	all               bool // other scopes exist: the all-scope counts apply
+	all               bool // other scopes exist and this one is not judged alone: the all-scope counts apply
 }
 
 // observe counts a failed attempt in sc's signals as what it says about
@@ -484,16 +511,21 @@ type evidence struct {
 // client error) shows a service at work: it counts as an accepted attempt
 // and ends the scope's failure streak, or a scope where most calls look
 // things up that are not there would have its retries refused. A throttle
-// is no such answer, nor is a timeout: both are the service's load. The
-// caller's own cancellation, or its own deadline, counts as nothing.
+// is no such answer, nor is a timeout: both are the service's load. Nor is
+// a client fault the service gave its permission to retry (Info.Allowed:
+// a 413 with a Retry-After, Forrst guidance "allowed": true): the service
+// asks for the request again, it did not take it, and counted as accepted
+// its answer would lift the streak and client-side throttling that the
+// permission never lifts. The caller's own cancellation, or its own
+// deadline, counts as nothing.
 func (a *Adaptive) observe(sc *adaptiveScope, now int64, info Info, err error) evidence {
 	var e evidence
 	w := a.window()
 	switch {
-	case info.Fault == FaultClient && !info.Throttle && !info.Timeout && !callerGaveUp(err):
+	case info.Fault == FaultClient && !info.Throttle && !info.Timeout && !info.Allowed && !callerGaveUp(err):
 		e.kind = accepted
 		e.attempts, e.accepts = sc.outcomes.accept(now, w)
-		if e.all = a.scoped.Load(); e.all {
+		if e.all = a.scoped.Load() && !sc.judge(e.attempts, e.accepts); e.all {
 			e.allAttempts, e.allAccepts = a.all.accept(now, w)
 		}
 		if sc.streak.Load() != 0 {
@@ -504,7 +536,7 @@ func (a *Adaptive) observe(sc *adaptiveScope, now int64, info Info, err error) e
 		return e
 	default:
 		e.attempts, e.accepts = sc.outcomes.failure(now, w)
-		if e.all = a.scoped.Load(); e.all {
+		if e.all = a.scoped.Load() && !sc.judge(e.attempts, e.accepts); e.all {
 			e.allAttempts, e.allAccepts = a.all.failure(now, w)
 		}
 		e.streak = sc.streak.Add(1)
@@ -521,9 +553,17 @@ func (a *Adaptive) observe(sc *adaptiveScope, now int64, info Info, err error) e
 }
 
 // callerGaveUp reports whether err is a context's error that no one
-// classified otherwise: the caller cancelled, or its deadline passed.
+// classified otherwise: the caller cancelled, or its deadline passed. An
+// attempt that timed out while the caller waited (AttemptTimeout, or a
+// deadline of the operation's own, which Do's loop marks: see timing) is
+// no such error: the service did not answer in time.
 func callerGaveUp(err error) bool {
-	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+	budget := maxVisits
+	if holds(err, &budget, func(err error) bool { _, ok := err.(*attemptTimeoutError); return ok }) {
+		return false
+	}
+	budget = maxVisits
+	return isContextError(err, &budget)
 }
 
 // overloaded reports whether sc's evidence fails to show that a timeout
@@ -542,12 +582,14 @@ func (a *Adaptive) overloaded(sc *adaptiveScope, e evidence, now int64) bool {
 // throttledClient reports whether client-side throttling refuses a retry,
 // and sets e.all when it is the every-scope counts that do. Those apply
 // only to a scope that shows no health of its own (too few attempts to
-// judge, or too few accepted): a failing service reached under many scope
-// names cannot collect a fresh allowance under each, and yet one failing
-// service does not starve another, healthy one that shares the strategy.
+// judge, or too few accepted; observe set e.all for no other), and count
+// only such scopes: a failing service reached under many scope names
+// cannot collect a fresh allowance under each, nor borrow one from the
+// successes of a healthy service beside it, and yet one failing service
+// does not starve another, healthy one that shares the strategy.
 func (a *Adaptive) throttledClient(e *evidence) bool {
 	reject := a.rejection(e.attempts, e.accepts)
-	if e.all && reject == 0 && !(e.attempts >= minEvidence && e.accepts*2 >= e.attempts) {
+	if e.all && reject == 0 {
 		reject = a.rejection(e.allAttempts, e.allAccepts)
 	} else {
 		e.all = false
@@ -569,6 +611,23 @@ func (a *Adaptive) streakTooLong(sc *adaptiveScope, streak int64, info Info, now
 		limit = 2*limit + 2 // retries are working: a brownout, not an outage
 	}
 	return streak >= limit
+}
+
+// healthy reports whether a window of a scope's attempts and accepts shows
+// it healthy on its own: minEvidence attempts or more, half of them
+// accepted.
+func healthy(attempts, accepts float64) bool {
+	return attempts >= minEvidence && accepts*2 >= attempts
+}
+
+// judge records whether sc's window, attempts and accepts, shows it
+// healthy on its own, and reports it.
+func (sc *adaptiveScope) judge(attempts, accepts float64) bool {
+	h := healthy(attempts, accepts)
+	if sc.alone.Load() != h {
+		sc.alone.Store(h)
+	}
+	return h
 }
 
 // rejection is the client-side throttling probability of the Google SRE
@@ -621,7 +680,13 @@ func (a *Adaptive) succeed(bucket Quota, retries, cost int, started int64) {
 	if started != 0 {
 		// After the success is counted: the probe's own attempt is then
 		// behind the mark that measures what the client sends next.
-		sc.latency.record(started, a.now(), sc.outcomes.total.Load(), a.window())
+		now := a.now()
+		sc.latency.record(started, now, sc.outcomes.total.Load(), a.window())
+		if a.scoped.Load() {
+			// A scope that only succeeds consults its window at no
+			// failure: the probes keep its judgement current.
+			sc.judge(sc.outcomes.count(now, a.window()))
+		}
 	}
 	if sc.limiting.Load() {
 		a.tell(sc, a.now(), false)
@@ -681,30 +746,48 @@ func (a *Adaptive) tell(sc *adaptiveScope, now int64, throttled bool) {
 	switch {
 	case sc.limiter.enabled && !sc.limiting.Load():
 		sc.limiting.Store(true)
-	case !throttled && sc.limiter.settled(t, quietSeconds):
+	case !throttled:
+		settle(sc, t)
+	}
+}
+
+// settle stops sc's limiter at t, a reading in seconds, if the throttling
+// has been over long enough, and reports whether it is off. Callers hold
+// sc.mu.
+func settle(sc *adaptiveScope, t float64) bool {
+	if sc.limiter.settled(t, quietSeconds) {
 		sc.limiter.enabled = false
 		sc.limiting.Store(false)
 	}
+	return !sc.limiter.enabled
 }
 
 // quietSeconds is the least time without a throttle after which the
 // limiter stops limiting.
 const quietSeconds = 2
 
-// reserve takes a limiter token for an attempt now and returns its wait.
-func (a *Adaptive) reserve(sc *adaptiveScope) time.Duration {
+// reserve takes a limiter token for an attempt now and returns its wait,
+// and false if the limiter has stopped limiting instead: the throttling
+// has been over long enough, and no answer since has said so (a client
+// quiet since it was throttled would otherwise find it still limiting,
+// and its next burst would wait).
+func (a *Adaptive) reserve(sc *adaptiveScope) (time.Duration, bool) {
 	t := seconds(a.now())
 	limit := orDuration(a.opts.MaxWait, DefaultAdaptiveMaxWait)
 	sc.mu.Lock()
 	a.startLimiter(sc, t)
+	if settle(sc, t) {
+		sc.mu.Unlock()
+		return 0, false
+	}
 	wait := sc.limiter.reserve(t, limit.Seconds()) * float64(time.Second)
 	sc.mu.Unlock()
 	if wait >= float64(limit) {
 		// float64(limit) may round up past the largest Duration, and a
 		// conversion that overflows gives a negative one.
-		return limit
+		return limit, true
 	}
-	return time.Duration(wait)
+	return time.Duration(wait), true
 }
 
 func (a *Adaptive) startLimiter(sc *adaptiveScope, t float64) {

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -767,5 +769,186 @@ func TestDoAndDoValueTellTheLimiterAlike(t *testing.T) {
 	}
 	if limiting["Do"] || limiting["DoValue"] {
 		t.Fatalf("still limiting after a success a minute past the throttle: Do %v, DoValue %v", limiting["Do"], limiting["DoValue"])
+	}
+}
+
+// TestAdaptiveAttemptDeadlineIsTheServicesTimeout: an attempt that ends
+// with a deadline of its own while the caller's context is still alive (a
+// context.WithTimeout inside op, retry.AttemptTimeout) is a service that
+// did not answer in time, even when op marks it Transient: against a
+// black-holed service the timeout rule and the streak stop the retries,
+// where every request used to get both of its own.
+func TestAdaptiveAttemptDeadlineIsTheServicesTimeout(t *testing.T) {
+	blackHole := func(ctx context.Context) error { <-ctx.Done(); return Transient(ctx.Err()) }
+	for _, tc := range []struct {
+		name string
+		op   func(context.Context) error
+		opts []Option
+	}{
+		{"context.WithTimeout in op", func(ctx context.Context) error {
+			ctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+			defer cancel()
+			return blackHole(ctx)
+		}, nil},
+		{"AttemptTimeout", blackHole, []Option{AttemptTimeout(20 * time.Millisecond)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				a := NewAdaptive(AdaptiveOptions{})
+				attempts := 0
+				op := func(ctx context.Context) error { attempts++; return tc.op(ctx) }
+				for range 100 { // a request a second
+					if err := Do(context.Background(), a, op, tc.opts...); err == nil {
+						t.Fatal("a black-holed service answered")
+					}
+					time.Sleep(time.Second)
+				}
+				if retries := attempts - 100; retries > 2 {
+					t.Fatalf("%d retries of 100 requests to a service that never answers, want at most the streak's 2", retries)
+				}
+			})
+		})
+	}
+}
+
+// TestAdaptiveClientTimeoutIsTheServicesTimeout: the same through an
+// http.Client with a Timeout, against a loopback server that never
+// answers: the client's timeout is the attempt's, not the caller's.
+func TestAdaptiveClientTimeoutIsTheServicesTimeout(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }))
+	defer srv.Close()
+	c := &http.Client{Timeout: 20 * time.Millisecond}
+	defer c.CloseIdleConnections()
+	a := NewAdaptive(AdaptiveOptions{})
+	attempts := 0
+	for range 20 {
+		err := Do(context.Background(), a, func(ctx context.Context) error {
+			attempts++
+			req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL, nil)
+			resp, err := c.Do(req)
+			if err != nil {
+				return Transient(err)
+			}
+			return resp.Body.Close()
+		})
+		if err == nil {
+			t.Fatal("a server that never answers answered")
+		}
+	}
+	if retries := attempts - 20; retries > 2 {
+		t.Fatalf("%d retries of 20 requests with http.Client.Timeout to a server that never answers, want at most the streak's 2", retries)
+	}
+}
+
+// TestAdaptiveCallersDeadlineCountsAsNothing: the caller's own deadline,
+// passed while the service was working on the attempt, builds no streak:
+// a server failure after a run of them is still retried.
+func TestAdaptiveCallersDeadlineCountsAsNothing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := NewAdaptive(AdaptiveOptions{})
+		for range 5 {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+			_ = Do(ctx, a, func(ctx context.Context) error { <-ctx.Done(); return Transient(ctx.Err()) })
+			cancel()
+		}
+		attempts := 0
+		err := Do(context.Background(), a, func(context.Context) error {
+			if attempts++; attempts == 1 {
+				return errAdaptive503
+			}
+			return nil
+		})
+		if err != nil || attempts != 2 {
+			t.Fatalf("a 503 after five deadlines of the caller's: %v after %d attempts, want a retry that succeeds", err, attempts)
+		}
+	})
+}
+
+// TestAdaptivePermissionKeepsTheStreakAndThrottling: a server's permission
+// (Info.Allowed, as httpretry gives a 413 with Retry-After: 0 and forrst a
+// client error with "allowed": true) on a client fault does not make the
+// answer an accepted one: the streak, and with it off client-side
+// throttling, still stop the retries of a server that answers every
+// request so.
+func TestAdaptivePermissionKeepsTheStreakAndThrottling(t *testing.T) {
+	tooLarge := WithInfo(errors.New("413 Content Too Large, Retry-After: 0"), Info{Safety: Safe, Fault: FaultClient, Allowed: true})
+	for _, tc := range []struct {
+		name string
+		opts AdaptiveOptions
+		max  int
+	}{
+		{"streak", AdaptiveOptions{}, 2},
+		{"client-side throttling", AdaptiveOptions{Streak: -1, Rand: alwaysRefuse}, minEvidence},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				a := NewAdaptive(tc.opts)
+				attempts := 0
+				for range 50 {
+					_ = Do(context.Background(), a, func(context.Context) error { attempts++; return tooLarge })
+					time.Sleep(100 * time.Millisecond)
+				}
+				if retries := attempts - 50; retries > tc.max {
+					t.Fatalf("%d retries of 50 requests answered 413 with the server's permission, want at most %d", retries, tc.max)
+				}
+			})
+		})
+	}
+}
+
+// TestAdaptiveHealthyScopeDoesNotHideAFailingOne: the strategy-wide counts
+// that judge scopes without a window of their own are not diluted by a
+// healthy scope's successes: a failing service reached under ever-new host
+// names, beside a busy healthy one, does not collect a retry under each;
+// the healthy scope keeps its own.
+func TestAdaptiveHealthyScopeDoesNotHideAFailingOne(t *testing.T) {
+	clock := newHandClock()
+	a := NewAdaptive(AdaptiveOptions{Now: clock.Now, Rand: func() float64 { return 0.5 }})
+	granted, failures := 0, 0
+	for i := range 20_000 { // 1,000 successes a second, 100 failures a second, for 20 s
+		clock.Advance(time.Millisecond)
+		passOnce(t, a, "healthy")
+		if i%10 == 0 {
+			failures++
+			if failOnce(t, a, fmt.Sprint("host", i), errAdaptive503) == nil {
+				granted++
+			}
+		}
+	}
+	if granted > failures/20 {
+		t.Fatalf("%d of %d failures of fresh host names retried beside a healthy scope, want few", granted, failures)
+	}
+	if err := failOnce(t, a, "healthy", errAdaptive503); err != nil {
+		t.Fatalf("the healthy scope's failure: %v, want a retry", err)
+	}
+}
+
+// TestAdaptiveLimiterSettlesWithTime: the limiter stops limiting once the
+// throttling has been over long enough, whether an answer came since or
+// not: an hour after a single throttle, a burst of first attempts waits
+// nothing.
+func TestAdaptiveLimiterSettlesWithTime(t *testing.T) {
+	clock := newHandClock()
+	a := NewAdaptive(AdaptiveOptions{Now: clock.Now, Rand: noRefusal})
+	for range 50 { // 5 requests a second
+		passOnce(t, a, "api")
+		clock.Advance(200 * time.Millisecond)
+	}
+	_ = failOnce(t, a, "api", errAdaptive429)
+	if _, limiting := a.Rate("api"); !limiting {
+		t.Fatal("the throttle did not start the limiter")
+	}
+	clock.Advance(time.Hour)
+	waited := 0
+	for range 20 {
+		if tok, _ := a.AcquireInitialToken("api"); tok.Delay() > 0 {
+			waited++
+		}
+	}
+	if waited > 0 {
+		t.Fatalf("%d of 20 first attempts wait an hour after the only throttle, want none", waited)
+	}
+	if _, limiting := a.Rate("api"); limiting {
+		t.Fatal("still limiting an hour after the only throttle")
 	}
 }

@@ -125,7 +125,8 @@ func (s BreakerState) String() string {
 //
 // What counts is read from the same classification as retries (Classify).
 // An attempt that failed for the service's fault counts as a failure: a
-// server fault (Info.Fault == FaultServer), a timeout, or a retryable
+// server fault (Info.Fault == FaultServer), a timeout (an attempt's own
+// deadline, met while its caller waits, is one), or a retryable
 // failure nobody blamed on either side, such as a connection that could
 // not be made or an error marked Transient. A success counts as a success.
 // An answer that blames the client (an HTTP 404) shows a service at work, a

@@ -154,10 +154,17 @@ func TestBreakerNeitherCounts(t *testing.T) {
 		"server throttle": func() error {
 			return k.call("", WithInfo(errors.New("503 slow down"), Info{Safety: Safe, Throttle: true, Fault: FaultServer}))
 		},
-		"unclassified":        func() error { return k.call("", errors.New("boom")) },
-		"permanent":           func() error { return k.call("", Permanent(errors.New("bad request"))) },
-		"context.Canceled":    func() error { return k.call("", context.Canceled) },
-		"deadline of its own": func() error { return k.call("", fmt.Errorf("wrapped: %w", context.DeadlineExceeded)) },
+		"unclassified":     func() error { return k.call("", errors.New("boom")) },
+		"permanent":        func() error { return k.call("", Permanent(errors.New("bad request"))) },
+		"context.Canceled": func() error { return k.call("", context.Canceled) },
+		"caller's deadline during the attempt": func() error {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
+			defer cancel()
+			return Do(ctx, &No{}, func(ctx context.Context) error {
+				<-ctx.Done()
+				return Transient(fmt.Errorf("wrapped: %w", ctx.Err()))
+			}, WithBreaker(k.b))
+		},
 		"caller cancelled during the attempt": func() error {
 			ctx, cancel := context.WithCancel(context.Background())
 			return Do(ctx, &No{}, func(context.Context) error {
@@ -187,6 +194,20 @@ func TestBreakerNeitherCounts(t *testing.T) {
 	k.want("", BreakerOpen)
 }
 
+// TestBreakerAttemptsOwnDeadlineFails: an attempt that ends with a
+// deadline of its own while the caller waits (a context.WithTimeout inside
+// the operation) is a timeout, a failure, however the operation marked it:
+// a service that never answers opens the circuit.
+func TestBreakerAttemptsOwnDeadlineFails(t *testing.T) {
+	for _, mark := range []func(error) error{func(err error) error { return err }, Transient} {
+		k := newBrk(t, BreakerOptions{MinAttempts: 4})
+		for range 4 {
+			_ = k.call("", mark(fmt.Errorf("wrapped: %w", context.DeadlineExceeded)))
+		}
+		k.want("", BreakerOpen)
+	}
+}
+
 // TestBreakerVerdict: how a failed attempt is judged.
 func TestBreakerVerdict(t *testing.T) {
 	ctx := context.Background()
@@ -202,7 +223,10 @@ func TestBreakerVerdict(t *testing.T) {
 		{"server fault", ctx, errBrk500, failedAttempt},
 		{"unsafe server fault", ctx, WithInfo(errBrk500, Info{Safety: Unsafe, Fault: FaultServer}), failedAttempt},
 		{"timeout", ctx, errBrkTimeout, failedAttempt},
-		{"attempt timeout", ctx, &attemptTimeoutError{context.DeadlineExceeded}, failedAttempt},
+		{"attempt timeout", ctx, &attemptTimeoutError{err: context.DeadlineExceeded}, failedAttempt},
+		{"attempt timeout, marked Transient", ctx, &attemptTimeoutError{err: Transient(context.DeadlineExceeded)}, failedAttempt},
+		{"the attempt's own deadline, marked Transient", ctx, &attemptTimeoutError{err: Transient(context.DeadlineExceeded), own: true}, failedAttempt},
+		{"the caller's deadline, marked Transient", ctx, Transient(context.DeadlineExceeded), neither},
 		{"refused connection", ctx, dial, failedAttempt},
 		{"transient", ctx, Transient(errors.New("x")), failedAttempt},
 		{"client fault", ctx, errBrk404, neither},

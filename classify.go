@@ -260,13 +260,31 @@ func find(err error, budget *int) (Info, bool) {
 // isContextError reports whether err's chain holds context.Canceled or
 // context.DeadlineExceeded. It is errors.Is with a bounded walk.
 func isContextError(err error, budget *int) bool {
+	return holds(err, budget, func(err error) bool { return is(err, context.Canceled) || is(err, context.DeadlineExceeded) })
+}
+
+// isDeadline reports whether err's chain, within maxVisits errors, holds
+// context.DeadlineExceeded.
+func isDeadline(err error) bool {
+	budget := maxVisits
+	return holds(err, &budget, func(err error) bool { return is(err, context.DeadlineExceeded) })
+}
+
+// is reports whether err itself, not its chain, is target.
+func is(err, target error) bool {
+	if err == target {
+		return true
+	}
+	x, ok := err.(interface{ Is(error) bool })
+	return ok && x.Is(target)
+}
+
+// holds reports whether match holds for an error of err's chain, visiting
+// at most *budget errors: errors.Is and errors.As with a bounded walk.
+func holds(err error, budget *int, match func(error) bool) bool {
 	for err != nil && *budget > 0 {
 		*budget--
-		if err == context.Canceled || err == context.DeadlineExceeded {
-			return true
-		}
-		if x, ok := err.(interface{ Is(error) bool }); ok &&
-			(x.Is(context.Canceled) || x.Is(context.DeadlineExceeded)) {
+		if match(err) {
 			return true
 		}
 		switch u := err.(type) {
@@ -274,7 +292,7 @@ func isContextError(err error, budget *int) bool {
 			err = u.Unwrap()
 		case interface{ Unwrap() []error }:
 			for _, e := range u.Unwrap() {
-				if isContextError(e, budget) {
+				if holds(e, budget, match) {
 					return true
 				}
 			}

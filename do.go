@@ -20,7 +20,9 @@ var errNilStrategy = &refusal{ErrMaxAttempts, "no strategy (nil), so one attempt
 //   - After a failure it asks s to refresh the token; a refusal ends the loop.
 //     After a success it records the success with s.
 //   - It stops as soon as ctx is done, and never retries when the caller's own
-//     context was cancelled or its deadline passed.
+//     context was cancelled or its deadline passed. An attempt that ends with
+//     a deadline of its own (AttemptTimeout, an http.Client's Timeout) while
+//     ctx is alive is a timeout to s and to a Breaker, however op marked it.
 //
 // The returned *Error wraps op's last error and the reason retrying stopped,
 // so errors.Is and errors.As reach both, and reports the attempts made. The
@@ -321,7 +323,7 @@ func run[T any](ctx context.Context, s Strategy, op func(context.Context) (T, er
 			c.succeeded(ctx, 1)
 			return v, d.timer, nil
 		}
-		at.failed(ctx, p, timing(opErr, timedOut))
+		at.failed(ctx, p, timing(ctx, opErr, timedOut))
 		c.attemptFailed(ctx, 1, opErr)
 		if cerr := ctx.Err(); cerr != nil {
 			return v, d.timer, c.giveUp(ctx, 1, opErr, cerr) // the caller gave up, as in the loop
@@ -372,7 +374,7 @@ func run[T any](ctx context.Context, s Strategy, op func(context.Context) (T, er
 		// attempt, if the operation's own error says nothing about retrying.
 		opErr = judged(opErr, left)
 		lastErr = opErr
-		classified := timing(opErr, timedOut)
+		classified := timing(ctx, opErr, timedOut)
 		at.failed(ctx, p, classified)
 		c.attemptFailed(ctx, attempt, opErr)
 		if err := ctx.Err(); err != nil {
@@ -442,10 +444,17 @@ func (c *config) firstPass(brk breakerAt) (breakerAt, pass) {
 }
 
 // timing returns err as the strategy and the breaker judge it: classified
-// as a timeout if the attempt was cut short by AttemptTimeout.
-func timing(err error, timedOut bool) error {
-	if timedOut {
-		return &attemptTimeoutError{err}
+// as a timeout if the attempt was cut short by AttemptTimeout, or if it
+// ended with a deadline of its own (an http.Client's Timeout, a
+// context.WithTimeout inside op) while ctx, the caller's, was alive. Such
+// a deadline is the service not answering in time, however op marked it;
+// only the caller's own deadline says nothing about the service.
+func timing(ctx context.Context, err error, timedOut bool) error {
+	switch {
+	case timedOut:
+		return &attemptTimeoutError{err: err}
+	case ctx.Err() == nil && isDeadline(err):
+		return &attemptTimeoutError{err: err, own: true}
 	}
 	return err
 }
@@ -694,21 +703,32 @@ func (c *config) giveUp(ctx context.Context, attempts int, last, reason error) *
 	return e
 }
 
-// attemptTimeoutError classifies an attempt cut short by AttemptTimeout.
-type attemptTimeoutError struct{ err error }
+// attemptTimeoutError classifies an attempt that timed out while its
+// caller waited: cut short by AttemptTimeout or, own, ended by a deadline
+// of the operation's own (see timing).
+type attemptTimeoutError struct {
+	err error
+	own bool
+}
 
 func (e *attemptTimeoutError) Error() string { return "retry: attempt timed out: " + e.err.Error() }
 func (e *attemptTimeoutError) Unwrap() error { return e.err }
 
 // RetryInfo keeps the operation's own classification, if it has one, and
-// otherwise calls the attempt a server timeout: the service did not answer in
-// the time the caller allowed.
+// otherwise calls an attempt AttemptTimeout cut short a server timeout: the
+// service did not answer in the time the caller allowed. Either way it is a
+// timeout. An operation's own deadline keeps what Classify says of it, so
+// that only the counting changes, not what may be retried: unmarked, a
+// context's error is not retried (whether the request took effect is
+// unknown).
 func (e *attemptTimeoutError) RetryInfo() Info {
 	budget := maxVisits
 	info, ok := find(e.err, &budget)
 	switch {
 	case budget == cutShort:
 		info.Safety = Unsafe // as Classify: what the walk did not see may be Permanent
+	case !ok && e.own:
+		info = Classify(e.err)
 	case !ok:
 		info = Info{Fault: FaultServer}
 	}

@@ -182,15 +182,17 @@ func TestAdaptiveLongHealthBeforeAFailure(t *testing.T) {
 }
 
 // TestAdaptiveLongHealthBeforeAFailureAcrossScopes: the same across scopes:
-// an hour of successes under ten host names, then failures each under a
-// host name never seen (each new scope has no evidence of its own), meet
-// the strategy-wide throttling within about a second.
+// an hour of successes under a thousand host names (each used too seldom
+// to be judged by its own window, so that they count towards every
+// scope's), then failures each under a host name never seen (each new
+// scope has no evidence of its own), meet the strategy-wide throttling
+// within about a second.
 func TestAdaptiveLongHealthBeforeAFailureAcrossScopes(t *testing.T) {
 	clock := newHandClock()
 	a := NewAdaptive(AdaptiveOptions{Streak: -1, Now: clock.Now, Rand: alwaysRefuse})
 	for i := range 36_000 {
 		clock.Advance(100 * time.Millisecond)
-		passOnce(t, a, fmt.Sprint("h", i%10))
+		passOnce(t, a, fmt.Sprint("h", i%1000))
 	}
 	refused := -1
 	for i := range 1000 {
