@@ -269,3 +269,29 @@ func TestAllowedTimeoutIsRetriedWhereOthersAreNot(t *testing.T) {
 		}
 	})
 }
+
+// End to end with the zero-value Transport and its own retry.Adaptive: a
+// server that answers every GET with 413 and Retry-After: 0 (413 is one of
+// the RetryAfterStatuses) gives its permission to retry each one, and the
+// permission lifts no failure streak: after the first request's retries,
+// no request is retried. (The answer used to count as accepted, which
+// ended the streak: every request was made three times.)
+func TestZeroConfigPermissionKeepsTheStreak(t *testing.T) {
+	srv := newServer(t, func(_ int, w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Retry-After", "0")
+		http.Error(w, "content too large", http.StatusRequestEntityTooLarge)
+	})
+	virtual(t, func(t *testing.T, base *http.Transport) {
+		tr := &Transport{Base: base}
+		for i := range 50 {
+			resp, err, _ := send(t, tr, context.Background(), "GET", srv.URL, nil)
+			if err != nil || resp.StatusCode != http.StatusRequestEntityTooLarge {
+				t.Fatalf("GET %d: %v, %v; want the 413", i+1, resp, err)
+			}
+			discard(resp)
+		}
+		if retries := len(srv.requests()) - 50; retries > 2 {
+			t.Fatalf("%d retries of 50 GETs answered 413 with Retry-After: 0, want at most the streak's 2", retries)
+		}
+	})
+}
