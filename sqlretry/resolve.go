@@ -103,7 +103,12 @@ func commitReadingID(ctx context.Context, pc *pgconn.PgConn, end func() error) (
 	p.SendQueryParams("COMMIT", nil, nil, nil, nil)
 	p.SendPipelineSync()
 	err = p.Flush()
-	if err == nil {
+	if err != nil {
+		// Nothing of the write reached the server (a connection it had
+		// closed): COMMIT was not sent, so the transaction did not commit,
+		// which read with no id says.
+		read = unsent(err)
+	} else {
 		xid, read, err = readID(p)
 	}
 	if err == nil {
@@ -156,6 +161,13 @@ func readID(p *pgconn.Pipeline) (xid uint64, read bool, err error) {
 	}
 	xid, err = strconv.ParseUint(string(r.Rows[0][0]), 10, 64)
 	return xid, err == nil, err
+}
+
+// unsent reports whether pgconn says that nothing of the request that failed
+// with err was sent.
+func unsent(err error) bool {
+	var u interface{ SafeToRetry() bool }
+	return errors.As(err, &u) && u.SafeToRetry()
 }
 
 func isPgError(err error) bool {

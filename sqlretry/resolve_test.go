@@ -2,13 +2,22 @@ package sqlretry_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/retrykit/retry"
 	"github.com/retrykit/retry/sqlretry"
 )
@@ -337,4 +346,209 @@ func TestAmbiguousResultAtCommitIsInDoubt(t *testing.T) {
 			t.Fatalf("err %v: want the 40003 under it", err)
 		}
 	})
+}
+
+// countingConn counts the writes to a connection: each is one request that
+// waits for its answer, a round trip.
+type countingConn struct {
+	net.Conn
+	writes *atomic.Int64
+}
+
+func (c countingConn) Write(b []byte) (int, error) {
+	c.writes.Add(1)
+	return c.Conn.Write(b)
+}
+
+// The transaction's id is read in the same write as its COMMIT: a short
+// transaction (BEGIN, one statement, COMMIT) makes three writes, as it did
+// before the id was read, through Tx and PgxTx alike; its connection is
+// kept (one backend for every call) and COMMIT is sent once (no warning of
+// a COMMIT or ROLLBACK outside a transaction, which the driver's own
+// Commit after the pipeline's would cause).
+func TestIDReadCostsNoRoundTrip(t *testing.T) {
+	needServer(t)
+	var writes atomic.Int64
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+		return countingConn{c, &writes}, err
+	}
+	var notices atomic.Int64
+	cfg.OnNotice = func(*pgconn.PgConn, *pgconn.Notice) { notices.Add(1) }
+	db := stdlib.OpenDB(*cfg)
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	conn, err := pgx.ConnectConfig(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	exec(t, "DROP TABLE IF EXISTS id_read_cost", "CREATE TABLE id_read_cost (k int)")
+	backends := map[int64]bool{}
+	for _, r := range []struct {
+		name string
+		run  func(ctx context.Context) error
+	}{
+		{"Tx", func(ctx context.Context) error {
+			return sqlretry.Tx(ctx, db, func(ctx context.Context, tx *sql.Tx) error {
+				var pid int64
+				err := tx.QueryRowContext(ctx, "INSERT INTO id_read_cost VALUES (1) RETURNING pg_backend_pid()").Scan(&pid)
+				backends[pid] = true
+				return err
+			})
+		}},
+		{"PgxTx", func(ctx context.Context) error {
+			return sqlretry.PgxTx(ctx, conn, func(ctx context.Context, tx pgx.Tx) error {
+				var pid int64
+				err := tx.QueryRow(ctx, "INSERT INTO id_read_cost VALUES (1) RETURNING pg_backend_pid()").Scan(&pid)
+				backends[pid] = true
+				return err
+			})
+		}},
+	} {
+		clear(backends)
+		// The first calls connect, and database/sql pings a connection
+		// on its first reuse (pgx's stdlib: after 1 s idle).
+		for range 2 {
+			if err := r.run(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for range 3 {
+			before := writes.Load()
+			if err := r.run(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			if n := writes.Load() - before; n != 3 {
+				t.Errorf("%s: %d writes for BEGIN, INSERT, COMMIT; want 3", r.name, n)
+			}
+		}
+		if len(backends) != 1 || notices.Load() != 0 {
+			t.Errorf("%s: %d backends, %d notices: want 1, none", r.name, len(backends), notices.Load())
+		}
+	}
+	if n := queryInt(t, "SELECT count(*) FROM id_read_cost"); n != 10 {
+		t.Fatalf("%d rows committed, want 10", n)
+	}
+}
+
+// heavyEnv names the environment variable that runs the long forms of the
+// tests (RETRYKIT_HEAVY=1), as the repository's other heavy tests do.
+const heavyEnv = "RETRYKIT_HEAVY"
+
+// Transfers whose backends are terminated at random points (in fn, in a
+// COMMIT that waits for the synchronous standby with its transaction
+// committed, after the call) through Tx and PgxTx: the sum of the balances
+// never changes, every call that succeeded applied its transfer once, every
+// other call none (an in-doubt one: none or once, as it may). 40 calls, 200
+// with RETRYKIT_HEAVY=1; the log gives the counts by outcome.
+func TestRandomTerminations(t *testing.T) {
+	needSyncStandby(t)
+	endSyncRepWaits(t)
+	calls := 40
+	if os.Getenv(heavyEnv) == "1" {
+		calls = 200
+	}
+	const table = "random_terminations"
+	exec(t, "DROP TABLE IF EXISTS "+table, "DROP TABLE IF EXISTS "+table+"_log",
+		"CREATE TABLE "+table+" (id int PRIMARY KEY, balance int NOT NULL)",
+		"INSERT INTO "+table+" VALUES (1, 1000), (2, 1000)",
+		"CREATE TABLE "+table+"_log (transfer int NOT NULL)")
+	// The calls' own pool and database: a backend killed after its call
+	// ended dies in these, not in the tests' pool, which counts.
+	p, err := pgxpool.New(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	db, err := sql.Open("pgx", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	apis := []api{
+		{name: "Tx", run: func(ctx context.Context, fn func(context.Context, q) error, opts ...sqlretry.Option) error {
+			return sqlretry.Tx(ctx, db, func(ctx context.Context, tx *sql.Tx) error { return fn(ctx, sqlQ{tx}) }, opts...)
+		}},
+		{name: "PgxTx", run: func(ctx context.Context, fn func(context.Context, q) error, opts ...sqlretry.Option) error {
+			return sqlretry.PgxTx(ctx, p, func(ctx context.Context, tx pgx.Tx) error { return fn(ctx, pgxQ{tx}) }, opts...)
+		}},
+	}
+	outcomes := map[string]int{}
+	for id := range calls {
+		a := apis[id%len(apis)]
+		syncRep := rand.IntN(3) == 0
+		pids := make(chan int64, 1)
+		killed := make(chan struct{})
+		go func() {
+			defer close(killed)
+			pid := <-pids
+			time.Sleep(time.Duration(rand.Int64N(int64(4 * time.Millisecond))))
+			_, _ = pool.Exec(context.Background(), "SELECT pg_terminate_backend($1)", pid)
+		}()
+		runs := 0
+		var committed, aborted bool
+		err := a.run(t.Context(), func(ctx context.Context, tx q) error {
+			runs++
+			pid, err := tx.Int(ctx, "SELECT pg_backend_pid()")
+			if err != nil {
+				return err
+			}
+			if runs == 1 {
+				pids <- pid
+				if syncRep {
+					if err := tx.Exec(ctx, "SET LOCAL synchronous_commit = on"); err != nil {
+						return err
+					}
+				}
+			}
+			if err := tx.Exec(ctx, "UPDATE "+table+" SET balance = balance - 1 WHERE id = 1"); err != nil {
+				return err
+			}
+			if err := tx.Exec(ctx, "UPDATE "+table+" SET balance = balance + 1 WHERE id = 2"); err != nil {
+				return err
+			}
+			return tx.Exec(ctx, fmt.Sprintf("INSERT INTO %s_log VALUES (%d)", table, id))
+		}, sqlretry.WithStrategy(&retry.Simple{MaxAttempts: 5, Backoff: retry.Constant(0)}),
+			sqlretry.OnResolved(func(_ context.Context, _ uint64, c bool, _ error) { committed, aborted = c, !c }))
+		if runs == 0 {
+			close(pids) // BEGIN failed every time: nothing to kill
+		}
+		<-killed
+		applied := queryInt(t, "SELECT count(*) FROM "+table+"_log WHERE transfer = $1", id)
+		var outcome string
+		switch {
+		case err == nil && committed:
+			outcome = "succeeded, lost COMMIT resolved committed"
+		case err == nil && aborted:
+			outcome = "succeeded, lost COMMIT resolved aborted and run again"
+		case err == nil && runs > 1:
+			outcome = "succeeded, run again after a failure before COMMIT"
+		case err == nil:
+			outcome = "succeeded in one run"
+		case errors.Is(err, sqlretry.ErrInDoubt):
+			outcome = "in doubt"
+		default:
+			outcome = "failed"
+		}
+		if err != nil {
+			t.Logf("transfer %d (%s): %s: %v", id, a.name, outcome, err)
+		}
+		outcomes[outcome]++
+		if err == nil && applied != 1 || err != nil && !errors.Is(err, sqlretry.ErrInDoubt) && applied != 0 || applied > 1 {
+			t.Errorf("transfer %d (%s, %s, %d runs, err %v): applied %d times", id, a.name, outcome, runs, err, applied)
+		}
+	}
+	if sum := queryInt(t, "SELECT sum(balance) FROM "+table); sum != 2000 {
+		t.Errorf("the balances sum to %d, want 2000", sum)
+	}
+	if moved, logged := 1000-queryInt(t, "SELECT balance FROM "+table+" WHERE id = 1"),
+		queryInt(t, "SELECT count(*) FROM "+table+"_log"); moved != logged {
+		t.Errorf("%d moved, %d transfers logged", moved, logged)
+	}
+	t.Logf("%d calls: %v", calls, outcomes)
 }
