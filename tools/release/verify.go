@@ -20,6 +20,26 @@ type trial struct {
 }
 
 var trials = []trial{
+	{"awsretry", `package main
+
+import (
+	"fmt"
+	"log"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/smithy-go"
+	"github.com/retrykit/retry/awsretry"
+)
+
+func main() {
+	var r aws.RetryerV2 = awsretry.New(awsretry.Options{})
+	info := awsretry.Classify(&smithy.GenericAPIError{Code: "ThrottlingException"})
+	if !info.Throttle || !r.IsErrorRetryable(&smithy.GenericAPIError{Code: "ThrottlingException"}) {
+		log.Fatalf("ThrottlingException: %+v, want a retryable throttle", info)
+	}
+	fmt.Println("ok: awsretry, a Retryer for the AWS SDK; ThrottlingException is a throttle:", info.Throttle)
+}
+`, "ok: awsretry"},
 	{".", `package main
 
 import (
