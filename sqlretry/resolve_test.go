@@ -552,3 +552,25 @@ func TestRandomTerminations(t *testing.T) {
 	}
 	t.Logf("%d calls: %v", calls, outcomes)
 }
+
+// An fn whose one query string commits and then sleeps (UPDATE; COMMIT;
+// SELECT pg_sleep), cut by retry.AttemptTimeout in the sleep, committed
+// its work before the cut: it is not run again, though the connection's
+// last status still said a transaction was open, with a strategy that
+// runs again what it may.
+func TestFnCommittingInAMultiStatementQueryThenCutIsNotRunAgain(t *testing.T) {
+	needServer(t)
+	for _, a := range endRunners(t) {
+		t.Run(a.name, func(t *testing.T) {
+			table := tableFor(t)
+			runs := 0
+			err := a.run(t.Context(), func(ctx context.Context, tx q) error {
+				runs++
+				return tx.Exec(ctx, "INSERT INTO "+table+" VALUES (1); COMMIT; SELECT pg_sleep(5)")
+			}, againAtOnce(), sqlretry.WithRetryOptions(retry.AttemptTimeout(300*time.Millisecond)))
+			if n := queryInt(t, "SELECT count(*) FROM "+table); runs != 1 || n != 1 || err == nil {
+				t.Fatalf("%d runs, %d rows, err %v: want one run, its row, an error", runs, n, err)
+			}
+		})
+	}
+}
