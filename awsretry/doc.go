@@ -1,0 +1,54 @@
+// Package awsretry drives the retries of the AWS SDK for Go v2 with
+// retrykit: a Retryer (aws.RetryerV2) whose every decision is that of a
+// retry.Strategy, a retry.Breaker and this package's classification of the
+// SDK's errors, while the SDK's own loop makes the attempts and waits.
+//
+//	cfg, err := config.LoadDefaultConfig(ctx, config.WithRetryer(func() aws.Retryer {
+//		return awsretry.New(awsretry.Options{})
+//	}))
+//
+// The contract:
+//
+//   - The SDK makes the attempts and sleeps; the Retryer decides. Before a
+//     call's first attempt it consults the breaker and takes the
+//     strategy's initial token (and waits the send-rate limiter's delay,
+//     if retry.Adaptive imposes one after throttling, as the SDK's
+//     adaptive mode does there); after a failure GetRetryToken asks the
+//     strategy, and RetryDelay returns the wait it granted, never shorter
+//     than the service's x-amz-retry-after or Retry-After.
+//   - Classification (see Classify): throttles, the service's failures,
+//     refused and reset connections and timeouts are retried as the
+//     strategy allows; answered client faults are not, and count as
+//     accepts (the service is at work); the caller's cancellation counts
+//     as nothing.
+//   - One layer: inside a loop that retries the call itself (retry.Do, or
+//     retry.WithCallerRetries), an answered failure makes one attempt and
+//     is left to the caller with retry.ErrOuterLoop, so that three outer
+//     attempts reach AWS three times, not nine. Failures that came with no
+//     answer keep the SDK's retries. Options.Independent turns this off.
+//   - The default strategy, retry.NewAdaptive, has no token quota: a
+//     success never fails for want of a token, and an outage costs each
+//     client its first failing call's retries and no more. A retry the
+//     service answered with a client fault gives its cost back to a
+//     quota, if the strategy has one (aws/aws-sdk-go-v2#3186).
+//   - With a Breaker, an open circuit fails the call at once, with an
+//     error that wraps retry.ErrCircuitOpen, and sends nothing. A retry's
+//     leave is taken when it is granted, before its wait: the SDK gives a
+//     retryer no place after the wait where a refusal could hand the
+//     strategy's token back.
+//   - When the Retryer stops retrying, the SDK's error joins the attempt's
+//     error with a *retry.Error whose Reason says why: errors.Is finds
+//     retry.ErrMaxAttempts, retry.ErrBudgetExhausted, retry.ErrCircuitOpen
+//     and the others, and retry.Classify reads it as retry.Do's loop would.
+//
+// RateLimiter is for those who keep the SDK's own retryers: it gives them a
+// retry.Quota, such as a fleet's from redisquota, as their retry quota.
+//
+// The SDK's attempt number reaches a retryer only through its own Standard
+// retryer, which GetAttemptToken consults to tell a first attempt from a
+// retry. The strategy bounds the attempts (MaxAttempts returns 0): set them
+// in the strategy, not with the client's RetryMaxAttempts. The hooks and
+// Traces of Options.RetryOptions are not yet called: retry.Do's options can
+// be read only by retry.Do; retry.Scope and retry.WithBreaker among them
+// are honoured.
+package awsretry
