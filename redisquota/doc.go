@@ -41,7 +41,11 @@
 // process's lease (its balance, and cumulative counts of the grants it was
 // given and the refunds it sent); and a sorted set of the leases' expiry
 // times. The script keeps free + leased within [0, capacity]: refunds beyond
-// the capacity are dropped, grants never exceed the free tokens.
+// the capacity are dropped, grants never exceed the free tokens. When a call
+// gives back the surplus of a lease (one that grew to a large retry's cost)
+// while other retries spend from it, the lease goes below zero: the next
+// call reports what the process owes and the script takes it from the pool,
+// so that no token is spent twice.
 //
 // The script is idempotent where it matters. A process reports the balance
 // it holds, not what it spent, and cumulative counts of grants received and

@@ -379,7 +379,7 @@ func (q *Quota) Close() error {
 		q.wg.Wait()
 		q.mu.Lock()
 		q.closed.Store(true)
-		if !q.fallback.Load() || q.lease.Load() > 0 || q.refunds.Load() != q.rAck {
+		if !q.fallback.Load() || q.lease.Load() != 0 || q.refunds.Load() != q.rAck {
 			q.cerr = q.syncLocked(context.Background(), -1, 0)
 		}
 		q.fallback.Store(true)
@@ -437,7 +437,8 @@ func (q *Quota) tick(now time.Time) time.Duration {
 }
 
 // due reports whether a call is needed: refunds are waiting, the lease runs
-// low while the process retries, or the lease must be renewed or given back.
+// low while the process retries, or the lease must be renewed or given back
+// (or, below zero, paid for).
 func (q *Quota) due(now time.Time) bool {
 	if q.refunds.Load() != q.rAck {
 		return true
@@ -446,7 +447,7 @@ func (q *Quota) due(now time.Time) bool {
 	if q.active(now) && lease < int64(q.opts.LeaseSize)/2 {
 		return true
 	}
-	return lease > 0 && now.Sub(q.lastSync) >= q.opts.LeaseTTL/3
+	return lease != 0 && now.Sub(q.lastSync) >= q.opts.LeaseTTL/3
 }
 
 // active reports whether the process took tokens recently.
@@ -535,7 +536,7 @@ func (q *Quota) applyLocked(c *trip) error {
 	q.gAck += r.granted
 	q.rAck = c.rtotal
 	q.lastSync = c.start
-	q.adjustLease(r.balance - bal)
+	q.adjustLease(r.balance-bal, r.status == statusLost)
 	q.deadline.Store(q.clock(c.start.Add(q.opts.LeaseTTL * 9 / 10)))
 	q.pool.Store(r.tokens)
 	q.replied.Store(q.clock(time.Now()))
@@ -561,12 +562,20 @@ func (q *Quota) applyLocked(c *trip) error {
 	return nil
 }
 
-// adjustLease adds d to the lease, never below zero: tokens spent from a
-// lease that Redis had already taken back are not owed twice.
-func (q *Quota) adjustLease(d int64) {
+// adjustLease adds d to the lease. The lease may go below zero: when a
+// call gives back the lease's surplus, Redis puts in the pool tokens that
+// takes may have spent while the call was under way, and the process owes
+// them; its next call reports the negative balance and the script takes
+// them from the pool. A lost lease stops at zero: tokens spent from a lease
+// that Redis had already taken back are not owed twice.
+func (q *Quota) adjustLease(d int64, lost bool) {
 	for {
 		l := q.lease.Load()
-		if q.lease.CompareAndSwap(l, max(l+d, 0)) {
+		n := l + d
+		if lost {
+			n = max(n, 0)
+		}
+		if q.lease.CompareAndSwap(l, n) {
 			return
 		}
 	}

@@ -14,7 +14,10 @@ import "github.com/redis/go-redis/v9"
 //  5. settle this process's lease: what it spent since the last call, grants
 //     it never received (a reply lost on the way), the refunds it sent since
 //     the last acknowledged call; a lease that is gone while the process
-//     reports tokens in hand is reported lost (status 2);
+//     reports tokens in hand is reported lost (status 2); a negative
+//     balance, tokens the process spent while a call of its gave them back
+//     to the pool (see Quota.adjustLease), is taken from the pool, and what
+//     the pool cannot pay stays owed in the balance answered;
 //  6. grant tokens up to the wanted balance, or return the excess;
 //  7. renew the lease's expiry and the keys' time to live.
 //
@@ -36,10 +39,10 @@ import "github.com/redis/go-redis/v9"
 // holds again and the walk is not repeated.
 //
 // KEYS: pool hash, leases hash, expiry sorted set.
-// ARGV: id, capacity, balance in hand, grants received (cumulative),
-// refunds acknowledged (cumulative), refunds recorded (cumulative), wanted
-// balance (-1 = release the lease), least useful balance, lease TTL in ms,
-// key TTL in ms (0 = none).
+// ARGV: id, capacity, balance in hand (negative = owed), grants received
+// (cumulative), refunds acknowledged (cumulative), refunds recorded
+// (cumulative), wanted balance (-1 = release the lease), least useful
+// balance, lease TTL in ms, key TTL in ms (0 = none).
 //
 // Reply: {status, granted, balance, pool tokens, leased tokens, capacity}.
 var syncScript = redis.NewScript(`
@@ -121,11 +124,13 @@ for _, d in ipairs(dead) do
 end
 
 local refund
+local debt = 0
 local rec = redis.call('HMGET', leases, id .. ':b', id .. ':g', id .. ':r')
 if rec[1] then
   local sbal, sg, sr = tonumber(rec[1]), tonumber(rec[2]), tonumber(rec[3])
   local unreceived = math.max(sg - gack, 0)
   local held = math.max(math.min(bal, sbal - unreceived), 0)
+  debt = math.max(-bal, 0)
   tokens = tokens + unreceived
   leased = leased - (sbal - held)
   bal = held
@@ -140,6 +145,9 @@ end
 if refund < 0 then refund = 0 end
 if leased < 0 then leased = 0 end
 tokens = math.max(math.min(tokens + refund, cap - leased), 0)
+local paid = math.min(debt, tokens)
+tokens = tokens - paid
+local owed = debt - paid
 
 local granted = 0
 if want < 0 then
@@ -169,5 +177,5 @@ if keyttl > 0 then
   redis.call('PEXPIRE', leases, keyttl)
   redis.call('PEXPIRE', exp, keyttl)
 end
-return {status, granted, bal, tokens, leased, cap}
+return {status, granted, bal - owed, tokens, leased, cap}
 `)

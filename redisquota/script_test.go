@@ -18,29 +18,19 @@ func TestLostReplies(t *testing.T) {
 	key := fresh(t, "lost-replies")
 	call := func(bal, gack, rack, rtotal, want int64) []int64 {
 		t.Helper()
-		v, err := redisquota.RunScript(t.Context(), c, key, "p", 100, bal, gack, rack, rtotal, want, 0, 10000, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v // status, granted, balance, tokens, leased, capacity
+		return runScript(t, c, key, "p", bal, gack, rack, rtotal, want)
 	}
-	check := func(what string, got []int64, want ...int64) {
-		t.Helper()
-		if !slices.Equal(got, want) {
-			t.Errorf("%s: reply %v, want %v", what, got, want)
-		}
-	}
-	check("first lease (reply lost)", call(0, 0, 0, 0, 50), 1, 50, 50, 50, 50, 100)
+	checkReply(t, "first lease (reply lost)", call(0, 0, 0, 0, 50), 1, 50, 50, 50, 50, 100)
 	// The process never saw the 50: it reports none in hand, none received,
 	// and 10 refunds recorded since. The lost grant goes back, the refunds
 	// are capped at the capacity, and a new lease is granted.
-	check("after the lost grant", call(0, 0, 0, 10, 50), 0, 50, 50, 50, 50, 100)
+	checkReply(t, "after the lost grant", call(0, 0, 0, 10, 50), 0, 50, 50, 50, 50, 100)
 	// It spends 30 and records 20 more refunds: the reply is lost...
-	check("refunds (reply lost)", call(20, 50, 10, 30, 20), 0, 0, 20, 70, 20, 100)
+	checkReply(t, "refunds (reply lost)", call(20, 50, 10, 30, 20), 0, 0, 20, 70, 20, 100)
 	// ...and it sends the same again: nothing changes.
-	check("the same call again", call(20, 50, 10, 30, 20), 0, 0, 20, 70, 20, 100)
+	checkReply(t, "the same call again", call(20, 50, 10, 30, 20), 0, 0, 20, 70, 20, 100)
 	// Released, the lease goes back whole.
-	check("release", call(20, 50, 30, 30, -1), 0, 0, 0, 90, 0, 100)
+	checkReply(t, "release", call(20, 50, 30, 30, -1), 0, 0, 0, 90, 0, 100)
 }
 
 // TestLostLeaseRecords deletes, with a second client, the lease records of
@@ -145,4 +135,47 @@ func TestLostLeaseRecords(t *testing.T) {
 			t.Fatalf("the dead holder's lease did not come back: %d free, %d leased; want 80, 20 (the live one's 20 still leased)", v[3], v[4])
 		}
 	})
+}
+
+// TestOwedBalance plays, call by call against the real script, a process
+// that spent tokens from its lease while a call of its gave the lease's
+// surplus back: its balance went below zero, and its next call must take
+// what it owes from the pool, or keep owing what the pool cannot pay.
+func TestOwedBalance(t *testing.T) {
+	c := client(t)
+	key := fresh(t, "owed")
+	call := func(id string, bal, gack, want int64) []int64 {
+		t.Helper()
+		return runScript(t, c, key, id, bal, gack, 0, 0, want)
+	}
+	checkReply(t, "p's lease", call("p", 0, 0, 50), 1, 50, 50, 50, 50, 100)
+	checkReply(t, "q's lease", call("q", 0, 0, 45), 0, 45, 45, 5, 95, 100)
+	// p gives back all but 10 of its 50; takes spend 30 meanwhile, so it
+	// holds 10 - 30 = -20.
+	checkReply(t, "p gives back its surplus", call("p", 50, 50, 10), 0, 0, 10, 45, 55, 100)
+	checkReply(t, "q takes the pool", call("q", 45, 45, 90), 0, 45, 90, 0, 100, 100)
+	checkReply(t, "p owes 20 to an empty pool", call("p", -20, 50, 0), 0, 0, -20, 0, 90, 100)
+	checkReply(t, "q gives back 45", call("q", 90, 90, 45), 0, 0, 45, 45, 45, 100)
+	checkReply(t, "p pays its 20", call("p", -20, 50, 0), 0, 0, 0, 25, 45, 100)
+	checkReply(t, "q releases", call("q", 45, 90, -1), 0, 0, 0, 70, 0, 100)
+}
+
+// runScript runs the script on key as process id, with a capacity of 100, a
+// lease TTL of 10 s, no key TTL and no least useful balance, and returns its
+// reply: status, granted, balance, tokens, leased, capacity.
+func runScript(t *testing.T, c redis.UniversalClient, key, id string, bal, gack, rack, rtotal, want int64) []int64 {
+	t.Helper()
+	v, err := redisquota.RunScript(t.Context(), c, key, id, 100, bal, gack, rack, rtotal, want, 0, 10000, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// checkReply reports a script's reply that is not the one wanted.
+func checkReply(t *testing.T, what string, got []int64, want ...int64) {
+	t.Helper()
+	if !slices.Equal(got, want) {
+		t.Errorf("%s: reply %v, want %v", what, got, want)
+	}
 }
