@@ -105,6 +105,11 @@ const (
 //     it says, marks and conflicts included: Unsafe, as at a failed COMMIT,
 //     unless it is a COMMIT answered with ROLLBACK. A conflict then may be a
 //     later statement's, after a COMMIT that committed.
+//   - An *InDoubtError, whatever it wraps: Unsafe. A COMMIT whose answer
+//     was lost and that pg_xact_status found not committed (aborted, or
+//     the transaction wrote nothing): Safe, a server fault, as a connection
+//     lost before COMMIT (see "A COMMIT whose answer was lost" in the
+//     package documentation).
 //   - An error without a SQLSTATE: retry.Classify's answer (an error of fn's
 //     own marked retry.Transient, a cancelled context, a refused dial).
 //

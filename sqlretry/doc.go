@@ -35,11 +35,15 @@
 //     violation, a syntax error, an error fn returns of its own, a cancelled
 //     context.
 //   - An error at COMMIT that does not say the server rolled back (the
-//     connection lost, the context cancelled during COMMIT, a server shutting
-//     down) leaves the outcome unknown: the transaction may have committed.
-//     It is never run again, by this package or by a loop around it
-//     (Classify reports it Unsafe), since running it again could apply a
-//     payment twice. So is an error of COMMIT that PostgreSQL relays from
+//     connection lost, the context cancelled during COMMIT, an attempt cut
+//     by retry.AttemptTimeout, a server shutting down) lost COMMIT's answer:
+//     the transaction may have committed. It is resolved, never guessed
+//     (see "A COMMIT whose answer was lost"): committed, the call succeeds
+//     and fn does not run again; not committed, the run is safe to run
+//     again; unresolved, the error is an *InDoubtError (ErrInDoubt), never
+//     run again, by this package or by a loop around it (Classify reports
+//     it Unsafe), since running it again could apply a payment twice. So is
+//     an error of COMMIT that PostgreSQL relays from
 //     a remote server of postgres_fdw, a conflict included: postgres_fdw
 //     commits the transaction's remote parts one by one before the local
 //     one, so another remote may have committed its part (the error's
@@ -59,6 +63,53 @@
 //   - Every failure returns the *retry.Error of retry.Do, wrapping the last
 //     error: errors.As reaches the driver's *pgconn.PgError, errors.Is the
 //     reason retrying stopped.
+//
+// # A COMMIT whose answer was lost
+//
+// When the connection fails after COMMIT was sent, or the attempt's context
+// ends during COMMIT, the client cannot know whether the transaction
+// committed: a COMMIT that waits for a synchronous standby has already
+// committed locally, one cut short in a deferred trigger has not. Tx and
+// PgxTx read the transaction's id with pg_current_xact_id_if_assigned() in
+// the same write as COMMIT (pgx's pipeline: the query, a Flush, COMMIT, a
+// Sync), so that the id reaches the client before COMMIT's answer, at no
+// cost of a round trip. After a failure that lost the answer they ask
+// pg_xact_status(id) on another connection of the same database, which reads
+// the commit log (PostgreSQL's "System Information Functions and Operators",
+// https://www.postgresql.org/docs/current/functions-info.html, documents it
+// for a client disconnected while COMMIT was in progress):
+//
+//   - "committed": the call succeeds, and fn is not run again. OnResolved
+//     is told, with the attempt's context; a retry.Trace sees the attempt
+//     succeed.
+//   - "aborted", or no id (the transaction wrote nothing): nothing
+//     committed; the run failed safe to run again (Classify: Safe, a server
+//     fault, as a connection lost before COMMIT), and runs again as the
+//     strategy allows (the default leaves it to the caller's loop, if any).
+//   - "in progress": the old backend still runs it (a deferred trigger, a
+//     COMMIT still in flight); the lookup waits, bounded by the call's
+//     context.
+//   - no answer (no other connection, as for PgxTx on a *pgx.Conn; the
+//     call's context ended; an id too old to know): an *InDoubtError with
+//     the id and the cause, errors.Is ErrInDoubt, never run again.
+//
+// ErrInDoubt asks the caller to find out before doing the work again: read
+// back its effect (the row the transfer wrote), or give the work an
+// idempotency key that a second run finds already used. CockroachDB's
+// "result is ambiguous" (SQLSTATE 40003, statement_completion_unknown) is
+// in doubt too: CockroachDB has no pg_xact_status. With WithForeignWrites,
+// or for an error postgres_fdw relayed, only "committed" resolves: a local
+// transaction that aborted may have committed its remote parts.
+//
+// The id is read through pgx only: PgxTx with a *pgxpool.Pool or a
+// *pgx.Conn, Tx with pgx's stdlib driver, on PostgreSQL 13 or later. With a
+// Beginner of one's own, another driver, a CommitQuery of the caller's or
+// CockroachDB, a lost answer is in doubt, as before. A transaction with no
+// id when COMMIT is sent is taken to have written nothing, which misjudges
+// a NOTIFY alone (PostgreSQL assigns its id during COMMIT) and writes made
+// only through postgres_fdw (which WithForeignWrites covers). A run cut
+// short in fn, before COMMIT, is not resolved: it is not run again, as
+// WithRetryOptions says.
 //
 // # The default strategy
 //

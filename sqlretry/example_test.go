@@ -103,3 +103,39 @@ func ExampleClassify() {
 	// 40P01 safe true
 	// 23505 maybe-safe false
 }
+
+// A COMMIT whose answer was lost is resolved with pg_xact_status: a
+// transfer that committed succeeds without running again, and OnResolved
+// says so. One that could not be resolved is in doubt: the caller reads
+// the effect back (here, the transfer's row) before doing the work again.
+func ExampleInDoubtError() {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, dsn)
+	if err != nil {
+		panic(err)
+	}
+	defer pool.Close()
+	if _, err := pool.Exec(ctx, `DROP TABLE IF EXISTS example_transfers;
+		CREATE TABLE example_transfers (id text PRIMARY KEY, amount int NOT NULL)`); err != nil {
+		panic(err)
+	}
+	const id = "t-42" // the transfer's idempotency key
+	err = sqlretry.PgxTx(ctx, pool, func(ctx context.Context, tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, "INSERT INTO example_transfers VALUES ($1, 10)", id)
+		return err
+	}, sqlretry.OnResolved(func(_ context.Context, xid uint64, committed bool, cause error) {
+		fmt.Println("COMMIT's answer lost (", cause, "); committed:", committed)
+	}))
+	var doubt *sqlretry.InDoubtError
+	if errors.As(err, &doubt) {
+		// Find out before transferring again.
+		var n int
+		if err := pool.QueryRow(ctx, "SELECT count(*) FROM example_transfers WHERE id = $1", id).Scan(&n); err != nil {
+			panic(err)
+		}
+		fmt.Println("transaction", doubt.XID, "in doubt; committed:", n == 1)
+		return
+	}
+	fmt.Println(err)
+	// Output: <nil>
+}
