@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/url"
+	"strings"
 	"time"
 
 	"github.com/retrykit/retry"
@@ -58,7 +61,10 @@ Flags (curl's names and meanings; short ones combine, as -fsSL or -XPOST):
                       - is standard output
   -f, --fail          a final 4xx or 5xx response writes no body; exit 22
   -A, --user-agent UA the User-Agent header (default retry/VERSION)
-  -u, --user U:P      HTTP basic authentication as user U, password P
+  -u, --user U:P      HTTP basic authentication as user U, password P. As in
+                      curl, it and -H Authorization, Cookie and
+                      Proxy-Authorization go only to the URL's scheme, host
+                      and port, not to another that a redirect leads to
   -k, --insecure      accept any server certificate
   --cacert FILE       trust the CA certificates in FILE (PEM) instead of the
                       system's
@@ -205,6 +211,7 @@ func (c *httpConfig) call(ctx context.Context, std stdio, base http.RoundTripper
 	req = req.WithContext(trace.with(httpretry.WithReport(callCtx, &report)))
 	client := &http.Client{Transport: c.transport(base, std.err, req.URL.String(), &wo.retries), CheckRedirect: func(r *http.Request, via []*http.Request) error {
 		wo.redirects = len(via)
+		keepCredentialsHome(r, via[0])
 		return stopRedirects(r, via)
 	}}
 	defer client.CloseIdleConnections()
@@ -242,6 +249,37 @@ func stopRedirects(_ *http.Request, via []*http.Request) error {
 		return fmt.Errorf("stopped after %d redirects: %w", len(via), errTooManyRedirects)
 	}
 	return nil
+}
+
+// credentialHeaders are the request headers that carry credentials (-u sets
+// Authorization). Proxy-Authorization is one: through an HTTPS proxy's
+// tunnel it reaches the origin, and a redirect may change the proxy.
+var credentialHeaders = []string{"Authorization", "Cookie", "Proxy-Authorization"}
+
+// keepCredentialsHome removes r's credentials unless r goes to the origin
+// (scheme, host and port) of first, the request they were given for, as
+// curl does since 7.83 (CVE-2022-27776). net/http compares host names only:
+// it would send them to another port of the host, or after an https
+// redirect to http in clear text. As in curl, a hop that leads back to the
+// origin gets them again, which net/http copies from first; after a hop to
+// another host name it copies them no more.
+func keepCredentialsHome(r, first *http.Request) {
+	if origin(r.URL) == origin(first.URL) {
+		return
+	}
+	for _, name := range credentialHeaders {
+		r.Header.Del(name)
+	}
+}
+
+// origin is u's scheme, host and port, with the scheme's default port
+// spelled out.
+func origin(u *url.URL) string {
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+	}
+	return u.Scheme + "://" + net.JoinHostPort(strings.ToLower(u.Hostname()), port)
 }
 
 // transport returns the retrying transport, which reports every attempt on
