@@ -82,8 +82,10 @@
 // in lockstep; on the first answer it rejoins, logs one Info record, and
 // sends the refunds it counted before the outage (refunds made during the
 // outage went to the local quota). A retry that finds its lease empty just
-// as Redis goes away waits for at most Timeout (twice if a background call
-// was under way).
+// as Redis goes away waits for at most Timeout (twice if a call was under
+// way, the background one or another retry's: a retry waits for such a
+// call for at most Timeout, and is refused if it still cannot pay, rather
+// than queue behind every other retry's round trip).
 //
 // Redis hung (paused, stopped, a half-open connection): the same, within
 // the same bound, whatever the client's options. go-redis ignores a

@@ -1,0 +1,79 @@
+package redisquota_test
+
+import (
+	"log/slog"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/retrykit/retry/redisquota"
+)
+
+// slowQuota returns a quota on key of the shared Redis reached through a
+// proxy that holds Redis's answers for delay, and the proxy. The script is
+// loaded (and the pool created) before the delay starts, so that each call
+// is one round trip. With opaque, the client has the interface's methods
+// alone, without WithTimeout, as a Cluster or Ring client.
+func slowQuota(t *testing.T, key string, delay time.Duration, opts redisquota.Options, opaque bool) (*redisquota.Quota, *slowProxy) {
+	t.Helper()
+	p := newSlowProxy(t, sharedRedis, 0)
+	c := redis.NewClient(&redis.Options{Addr: p.Addr()})
+	t.Cleanup(func() { c.Close() })
+	var client redis.UniversalClient = c
+	if opaque {
+		client = struct{ redis.UniversalClient }{c}
+	}
+	q := redisquota.New(client, fresh(t, key), opts)
+	t.Cleanup(func() { q.Close() })
+	if err := q.Sync(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	p.setDelay(delay)
+	return q, p
+}
+
+// TestSlowRedisTakes: through a Redis that answers in 40 ms, within the
+// Timeout of 100 ms, 32 goroutines take retries bigger than the lease at
+// once. Each Take may wait for a call under way and then make its own, at
+// most Timeout each; it must not queue behind every other Take's round
+// trip (32 of them, 1.3 s).
+func TestSlowRedisTakes(t *testing.T) {
+	needRedis(t)
+	const timeout = 100 * time.Millisecond
+	q, _ := slowQuota(t, "slow-takes", 40*time.Millisecond,
+		redisquota.Options{Capacity: 1000, LeaseSize: 1, Timeout: timeout, Logger: slog.New(&logs{})}, false)
+	var (
+		mu    sync.Mutex
+		waits []time.Duration
+		ok    int
+	)
+	var wg sync.WaitGroup
+	for range 32 {
+		wg.Go(func() {
+			start := time.Now()
+			took := q.Take(5)
+			d := time.Since(start)
+			mu.Lock()
+			defer mu.Unlock()
+			waits = append(waits, d)
+			if took {
+				ok++
+			}
+		})
+	}
+	wg.Wait()
+	slices.Sort(waits)
+	t.Logf("%d of 32 takes granted; waits from %v to %v", ok, waits[0], waits[len(waits)-1])
+	// Twice Timeout, and room for a loaded machine under -race.
+	if longest := waits[len(waits)-1]; longest > 2*timeout+100*time.Millisecond {
+		t.Errorf("a Take waited %v through a Redis answering in 40 ms; want at most twice Timeout (%v)", longest, timeout)
+	}
+	if ok == 0 {
+		t.Error("no Take was granted through a Redis answering within Timeout")
+	}
+	if !q.Shared() {
+		t.Error("the quota fell back to its local quota with Redis answering within Timeout")
+	}
+}
