@@ -49,7 +49,11 @@ type BreakerOptions struct {
 	// 0 or less = 20.
 	MinAttempts int
 	// Window is how long counted attempts stay counted: at least Window,
-	// and at most a tenth more, as the window slides a tenth at a time.
+	// and at most a tenth more, as the window slides a tenth at a time;
+	// never longer, whatever the gaps between calls. At high rates the
+	// breaker does not read the clock for every success (see Breaker):
+	// when it cannot tell in which tenth a success came, it takes the
+	// earliest, so that a success may leave the window early, never late.
 	// 0 = 10 s.
 	Window time.Duration
 	// OpenFor is how long the circuit stays open before it lets probes
@@ -148,8 +152,10 @@ func (s BreakerState) String() string {
 // refusing a scope for what another one did.
 //
 // A closed circuit costs an attempt a few atomic operations and no
-// allocation; it reads the clock and takes a lock only on a failure and
-// every 64th success.
+// allocation; it reads the clock and takes a lock on a failure, and on a
+// success only as often as its scope's rate needs to place successes in
+// the right tenth of the window: each success while they come fewer than
+// about 64 a tenth, one in up to 64 at high rates.
 // A Breaker is safe for concurrent use, and should be shared by every
 // caller of a service in a process. Its zero value uses the defaults;
 // NewBreaker sets options. It must not be copied after first use.
@@ -287,6 +293,8 @@ type breakerScope struct {
 	state     atomic.Uint32 // a BreakerState; only the half-open transition is made lazily
 	until     atomic.Int64  // when open: the end of the open spell, a reading of the breaker's clock
 	successes atomic.Uint64 // successes counted while closed (wrapping); placed in window now and then
+	taken     atomic.Uint64 // successes when they were last placed
+	step      atomic.Uint64 // successes pending that ask for a placement (see place): 1 to breakerPlaceEvery
 	born      atomic.Int64  // when the scope was first consulted, a reading of the breaker's clock
 	closings  atomic.Uint64 // how often the circuit closed: which closed spell an attempt began in
 
@@ -471,7 +479,12 @@ func (a breakerAt) succeeded(p pass) {
 }
 
 func (a breakerAt) success(p pass) {
-	if p.probe() || a.sc.successes.Add(1)%breakerPlaceEvery == 0 {
+	if p.probe() {
+		a.report(p, succeeded)
+		return
+	}
+	sc := a.sc
+	if sc.successes.Add(1)-sc.taken.Load() >= max(sc.step.Load(), 1) {
 		a.report(p, succeeded)
 	}
 }
@@ -500,7 +513,7 @@ func (a breakerAt) report(p pass, v int) {
 			// window as they age rather than all at once.
 			now := a.b.now()
 			sc.mu.Lock()
-			a.place(now)
+			a.place(now, true)
 			sc.mu.Unlock()
 		case failedAttempt:
 			a.trip(p)
@@ -548,7 +561,7 @@ func (a breakerAt) trip(p pass) {
 		// its probes closed since (an attempt that timed out late).
 		return
 	}
-	a.place(now)
+	a.place(now, false)
 	slot := now / a.b.slotWidth()
 	sc.window.add(slot, 1, 0)
 	if a.b.trips(sc.window.sum(slot)) {
@@ -557,34 +570,47 @@ func (a breakerAt) trip(p pass) {
 }
 
 // place puts the successes counted since the last placement in the
-// window, spread evenly over the time since then, slot by slot: placed all
-// at now, successes long past would stay counted a whole Window more, and
-// a client that calls a few times a second would reach MinAttempts with
-// successes older than the window. Callers hold mu.
-func (a breakerAt) place(now int64) {
+// window at now, one of which came now if own. A closed circuit does not
+// read the clock for every success: it places them when step of them are
+// pending, and adapts step so that a placement's successes span at most
+// an eighth of a slot of the window: each success is placed as it comes
+// until they come 64 a slot or more, and the busier the scope, the more
+// wait for a placement (up to breakerPlaceEvery). When each came is not
+// known, they are placed in the slot of the previous placement, the
+// earliest they may have come, so that none counts past its time (see
+// Window): after a gap of minutes, none of them is counted. Callers hold
+// mu.
+func (a breakerAt) place(now int64, own bool) {
 	sc, w := a.sc, &a.sc.window
 	total := sc.successes.Load()
-	n := float64(total - w.taken) // the counter wraps; the difference does not
+	n := float64(total - sc.taken.Load()) // the counter wraps; the difference does not
 	from := w.placed
 	if from == 0 {
 		from = sc.born.Load()
 	}
-	w.taken, w.placed = total, now
+	sc.taken.Store(total)
+	w.placed = now
+	width := a.b.slotWidth()
+	slot, at := now/width, from/width
+	step := max(sc.step.Load(), 1)
+	switch span := now - from; {
+	case span > width/8:
+		sc.step.Store(max(step/2, 1))
+	case span <= width/64 && n >= float64(step):
+		sc.step.Store(min(2*step, breakerPlaceEvery))
+	}
 	if n == 0 {
 		return
 	}
-	width := a.b.slotWidth()
-	slot := now / width
-	if from <= 0 || from >= now {
-		w.add(slot, n, n)
-		return
+	if own {
+		w.add(slot, 1, 1) // this one came now
+		n--
 	}
-	for i := max(from/width, slot-breakerSlots+1); i <= slot; i++ {
-		lo, hi := max(from, i*width), min(now, (i+1)*width)
-		if hi > lo {
-			part := n * float64(hi-lo) / float64(now-from)
-			w.add(i, part, part)
-		}
+	if from <= 0 || from >= now {
+		at = slot
+	}
+	if n > 0 && at > slot-breakerSlots {
+		w.add(at, n, n)
 	}
 }
 
@@ -595,8 +621,7 @@ func (a breakerAt) place(now int64) {
 // failures and on every breakerPlaceEvery-th success.
 type breakerWindow struct {
 	slots  [breakerSlots]breakerSlot
-	placed int64  // when successes were last placed; 0 = never
-	taken  uint64 // the scope's successes then
+	placed int64 // when successes were last placed; 0 = never
 }
 
 type breakerSlot struct {
@@ -628,8 +653,9 @@ func (w *breakerWindow) sum(index int64) (attempts, successes float64) {
 	return attempts, successes
 }
 
-// breakerPlaceEvery is how many successes a closed circuit counts between
-// placements in its window (a power of two).
+// breakerPlaceEvery is the most successes a closed circuit counts between
+// placements in its window (a power of two): at high rates, it reads the
+// clock for one success in that many.
 const breakerPlaceEvery = 64
 
 // open opens the circuit at now for the current spell. Callers hold mu.
@@ -645,7 +671,8 @@ func (a breakerAt) open(now int64) {
 func (a breakerAt) close() {
 	sc := a.sc
 	sc.openFor = 0
-	sc.window = breakerWindow{placed: a.b.now(), taken: sc.successes.Load()}
+	sc.window = breakerWindow{placed: a.b.now()}
+	sc.taken.Store(sc.successes.Load())
 	sc.closings.Add(1)
 	sc.state.Store(uint32(BreakerClosed))
 	sc.newRound()

@@ -1163,12 +1163,14 @@ func TestBreakerWindowTimes(t *testing.T) {
 // TestBreakerWindowAtLeast: a count stays counted for at least Window.
 // Ten calls a second, successful for ten seconds and then failing: the
 // circuit opens when the failures exceed the successes of the last Window
-// by the six the sequential test asks for (at 15.5 s), sooner with a few
-// failures more (retries), but never before the failures equal those
-// successes (at 15 s); and once the successes are more than Window old
-// they no longer count.
+// by the six the sequential test asks for (the call at 15.5 s, the loop
+// below sees it 0.1 s later), sooner with a few failures more (retries),
+// but never before the failures equal those successes (at 15 s); and once
+// the successes are more than Window old they no longer count. (Before
+// successes were placed as they came, the 50 successes from 5 s to 10 s
+// counted as 49: it opened a call early.)
 func TestBreakerWindowAtLeast(t *testing.T) {
-	for extra, want := range map[int]time.Duration{0: 15500 * time.Millisecond, 2: 15300 * time.Millisecond, 9: 15100 * time.Millisecond} {
+	for extra, want := range map[int]time.Duration{0: 15600 * time.Millisecond, 2: 15400 * time.Millisecond, 9: 15100 * time.Millisecond} {
 		synctest.Test(t, func(t *testing.T) {
 			start := time.Now()
 			b := NewBreaker(BreakerOptions{})
@@ -1242,7 +1244,7 @@ func TestBreakerWindowSpread(t *testing.T) {
 	}
 	now := k.b.now()
 	a.sc.mu.Lock()
-	a.place(now)
+	a.place(now, false)
 	attempts, successes := a.sc.window.sum(now / k.b.slotWidth())
 	a.sc.mu.Unlock()
 	// Placed at 20 s, spread from 0 to 20 s; 20 s is a slot's start, so
@@ -1636,4 +1638,78 @@ func TestWithTicketSeveralReleasesAllButTheLast(t *testing.T) {
 	if free != 2 {
 		t.Fatalf("%d probe places free after the call, want both", free)
 	}
+}
+
+// TestBreakerOldSuccessesDoNotCount: successes older than the window count
+// for nothing, whatever the gaps between calls, whether they came one at a
+// time, in a burst too fast to read the clock for each, or after a probe
+// closed the circuit. With MinAttempts 3 and a minute's Window, failures
+// two minutes after the successes open the circuit at the third, as if
+// the successes had never been. (The successes were spread over the time
+// since the breaker last placed them, so that a share of them stayed in
+// the window: 4 successes then needed 7 failures; a burst of 10,000, 3
+// failures more than a window's worth of successes.)
+func TestBreakerOldSuccessesDoNotCount(t *testing.T) {
+	for name, successes := range map[string]int{"a few": 4, "a burst": 10000} {
+		for _, afterProbe := range []bool{false, true} {
+			synctest.Test(t, func(t *testing.T) {
+				b := NewBreaker(BreakerOptions{MinAttempts: 3, Window: time.Minute})
+				call := func(outcome error) {
+					t.Helper()
+					tk, err := b.Allow("")
+					if err != nil {
+						t.Fatalf("%s: refused while %v", name, b.State(""))
+					}
+					tk.Done(t.Context(), outcome)
+				}
+				if afterProbe {
+					for range 3 {
+						call(errBrk500)
+					}
+					time.Sleep(b.Delay(""))
+					call(nil) // the probe closes the circuit
+					if b.State("") != BreakerClosed {
+						t.Fatalf("after a successful probe: %v", b.State(""))
+					}
+				}
+				for range successes {
+					call(nil)
+					if successes < 10 {
+						time.Sleep(time.Second)
+					}
+				}
+				time.Sleep(2 * time.Minute)
+				for i := range 3 {
+					if b.State("") != BreakerClosed {
+						t.Fatalf("%s successes (after a probe: %v), two minutes old: open after %d failures, want 3", name, afterProbe, i)
+					}
+					call(errBrk500)
+				}
+				if b.State("") != BreakerOpen {
+					t.Fatalf("%s successes (after a probe: %v), two minutes old: %v after 3 failures, want open", name, afterProbe, b.State(""))
+				}
+			})
+		}
+	}
+}
+
+// TestBreakerRecentSuccessesCount: the successes within the window still
+// count, at any rate: a burst too fast to read the clock for each, half a
+// minute before the failures, keeps the circuit closed.
+func TestBreakerRecentSuccessesCount(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := NewBreaker(BreakerOptions{MinAttempts: 3, Window: time.Minute})
+		for range 1000 {
+			tk, _ := b.Allow("")
+			tk.Done(t.Context(), nil)
+		}
+		time.Sleep(30 * time.Second)
+		for range 900 {
+			tk, err := b.Allow("")
+			if err != nil {
+				t.Fatalf("refused after 1000 successes half a minute old and fewer failures: %v", err)
+			}
+			tk.Done(t.Context(), errBrk500)
+		}
+	})
 }
