@@ -22,7 +22,7 @@ const (
 	DefaultBreakerFailureRate = 0.5
 	DefaultBreakerMinAttempts = 20
 	DefaultBreakerWindow      = 10 * time.Second
-	DefaultBreakerOpenFor     = 5 * time.Second
+	DefaultBreakerOpenFor     = time.Second
 	DefaultBreakerMaxOpenFor  = time.Minute
 	DefaultBreakerProbes      = 1
 )
@@ -49,14 +49,28 @@ type BreakerOptions struct {
 	// 0 or less = 20.
 	MinAttempts int
 	// Window is how long counted attempts stay counted: at least Window,
-	// and at most a tenth more, as the window slides a tenth at a time.
+	// and at most a tenth more, as the window slides a tenth at a time;
+	// never longer, whatever the gaps between calls. At high rates the
+	// breaker does not read the clock for every success (see Breaker):
+	// when it cannot tell in which tenth a success came, it takes the
+	// earliest, so that a success may leave the window early, never late.
 	// 0 = 10 s.
 	Window time.Duration
 	// OpenFor is how long the circuit stays open before it lets probes
-	// through. Each failed probe doubles it, up to MaxOpenFor; closing
-	// the circuit resets it. 0 = 5 s.
+	// through. 0 = the time the scope takes to make five attempts, at the
+	// rate its window saw when the circuit opened, from 10 ms to 1 s: an
+	// open circuit then lets about one attempt in five through as a probe,
+	// and sees a service that is back within five attempts' time, while
+	// shedding four fifths of the load on one that is not. Set, each
+	// failed probe doubles it, up to MaxOpenFor; closing the circuit
+	// resets it.
 	OpenFor time.Duration
-	// MaxOpenFor caps OpenFor's doubling. 0 = 1 min; never below OpenFor.
+	// MaxOpenFor caps OpenFor's doubling: 0 = 1 min when OpenFor is set;
+	// never below OpenFor. With OpenFor at its default, spells double only
+	// if MaxOpenFor is set: growing spells keep a recovered service
+	// refused for up to the last of them (in retry sim, a 30 s outage cost
+	// 18 points of success against no retries, where spells that do not
+	// grow cost under one).
 	MaxOpenFor time.Duration
 	// Probes is how many attempts the half-open circuit lets through, all
 	// of which must succeed for it to close. 0 or less = 1.
@@ -114,11 +128,13 @@ func (s BreakerState) String() string {
 //     confidence (six failures more than successes at 0.5; see
 //     FailureRate), it opens.
 //   - Open, it refuses every attempt: the operation is not called, and the
-//     call gives up with ErrCircuitOpen. After OpenFor (5 s) it is half-open.
+//     call gives up with ErrCircuitOpen. After OpenFor (the time the scope
+//     takes to make five attempts, at most 1 s) it is half-open.
 //   - Half-open, it lets the next Probes (1) attempts through and refuses
 //     the others. If all of them succeed, it closes, with a fresh window and
-//     OpenFor back to its start; if one fails, it opens again for twice the
-//     previous OpenFor, at most MaxOpenFor (1 min). The failure of an
+//     OpenFor back to its start; if one fails, it opens again for the same
+//     spell (set OpenFor or MaxOpenFor for spells that double, up to
+//     MaxOpenFor). The failure of an
 //     attempt that began before the circuit last opened (one that hung while
 //     the service stalled, and times out after it recovered) counts in no
 //     later window.
@@ -149,8 +165,10 @@ func (s BreakerState) String() string {
 // refusing a scope for what another one did.
 //
 // A closed circuit costs an attempt a few atomic operations and no
-// allocation; it reads the clock and takes a lock only on a failure and
-// every 64th success.
+// allocation; it reads the clock and takes a lock on a failure, and on a
+// success only as often as its scope's rate needs to place successes in
+// the right tenth of the window: each success while they come fewer than
+// about 64 a tenth, one in up to 64 at high rates.
 // A Breaker is safe for concurrent use, and should be shared by every
 // caller of a service in a process. Its zero value uses the defaults;
 // NewBreaker sets options. It must not be copied after first use.
@@ -288,6 +306,8 @@ type breakerScope struct {
 	state     atomic.Uint32 // a BreakerState; only the half-open transition is made lazily
 	until     atomic.Int64  // when open: the end of the open spell, a reading of the breaker's clock
 	successes atomic.Uint64 // successes counted while closed (wrapping); placed in window now and then
+	taken     atomic.Uint64 // successes when they were last placed
+	step      atomic.Uint64 // successes pending that ask for a placement (see place): 1 to breakerPlaceEvery
 	born      atomic.Int64  // when the scope was first consulted, a reading of the breaker's clock
 	closings  atomic.Uint64 // how often the circuit closed: which closed spell an attempt began in
 
@@ -398,7 +418,7 @@ func (a breakerAt) refusedFor() time.Duration {
 	if BreakerState(sc.state.Load()) != BreakerHalfOpen || len(sc.out)+sc.passed < a.b.probes() {
 		return 0
 	}
-	return time.Duration(max(later(sc.granted, a.b.openFor())-now, 0))
+	return time.Duration(max(later(sc.granted, a.b.spell(sc))-now, 0))
 }
 
 // allow is the consultation before an attempt: refused, or the pass to
@@ -443,7 +463,7 @@ func (a breakerAt) consult() pass {
 		sc.newRound()
 	}
 	if len(sc.out)+sc.passed >= a.b.probes() {
-		if now-sc.granted < int64(a.b.openFor()) {
+		if now-sc.granted < int64(a.b.spell(sc)) {
 			return refused
 		}
 		// Every place is taken and none has decided for OpenFor: the
@@ -472,7 +492,12 @@ func (a breakerAt) succeeded(p pass) {
 }
 
 func (a breakerAt) success(p pass) {
-	if p.probe() || a.sc.successes.Add(1)%breakerPlaceEvery == 0 {
+	if p.probe() {
+		a.report(p, succeeded)
+		return
+	}
+	sc := a.sc
+	if sc.successes.Add(1)-sc.taken.Load() >= max(sc.step.Load(), 1) {
 		a.report(p, succeeded)
 	}
 }
@@ -501,7 +526,7 @@ func (a breakerAt) report(p pass, v int) {
 			// window as they age rather than all at once.
 			now := a.b.now()
 			sc.mu.Lock()
-			a.place(now)
+			a.place(now, true)
 			sc.mu.Unlock()
 		case failedAttempt:
 			a.trip(p)
@@ -523,11 +548,7 @@ func (a breakerAt) report(p pass, v int) {
 			a.close()
 		}
 	case failedAttempt:
-		spell, most := a.b.spell(sc), a.b.maxOpenFor()
-		sc.openFor = most
-		if spell < most/2 { // twice spell, without overflowing
-			sc.openFor = 2 * spell
-		}
+		sc.openFor = a.b.nextSpell(a.b.spell(sc))
 		a.open(a.b.now())
 	}
 }
@@ -549,43 +570,57 @@ func (a breakerAt) trip(p pass) {
 		// its probes closed since (an attempt that timed out late).
 		return
 	}
-	a.place(now)
+	a.place(now, false)
 	slot := now / a.b.slotWidth()
 	sc.window.add(slot, 1, 0)
-	if a.b.trips(sc.window.sum(slot)) {
+	if attempts, successes := sc.window.sum(slot); a.b.trips(attempts, successes) {
+		sc.openFor = a.b.firstSpell(attempts)
 		a.open(now)
 	}
 }
 
 // place puts the successes counted since the last placement in the
-// window, spread evenly over the time since then, slot by slot: placed all
-// at now, successes long past would stay counted a whole Window more, and
-// a client that calls a few times a second would reach MinAttempts with
-// successes older than the window. Callers hold mu.
-func (a breakerAt) place(now int64) {
+// window at now, one of which came now if own. A closed circuit does not
+// read the clock for every success: it places them when step of them are
+// pending, and adapts step so that a placement's successes span at most
+// an eighth of a slot of the window: each success is placed as it comes
+// until they come 64 a slot or more, and the busier the scope, the more
+// wait for a placement (up to breakerPlaceEvery). When each came is not
+// known, they are placed in the slot of the previous placement, the
+// earliest they may have come, so that none counts past its time (see
+// Window): after a gap of minutes, none of them is counted. Callers hold
+// mu.
+func (a breakerAt) place(now int64, own bool) {
 	sc, w := a.sc, &a.sc.window
 	total := sc.successes.Load()
-	n := float64(total - w.taken) // the counter wraps; the difference does not
+	n := float64(total - sc.taken.Load()) // the counter wraps; the difference does not
 	from := w.placed
 	if from == 0 {
 		from = sc.born.Load()
 	}
-	w.taken, w.placed = total, now
+	sc.taken.Store(total)
+	w.placed = now
+	width := a.b.slotWidth()
+	slot, at := now/width, from/width
+	step := max(sc.step.Load(), 1)
+	switch span := now - from; {
+	case span > width/8:
+		sc.step.Store(max(step/2, 1))
+	case span <= width/64 && n >= float64(step):
+		sc.step.Store(min(2*step, breakerPlaceEvery))
+	}
 	if n == 0 {
 		return
 	}
-	width := a.b.slotWidth()
-	slot := now / width
-	if from <= 0 || from >= now {
-		w.add(slot, n, n)
-		return
+	if own {
+		w.add(slot, 1, 1) // this one came now
+		n--
 	}
-	for i := max(from/width, slot-breakerSlots+1); i <= slot; i++ {
-		lo, hi := max(from, i*width), min(now, (i+1)*width)
-		if hi > lo {
-			part := n * float64(hi-lo) / float64(now-from)
-			w.add(i, part, part)
-		}
+	if from <= 0 || from >= now {
+		at = slot
+	}
+	if n > 0 && at > slot-breakerSlots {
+		w.add(at, n, n)
 	}
 }
 
@@ -596,8 +631,7 @@ func (a breakerAt) place(now int64) {
 // failures and on every breakerPlaceEvery-th success.
 type breakerWindow struct {
 	slots  [breakerSlots]breakerSlot
-	placed int64  // when successes were last placed; 0 = never
-	taken  uint64 // the scope's successes then
+	placed int64 // when successes were last placed; 0 = never
 }
 
 type breakerSlot struct {
@@ -629,8 +663,9 @@ func (w *breakerWindow) sum(index int64) (attempts, successes float64) {
 	return attempts, successes
 }
 
-// breakerPlaceEvery is how many successes a closed circuit counts between
-// placements in its window (a power of two).
+// breakerPlaceEvery is the most successes a closed circuit counts between
+// placements in its window (a power of two): at high rates, it reads the
+// clock for one success in that many.
 const breakerPlaceEvery = 64
 
 // open opens the circuit at now for the current spell. Callers hold mu.
@@ -646,7 +681,8 @@ func (a breakerAt) open(now int64) {
 func (a breakerAt) close() {
 	sc := a.sc
 	sc.openFor = 0
-	sc.window = breakerWindow{placed: a.b.now(), taken: sc.successes.Load()}
+	sc.window = breakerWindow{placed: a.b.now()}
+	sc.taken.Store(sc.successes.Load())
 	sc.closings.Add(1)
 	sc.state.Store(uint32(BreakerClosed))
 	sc.newRound()
@@ -727,16 +763,49 @@ func (b *Breaker) spell(sc *breakerScope) time.Duration {
 	if sc.openFor > 0 {
 		return sc.openFor
 	}
-	return b.openFor()
+	return b.firstSpell(0)
 }
 
-func (b *Breaker) openFor() time.Duration {
-	return orDuration(b.opts.OpenFor, DefaultBreakerOpenFor)
+// firstSpell is the open spell of a circuit that opens with attempts
+// counted in its window: OpenFor if set; otherwise the time the scope
+// takes to make breakerProbeEvery attempts at the rate of its window, from
+// breakerMinSpell to DefaultBreakerOpenFor.
+func (b *Breaker) firstSpell(attempts float64) time.Duration {
+	if b.opts.OpenFor > 0 {
+		return b.opts.OpenFor
+	}
+	d := DefaultBreakerOpenFor
+	if attempts > 0 {
+		d = min(time.Duration(float64(b.window())*breakerProbeEvery/attempts), d)
+	}
+	return max(d, breakerMinSpell)
 }
 
-func (b *Breaker) maxOpenFor() time.Duration {
-	return max(orDuration(b.opts.MaxOpenFor, DefaultBreakerMaxOpenFor), b.openFor())
+// nextSpell is the open spell after a failed probe ended one of spell:
+// twice as long, up to MaxOpenFor, for a breaker whose OpenFor or
+// MaxOpenFor is set; the same for one at its defaults.
+func (b *Breaker) nextSpell(spell time.Duration) time.Duration {
+	most := b.opts.MaxOpenFor
+	if most <= 0 {
+		if b.opts.OpenFor <= 0 {
+			return spell
+		}
+		most = DefaultBreakerMaxOpenFor
+	}
+	most = max(most, spell)
+	if spell < most/2 { // twice spell, without overflowing
+		return 2 * spell
+	}
+	return most
 }
+
+// An open circuit at its defaults lets about one attempt in
+// breakerProbeEvery through as a probe (see firstSpell), and probes at
+// most every breakerMinSpell.
+const (
+	breakerProbeEvery = 5
+	breakerMinSpell   = 10 * time.Millisecond
+)
 
 func (b *Breaker) probes() int { return orDefault(b.opts.Probes, DefaultBreakerProbes) }
 

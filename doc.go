@@ -100,9 +100,11 @@
 // it opens, and calls in that scope fail at once with
 // ErrCircuitOpen, the operation not called (Attempts 0 for a first attempt
 // refused), instead of adding load to a service that is down, which is
-// the client-side load shedding the Google SRE book recommends. After 5 s
-// it lets a probe through: its success closes the circuit, its failure
-// opens it for twice as long, up to a minute. It is consulted before every
+// the client-side load shedding the Google SRE book recommends. After the
+// time the scope takes to make five attempts (at most a second) it lets a
+// probe through: its success closes the circuit, its failure opens it
+// again, so that about one attempt in five probes a service that is down
+// and one that is back is seen at once. It is consulted before every
 // attempt, first attempts included, and counts each attempt once, by the
 // same classification as retries: the service's faults and timeouts fail,
 // successes succeed, and answers that blame the client, throttling and the
