@@ -379,7 +379,9 @@ func (q *Quota) Shared() bool { return !q.fallback.Load() && !q.closed.Load() }
 // Sync sends the pending refunds and renews the lease now, and returns what
 // went wrong: an error wrapping ErrWrongType, ErrLeaseLost, ErrClosed, or the
 // Redis client's error. It waits for Redis until ctx is done or
-// Options.Timeout has passed, whichever comes first.
+// Options.Timeout has passed, whichever comes first. The end of ctx is not
+// taken for an outage: Sync returns ctx's error, and the quota stays on
+// Redis and takes in the answer at its next call.
 func (q *Quota) Sync(ctx context.Context) error {
 	if q.closed.Load() {
 		return ErrClosed
@@ -502,7 +504,7 @@ func (q *Quota) want(now time.Time) int64 {
 
 // syncLocked makes one call: it reports the lease in hand and the refunds
 // recorded, and asks for a balance of want tokens (-1 = give the lease
-// back), granted only if it reaches need. It waits until ctx is done or
+// back), granted only if it reaches need. It waits until parent is done or
 // Timeout has passed, whichever comes first. Holding q.mu.
 //
 // The call runs on a goroutine of its own (see start), and syncLocked stops
@@ -513,8 +515,19 @@ func (q *Quota) want(now time.Time) int64 {
 // (cumulative grants and refunds acknowledged) assumes one call of a
 // process at a time, and a late answer can then be applied as if it had
 // come in time, so the tokens Redis granted to it are not lost.
-func (q *Quota) syncLocked(ctx context.Context, want, need int64) error {
-	ctx, cancel := context.WithTimeout(ctx, q.opts.Timeout)
+func (q *Quota) syncLocked(parent context.Context, want, need int64) error {
+	// The end of the caller's context is no outage: its error goes back to
+	// the caller, and the quota neither falls back nor counts a failure.
+	if err := parent.Err(); err != nil {
+		return q.keyed(err)
+	}
+	fail := func(err error) error {
+		if parent.Err() != nil {
+			return q.keyed(err)
+		}
+		return q.failLocked(err)
+	}
+	ctx, cancel := context.WithTimeout(parent, q.opts.Timeout)
 	defer cancel()
 	if p := q.pending; p != nil {
 		select {
@@ -524,7 +537,7 @@ func (q *Quota) syncLocked(ctx context.Context, want, need int64) error {
 				_ = q.applyLocked(p) // a late answer: take the grant and the acknowledgements it carries
 			}
 		case <-ctx.Done():
-			return q.failLocked(fmt.Errorf("the previous call, sent %v ago, is still unanswered: %w",
+			return fail(fmt.Errorf("the previous call, sent %v ago, is still unanswered: %w",
 				time.Since(p.start).Round(time.Millisecond), ctx.Err()))
 		}
 	}
@@ -533,7 +546,7 @@ func (q *Quota) syncLocked(ctx context.Context, want, need int64) error {
 	case <-c.done:
 	case <-ctx.Done():
 		q.pending = c
-		return q.failLocked(fmt.Errorf("no answer within %v: %w", time.Since(c.start).Round(time.Millisecond), ctx.Err()))
+		return fail(fmt.Errorf("no answer within %v: %w", time.Since(c.start).Round(time.Millisecond), ctx.Err()))
 	}
 	if c.err != nil {
 		return q.failLocked(c.err)
@@ -615,14 +628,19 @@ func (q *Quota) adjustLease(d int64, lost bool) {
 	}
 }
 
+// keyed returns err naming the quota's keys, and wrapping ErrWrongType if
+// Redis said WRONGTYPE.
+func (q *Quota) keyed(err error) error {
+	if strings.Contains(err.Error(), "WRONGTYPE") {
+		return fmt.Errorf("redisquota: keys %s: %w: %w", strings.Join(q.keys, ", "), ErrWrongType, err)
+	}
+	return fmt.Errorf("redisquota: keys %s: %w", strings.Join(q.keys, ", "), err)
+}
+
 // failLocked switches to the local quota after a failed call, logging once
 // per outage, and schedules the next attempt with jittered backoff.
 func (q *Quota) failLocked(err error) error {
-	if strings.Contains(err.Error(), "WRONGTYPE") {
-		err = fmt.Errorf("redisquota: keys %s: %w: %w", strings.Join(q.keys, ", "), ErrWrongType, err)
-	} else {
-		err = fmt.Errorf("redisquota: keys %s: %w", strings.Join(q.keys, ", "), err)
-	}
+	err = q.keyed(err)
 	q.failures++
 	// Equal jitter: at least half the exponential step, so that a fleet
 	// cut off at once comes back spread out, never in lockstep.

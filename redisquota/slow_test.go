@@ -1,6 +1,8 @@
 package redisquota_test
 
 import (
+	"context"
+	"errors"
 	"log/slog"
 	"slices"
 	"sync"
@@ -75,5 +77,35 @@ func TestSlowRedisTakes(t *testing.T) {
 	}
 	if !q.Shared() {
 		t.Error("the quota fell back to its local quota with Redis answering within Timeout")
+	}
+}
+
+// TestSyncCallerContext: a Sync whose own context is cancelled, or ends
+// before Redis answers, returns the context's error; Redis is up, so the
+// quota must neither fall back to its local quota nor log an outage, and
+// the next Sync takes in the answer it left behind.
+func TestSyncCallerContext(t *testing.T) {
+	needRedis(t)
+	var l logs
+	q, _ := slowQuota(t, "sync-context", 50*time.Millisecond,
+		redisquota.Options{Capacity: 100, Timeout: upTimeout, Logger: slog.New(&l)}, false)
+	cancelled, cancel := context.WithCancel(t.Context())
+	cancel()
+	if err := q.Sync(cancelled); !errors.Is(err, context.Canceled) {
+		t.Errorf("Sync with a cancelled context = %v, want context.Canceled", err)
+	}
+	short, cancel := context.WithTimeout(t.Context(), 5*time.Millisecond)
+	defer cancel()
+	if err := q.Sync(short); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Sync with a context of 5 ms through a Redis answering in 50 ms = %v, want context.DeadlineExceeded", err)
+	}
+	if !q.Shared() || l.count("unavailable") != 0 {
+		t.Errorf("Shared = %v after the caller's context ended with Redis up; log:\n%s", q.Shared(), &l)
+	}
+	if err := q.Sync(t.Context()); err != nil {
+		t.Errorf("Sync after: %v", err)
+	}
+	if !q.Shared() || l.count("unavailable") != 0 {
+		t.Errorf("Shared = %v; log:\n%s", q.Shared(), &l)
 	}
 }
