@@ -207,8 +207,9 @@ func TestBreakerOpeningDuringTheWaitReturnsTheFailedResponse(t *testing.T) {
 				io.WriteString(w, tc.body)
 			})
 			virtual(t, func(t *testing.T, base *http.Transport) {
-				// Two failures open it: the waiting request's and another's.
-				b := retry.NewBreaker(retry.BreakerOptions{MinAttempts: 2})
+				// Two failures open it: the waiting request's and another's,
+				// for longer than what is left of the wait.
+				b := retry.NewBreaker(retry.BreakerOptions{MinAttempts: 2, OpenFor: 5 * time.Second})
 				tr := &Transport{Base: base, Breaker: b, Strategy: noWait()}
 				type result struct {
 					resp *http.Response

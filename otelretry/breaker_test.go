@@ -192,7 +192,8 @@ func TestBreakerStatusAndRefusals(t *testing.T) {
 func TestBreakerRefusedAfterWait(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newRig(t)
-		b := retry.NewBreaker(retry.BreakerOptions{MinAttempts: 3})
+		// Open for longer than the wait.
+		b := retry.NewBreaker(retry.BreakerOptions{MinAttempts: 3, OpenFor: 5 * time.Second})
 		s := retry.NewStandard(retry.StandardOptions{MaxAttempts: 2, Backoff: retry.Constant(time.Second)})
 		inst := r.inst(otelretry.WithBreaker("api", b))
 		defer inst.Close()
