@@ -142,6 +142,7 @@ type trip struct {
 	r      reply
 	err    error
 	bal    int64     // the lease reported
+	want   int64     // the balance asked for; -1 = the lease given back
 	rtotal int64     // the refunds reported
 	start  time.Time // when it was sent
 }
@@ -397,25 +398,38 @@ func (q *Quota) Sync(ctx context.Context) error {
 }
 
 // Close stops the background goroutine, sends the pending refunds and
-// returns the unspent lease to the fleet. It returns the error of that last
-// call, if any (the lease then comes back when it expires). After Close the
-// quota answers from its local fallback quota and never calls Redis, and no
-// goroutine of the quota is left. Call it once the strategies using the
-// quota are done.
+// returns the unspent lease to the fleet, with the tokens granted by a call
+// that a Take gave up on and that Redis answered late. It returns the error
+// of that last call, if any (the lease then comes back when it expires).
+// After Close the quota answers from its local fallback quota and never
+// calls Redis, and no goroutine of the quota is left. Call it once the
+// strategies using the quota are done.
 //
 // Close does not hang on a Redis that does not answer: it waits for the
 // background goroutine's call in progress, then for its own last call, each
 // for at most Options.Timeout, then for the goroutines of calls given up on,
 // which a *redis.Client ends within Timeout of their start (a Cluster or
-// Ring client at its ReadTimeout; see New). With a *redis.Client it returns
-// within about three Timeouts.
+// Ring client at its ReadTimeout; see New; if such a call is still
+// unanswered after Close's own wait, Close waits for it and gives its grant
+// back with one more call). With a *redis.Client it returns within about
+// three Timeouts.
 func (q *Quota) Close() error {
 	q.once.Do(func() {
 		close(q.done)
 		q.wg.Wait()
 		q.lock(nil)
 		q.closed.Store(true)
-		if !q.fallback.Load() || q.lease.Load() != 0 || q.refunds.Load() != q.rAck {
+		if q.pending != nil || !q.fallback.Load() || q.lease.Load() != 0 || q.refunds.Load() != q.rAck {
+			q.cerr = q.syncLocked(context.Background(), -1, 0)
+		}
+		if p := q.pending; p != nil && p.want >= 0 {
+			// A call given up on is still unanswered, and no lease was
+			// given back: its answer may yet grant tokens, leased to this
+			// process until LeaseTTL. Its goroutine ends within Timeout
+			// with a *redis.Client, at the client's ReadTimeout otherwise
+			// (Close waits for it in any case, below): take it in and give
+			// the lease back.
+			<-p.done
 			q.cerr = q.syncLocked(context.Background(), -1, 0)
 		}
 		q.fallback.Store(true)
@@ -560,7 +574,7 @@ func (q *Quota) syncLocked(parent context.Context, want, need int64) error {
 // deadlines ends the call then, even when its caller stopped waiting
 // sooner. Holding q.mu.
 func (q *Quota) start(ctx context.Context, want, need int64) *trip {
-	c := &trip{done: make(chan struct{}), bal: q.lease.Load(), rtotal: q.refunds.Load(), start: time.Now()}
+	c := &trip{done: make(chan struct{}), bal: q.lease.Load(), want: want, rtotal: q.refunds.Load(), start: time.Now()}
 	args := []any{q.id, q.opts.Capacity, c.bal, q.gAck, q.rAck, c.rtotal, want, need,
 		q.opts.LeaseTTL.Milliseconds(), q.opts.KeyTTL.Milliseconds()}
 	q.trips.Add(1)
