@@ -152,7 +152,7 @@ var _ retry.Quota = (*Quota)(nil)
 // New returns a Quota on key, shared by every process that calls New with
 // the same key on the same Redis, and starts its background goroutine; call
 // Close when done. The client may be a standalone, Sentinel (failover) or
-// Cluster client: the quota's keys share the hash tag {key}, so that they
+// Cluster client: the quota's keys share a hash tag (see Keys), so that they
 // live in one slot. New does not contact Redis.
 func New(client redis.UniversalClient, key string, opts Options) *Quota {
 	opts = opts.withDefaults()
@@ -208,10 +208,18 @@ func newQuota(run runner, key string, opts Options) *Quota {
 
 // Keys returns the Redis keys a quota on key uses: the pool (a hash), the
 // leases (a hash) and the leases' expiries (a sorted set). They share the
-// hash tag {key}, so a Redis Cluster keeps them in one slot.
+// hash tag {key}, so a Redis Cluster keeps them in one slot:
+// redisquota:{key}:pool and so on. Redis hashes a whole name when its first
+// braces hold nothing, which would put the three in slots of their own; so
+// a key that is empty or starts with '}' has names of another shape, with
+// the hash tag {=}: redisquota:={=}key:pool and so on.
 func Keys(key string) []string {
-	tag := "redisquota:{" + key + "}:"
-	return []string{tag + "pool", tag + "leases", tag + "expiry"}
+	prefix := "redisquota:{" + key + "}:"
+	if key == "" || key[0] == '}' {
+		// "redisquota:=" starts no other key's names.
+		prefix = "redisquota:={=}" + key + ":"
+	}
+	return []string{prefix + "pool", prefix + "leases", prefix + "expiry"}
 }
 
 func (o Options) withDefaults() Options {
