@@ -42,8 +42,10 @@ var errAttemptTimeout = errors.New("grpcretry: attempt timed out")
 // headers and no error, and RecvMsg returns the call's error. A SendMsg on
 // an attempt that has failed keeps the message and returns nil, so that the
 // receive that follows can retry; once the call is committed it returns
-// io.EOF as grpc does. Messages that are not protocol buffers have no known
-// size: the first one commits the call.
+// io.EOF as grpc does. A send grpc refuses (a message larger than
+// MaxCallSendMsgSize) ends the call with that error, as in grpc. Messages
+// that are not protocol buffers have no known size: the first one commits
+// the call.
 //
 // The stream's Context lives as long as the call, across its retries; see
 // the Context method.
@@ -379,6 +381,9 @@ func (s *retryStream) SendMsg(m any) error {
 	// failed, and replays m on its retry if m was kept.
 	err := cur.SendMsg(m)
 	if err != io.EOF {
+		if err != nil {
+			s.sendFailed(err)
+		}
 		return err
 	}
 	s.mu.Lock()
@@ -390,6 +395,30 @@ func (s *retryStream) SendMsg(m any) error {
 		s.broken = true // the receive that follows learns why, and retries
 	}
 	return nil
+}
+
+// sendFailed ends the call after grpc refused a send with err (a message
+// too large, one it could not encode), which ended the attempt's stream
+// (see grpc.ClientStream's SendMsg): the caller has the error, and need not
+// receive. A loop not run yet will not run, and RecvMsg returns err: the
+// breaker's leave the loop held is handed back, lest a probe's place stay
+// taken until OpenFor runs out; the client's own failure says nothing of
+// the service. A loop running reads the failure on the attempt, and
+// reports it.
+func (s *retryStream) sendFailed(err error) {
+	s.mu.Lock()
+	running := s.loop == loopRunning
+	if s.loop == loopIdle {
+		s.ticket.Release()
+		s.ticket = retry.BreakerTicket{}
+		s.commit()
+		s.final, s.loop = err, loopDone
+		s.cond.Broadcast()
+	}
+	s.mu.Unlock()
+	if !running {
+		s.end()
+	}
 }
 
 // CloseSend closes the sending side of the current attempt, and of every
@@ -470,8 +499,8 @@ func (s *retryStream) Trailer() metadata.MD {
 }
 
 // Context returns the call's context: the caller's context, done when the
-// call is over (RecvMsg returned an error or io.EOF, or the retry loop gave
-// up) or when the caller's context is, and never because an attempt was
+// call is over (RecvMsg returned an error or io.EOF, SendMsg one other
+// than io.EOF, or the retry loop gave up) or when the caller's context is, and never because an attempt was
 // retried. Its values are the current attempt's, so that peer.FromContext
 // gives the peer of the attempt the call talks to. It is the same context
 // on every call.
