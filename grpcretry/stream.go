@@ -499,11 +499,11 @@ func (s *retryStream) Trailer() metadata.MD {
 }
 
 // Context returns the call's context: the caller's context, done when the
-// call is over (RecvMsg returned an error or io.EOF, SendMsg one other
-// than io.EOF, or the retry loop gave up) or when the caller's context is, and never because an attempt was
-// retried. Its values are the current attempt's, so that peer.FromContext
-// gives the peer of the attempt the call talks to. It is the same context
-// on every call.
+// call is over (RecvMsg returned an error or io.EOF, SendMsg one other than
+// io.EOF, or the retry loop gave up) or when the caller's context is, and
+// never because an attempt was retried. Its values are the current
+// attempt's, so that peer.FromContext gives the peer of the attempt the
+// call talks to. It is the same context on every call.
 //
 // grpc's own retry commits a call on Context, and returns the attempt's
 // context. This interceptor does not: a single read of Context, which
