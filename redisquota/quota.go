@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -26,6 +27,14 @@ const (
 	DefaultKeyTTL        = 24 * time.Hour
 )
 
+// maxLeaseTTL bounds Options.LeaseTTL, well within what the arithmetic on
+// it (90 % of it, past the monotonic clock) can hold without overflowing.
+const maxLeaseTTL = 365 * 24 * time.Hour
+
+// errNilClient is the error of every call of a quota that New was given no
+// client for.
+var errNilClient = errors.New("redisquota: New was given a nil Redis client")
+
 // Options configure a Quota. The zero value of each field takes its default.
 type Options struct {
 	// Capacity is the most tokens the fleet's quota holds; 0 = 500, the
@@ -37,8 +46,9 @@ type Options struct {
 	// more tokens held away from the rest of the fleet: a process holds at
 	// most LeaseSize tokens, or one retry's cost if that is larger.
 	LeaseSize int
-	// LeaseTTL is how long a lease lives without being renewed; 0 = 10 s.
-	// Tokens leased by a process that dies come back to the fleet after it.
+	// LeaseTTL is how long a lease lives without being renewed; 0 = 10 s,
+	// and at most a year (a longer one is taken as a year). Tokens leased
+	// by a process that dies come back to the fleet after it.
 	LeaseTTL time.Duration
 	// FlushInterval is the longest time refunds wait before they are sent;
 	// 0 = 100 ms. They go sooner when LeaseSize of them have piled up.
@@ -153,9 +163,14 @@ var _ retry.Quota = (*Quota)(nil)
 // the same key on the same Redis, and starts its background goroutine; call
 // Close when done. The client may be a standalone, Sentinel (failover) or
 // Cluster client: the quota's keys share a hash tag (see Keys), so that they
-// live in one slot. New does not contact Redis.
+// live in one slot. New does not contact Redis. Given a nil client, it
+// returns a quota whose every call fails with an error saying so, and
+// which runs on its local fallback quota.
 func New(client redis.UniversalClient, key string, opts Options) *Quota {
 	opts = opts.withDefaults()
+	if v := reflect.ValueOf(client); !v.IsValid() || v.Kind() == reflect.Pointer && v.IsNil() {
+		return newQuota(func(context.Context, []string, ...any) (reply, error) { return reply{}, errNilClient }, key, opts)
+	}
 	// go-redis ignores a context's deadline unless the client was built
 	// with ContextTimeoutEnabled: by default a call to a Redis that does not
 	// answer (paused, stopped with SIGSTOP, a half-open connection) waits
@@ -232,6 +247,7 @@ func (o Options) withDefaults() Options {
 	if o.LeaseTTL <= 0 {
 		o.LeaseTTL = DefaultLeaseTTL
 	}
+	o.LeaseTTL = min(o.LeaseTTL, maxLeaseTTL)
 	if o.FlushInterval <= 0 {
 		o.FlushInterval = DefaultFlushInterval
 	}

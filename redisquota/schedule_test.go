@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"math"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -242,4 +243,20 @@ func TestEmptyPool(t *testing.T) {
 			t.Errorf("%d calls in 1 s of 100 refused retries; want about 10", n)
 		}
 	})
+}
+
+// A LeaseTTL too long for the quota's arithmetic (90 % of it overflowed past
+// about 32 years, and every lease was past its deadline as soon as granted)
+// is taken as the longest it allows: a take from a fresh lease succeeds.
+func TestHugeLeaseTTL(t *testing.T) {
+	for _, ttl := range []time.Duration{40 * 365 * 24 * time.Hour, math.MaxInt64} {
+		synctest.Test(t, func(t *testing.T) {
+			s := &store{pool: 1000}
+			q := newQuota(s.run, "k", Options{Capacity: 1000, LeaseSize: 50, LeaseTTL: ttl, Logger: quiet()})
+			defer q.Close()
+			if !q.Take(14) || q.lease.Load() != 50-14 {
+				t.Errorf("LeaseTTL %v: Take from a granted lease failed (lease %d)", ttl, q.lease.Load())
+			}
+		})
+	}
 }
