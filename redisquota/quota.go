@@ -682,8 +682,11 @@ func (q *Quota) failLocked(err error) error {
 	q.failures++
 	// Equal jitter: at least half the exponential step, so that a fleet
 	// cut off at once comes back spread out, never in lockstep.
-	step := q.opts.FlushInterval << min(q.failures-1, 16)
-	step = min(step, q.opts.ReconnectMax)
+	// The doubling stops at ReconnectMax before it can overflow.
+	step := q.opts.ReconnectMax
+	if n := min(q.failures-1, 16); q.opts.FlushInterval <= step>>n {
+		step = q.opts.FlushInterval << n
+	}
 	q.nextProbe = time.Now().Add(step/2 + time.Duration(q.opts.Rand()*float64(step/2)))
 	if !q.fallback.Load() && !q.closed.Load() {
 		q.fallback.Store(true)

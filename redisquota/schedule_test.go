@@ -260,3 +260,39 @@ func TestHugeLeaseTTL(t *testing.T) {
 		})
 	}
 }
+
+// A FlushInterval so long that doubling it overflows (the backoff starts at
+// it and doubles per failure) must leave the reconnection backoff at
+// ReconnectMax, not turn it negative and retry Redis without pause.
+func TestHugeFlushIntervalBackoff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		var calls int
+		var mu sync.Mutex
+		run := func(context.Context, []string, ...any) (reply, error) {
+			mu.Lock()
+			calls++
+			n := calls
+			mu.Unlock()
+			if n > 100 {
+				<-release // the backoff broke: stop the storm, so that time passes
+			}
+			return reply{}, errDown
+		}
+		q := newQuota(run, "k", Options{Capacity: 1000, FlushInterval: 1 << 50, ReconnectMax: time.Hour,
+			Timeout: time.Hour, Logger: quiet()})
+		if !q.Take(14) || q.Shared() {
+			t.Fatal("Take with Redis down: want the fallback quota")
+		}
+		time.Sleep(24 * time.Hour)
+		mu.Lock()
+		n := calls
+		mu.Unlock()
+		// At least half of ReconnectMax between attempts.
+		if n > 50 {
+			t.Errorf("%d attempts to reach Redis in 24 h with ReconnectMax 1 h", n)
+		}
+		close(release)
+		q.Close()
+	})
+}
