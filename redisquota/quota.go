@@ -385,13 +385,14 @@ func (q *Quota) Refund(n int) {
 	}
 }
 
-// Available returns the tokens the process can count on: its lease plus
-// the fleet's pool as last seen, or the local quota's while Redis is away.
+// Available returns the tokens the process can count on: its lease (less
+// any tokens it owes the pool, see the package documentation) plus the
+// fleet's pool as last seen, or the local quota's while Redis is away.
 func (q *Quota) Available() int {
 	if q.fallback.Load() {
 		return q.local.Available()
 	}
-	return int(q.lease.Load() + q.pool.Load())
+	return int(max(q.lease.Load()+q.pool.Load(), 0))
 }
 
 // RoundTrips returns how many calls the quota has made to Redis.

@@ -296,3 +296,18 @@ func TestHugeFlushIntervalBackoff(t *testing.T) {
 		q.Close()
 	})
 }
+
+// A lease below zero (tokens owed, see adjustLease) with an empty pool
+// leaves nothing to count on, not a negative count.
+func TestAvailableOwed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := &store{pool: 0}
+		q := newQuota(s.run, "k", Options{Capacity: 1000, Logger: quiet()})
+		defer q.Close()
+		q.lease.Store(-5)
+		q.pool.Store(0)
+		if got := q.Available(); got != 0 {
+			t.Errorf("Available = %d owing 5 to an empty pool, want 0", got)
+		}
+	})
+}
