@@ -388,12 +388,15 @@ func (s *retryStream) SendMsg(m any) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.committed {
+	switch {
+	case s.cur != cur:
+		// The loop retried meanwhile: m was kept, and the retry sent it
+		// again, whether the call has committed since or not.
+		return nil
+	case s.committed:
 		return io.EOF
 	}
-	if s.cur == cur {
-		s.broken = true // the receive that follows learns why, and retries
-	}
+	s.broken = true // the receive that follows learns why, and retries
 	return nil
 }
 
