@@ -338,23 +338,12 @@ func (h *heldSend) SendMsg(m any) error {
 // message and committed on the retry's first message, returns nil: the
 // message went out on the retry, and the application goes on sending.
 func TestSendOnARetriedAttemptAfterTheCommit(t *testing.T) {
-	srv := &server{duplex: func(n int, s testpb.TestService_FullDuplexCallServer) error {
-		for {
-			m, err := s.Recv()
-			if err == io.EOF {
-				return nil
-			}
-			if err != nil {
-				return err
-			}
-			if n == 1 {
-				return status.Error(codes.Unavailable, "restarting")
-			}
-			if err := s.Send(&testpb.StreamingOutputCallResponse{Payload: m.GetPayload()}); err != nil {
-				return err
-			}
+	srv := &server{duplex: answerEach(func(n int, m *testpb.StreamingOutputCallRequest) (*testpb.StreamingOutputCallResponse, error) {
+		if n == 1 {
+			return nil, status.Error(codes.Unavailable, "restarting")
 		}
-	}}
+		return &testpb.StreamingOutputCallResponse{Payload: m.GetPayload()}, nil
+	})}
 	first := &heldSend{entered: make(chan struct{}), release: make(chan struct{})}
 	attempts := 0
 	hold := func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
@@ -394,6 +383,30 @@ func TestSendOnARetriedAttemptAfterTheCommit(t *testing.T) {
 	st.CloseSend()
 	if _, err := st.Recv(); err != io.EOF || srv.calls.Load() != 2 {
 		t.Fatalf("end: %v after %d attempts", err, srv.calls.Load())
+	}
+}
+
+// answerEach is a bidirectional handler that answers each request as it
+// reads it, with what answer makes of it, until the client closes its side;
+// an error of answer's ends the call.
+func answerEach(answer func(n int, m *testpb.StreamingOutputCallRequest) (*testpb.StreamingOutputCallResponse, error)) func(int, testpb.TestService_FullDuplexCallServer) error {
+	return func(n int, s testpb.TestService_FullDuplexCallServer) error {
+		for {
+			m, err := s.Recv()
+			if err == io.EOF {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			r, err := answer(n, m)
+			if err != nil {
+				return err
+			}
+			if err := s.Send(r); err != nil {
+				return err
+			}
+		}
 	}
 }
 
@@ -503,20 +516,9 @@ func TestClientStreamAnsweredEndsItsContext(t *testing.T) {
 // wait for that send. Plain grpc finishes this in about a second; the
 // deadline fails the test if the stream stalls.
 func TestBidiSendBlockedOnFlowControlLetsRecvRun(t *testing.T) {
-	srv := &server{duplex: func(_ int, s testpb.TestService_FullDuplexCallServer) error {
-		for {
-			m, err := s.Recv()
-			if err == io.EOF {
-				return nil
-			}
-			if err != nil {
-				return err
-			}
-			if err := s.Send(&testpb.StreamingOutputCallResponse{Payload: payload(int(m.GetResponseParameters()[0].GetSize()))}); err != nil {
-				return err
-			}
-		}
-	}}
+	srv := &server{duplex: answerEach(func(_ int, m *testpb.StreamingOutputCallRequest) (*testpb.StreamingOutputCallResponse, error) {
+		return &testpb.StreamingOutputCallResponse{Payload: payload(int(m.GetResponseParameters()[0].GetSize()))}, nil
+	})}
 	c := client(t, srv, WithStrategy(simple(3)))
 	for _, size := range []int{16 << 10, 300 << 10} {
 		const n, answer = 16, 1 << 20
