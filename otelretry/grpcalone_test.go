@@ -12,6 +12,7 @@ import (
 	"github.com/retrykit/retry"
 	"github.com/retrykit/retry/grpcretry"
 	"github.com/retrykit/retry/otelretry"
+	"github.com/retrykit/retry/otelretry/grpcotel"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -20,7 +21,8 @@ import (
 )
 
 // These tests install grpcretry's interceptors alone, given the
-// instrumentation's Option, and no grpcotel interceptor: grpcretry tells the
+// instrumentation's Option, and no grpcotel interceptor (but the last, which
+// has no grpcretry): grpcretry tells the
 // instrumentation each call's method and target and each hedge itself, so
 // that gRFC A96's metrics carry grpc.method and grpc.target for unary
 // calls, hedged calls and streams.
@@ -78,6 +80,16 @@ func noUnknown(t *testing.T, m map[string]string) {
 	}
 }
 
+// hasMetrics checks that m holds want, among others.
+func hasMetrics(t *testing.T, m, want map[string]string) {
+	t.Helper()
+	for k, v := range want {
+		if m[k] != v {
+			t.Errorf("%s = %q, want %q; metrics %v", k, m[k], v, m)
+		}
+	}
+}
+
 // TestGRPCRetryAloneUnary: a unary call answered UNAVAILABLE twice and then
 // served records its two retries and its retry_delay under the method and
 // the channel's canonical target, with no interceptor but grpcretry's.
@@ -114,14 +126,10 @@ func TestGRPCRetryAloneArbitraryMethod(t *testing.T) {
 	}
 	call := a96(conn, otelretry.Unknown, "health", "success")
 	m := r.metrics(t)
-	for k, v := range map[string]string{
+	hasMetrics(t, m, map[string]string{
 		"grpc.client.call.retries" + call:     "1/2",
 		"grpc.client.call.retry_delay" + call: "1/0",
-	} {
-		if m[k] != v {
-			t.Errorf("%s = %q, want %q; metrics %v", k, m[k], v, m)
-		}
-	}
+	})
 }
 
 // TestGRPCRetryAloneHedges: a hedged call, its first copy held by the
@@ -148,14 +156,10 @@ func TestGRPCRetryAloneHedges(t *testing.T) {
 	call := a96(conn, "grpc.health.v1.Health/Check", "health", "success")
 	m := r.metrics(t)
 	noUnknown(t, m)
-	for k, v := range map[string]string{
+	hasMetrics(t, m, map[string]string{
 		"grpc.client.call.hedges" + call:      "1/1",
 		"grpc.client.call.retry_delay" + call: "2/0",
-	} {
-		if m[k] != v {
-			t.Errorf("%s = %q, want %q; metrics %v", k, m[k], v, m)
-		}
-	}
+	})
 	if v, ok := m["grpc.client.call.retries"+call]; ok {
 		t.Errorf("grpc.client.call.retries = %s, want nothing: the hedge is not a retry", v)
 	}
@@ -204,14 +208,10 @@ func TestGRPCRetryAloneStreams(t *testing.T) {
 	call := a96(conn, "grpc.health.v1.Health/Watch", "health", "success")
 	m := r.metrics(t)
 	noUnknown(t, m)
-	for k, v := range map[string]string{
+	hasMetrics(t, m, map[string]string{
 		"grpc.client.call.retries" + call:     "1/1",
 		"grpc.client.call.retry_delay" + call: "2/0",
-	} {
-		if m[k] != v {
-			t.Errorf("%s = %q, want %q; metrics %v", k, m[k], v, m)
-		}
-	}
+	})
 }
 
 // TestGRPCRetryTellsEveryInstrumentation: two instrumentations of the same
@@ -251,4 +251,36 @@ func TestGRPCRetryTellsEveryInstrumentation(t *testing.T) {
 	if k := "grpc.client.call.retry_delay" + a96(plain, "grpc.health.v1.Health/Check", "app", "success"); m[k] != "1/0" {
 		t.Errorf("%s = %q, want 1/0; metrics %v", k, m[k], m)
 	}
+}
+
+// TestGRPCOtelForAnApplicationsLoop: grpcotel's interceptor, on a channel
+// without grpcretry's, tells an application's own instrumented loop the
+// method and target of the gRPC calls its attempts make.
+func TestGRPCOtelForAnApplicationsLoop(t *testing.T) {
+	r := newRig(t)
+	inst := r.inst(otelretry.WithGRPCConventions())
+	conn, err := grpc.NewClient(serveHealth(t, &flakyHealth{}),
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDisableRetry(),
+		grpc.WithUnaryInterceptor(grpcotel.UnaryClientInterceptor(inst)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	client := healthpb.NewHealthClient(conn)
+	err = retry.Do(context.Background(), &retry.Simple{Backoff: retry.Constant(0)}, func(ctx context.Context) error {
+		if _, err := client.Check(ctx, &healthpb.HealthCheckRequest{}); err != nil {
+			return retry.Transient(err) // the application classifies its own failures
+		}
+		return nil
+	}, retry.Scope("app"), inst.Option())
+	if err != nil {
+		t.Fatal(err)
+	}
+	call := a96(conn, "grpc.health.v1.Health/Check", "app", "success")
+	m := r.metrics(t)
+	hasMetrics(t, m, map[string]string{
+		"grpc.client.call.retries" + call:     "1/2",
+		"grpc.client.call.retry_delay" + call: "1/0",
+	})
 }
