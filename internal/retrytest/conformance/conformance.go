@@ -64,10 +64,11 @@ type Integration struct {
 	// call (from 1) gets script(n). The suite calls it outside any synctest
 	// bubble.
 	Serve func(t *testing.T, script func(n int) Answer) Server
-	// Virtual runs the tests whose strategies wait (the integration's own
-	// zero-config strategy, Adaptive) in a synctest bubble, their clients
-	// made inside it. An integration whose clients cannot live in a bubble
-	// (gRPC's connections) runs them in real time.
+	// Virtual runs the client side of every test (the servers stay
+	// outside) in a synctest bubble, its clients made inside it, so that
+	// the waits of the integration's strategies and of its protocol's
+	// guidance pass in virtual time. An integration whose clients cannot
+	// live in a bubble (gRPC's connections) runs them in real time.
 	Virtual bool
 	// Gaps names the tests (as "OneLayer/LibraryLoop") the integration is
 	// known not to pass yet, each with the reason: they are skipped, and

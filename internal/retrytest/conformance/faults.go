@@ -43,16 +43,18 @@ func clientFaults(t *testing.T, in Integration) {
 	// it.
 	t.Run("Breaker", func(t *testing.T) {
 		srv := in.Serve(t, always(ClientFault))
-		var clock retrytest.Clock
-		b := retry.NewBreaker(retry.BreakerOptions{MinAttempts: 4, OpenFor: time.Second, Now: clock.Now})
-		call := srv.Client(t, Config{Strategy: simple(3), Breaker: b})
-		for i := range 10 {
-			if out := call(context.Background()); out.Answer != ClientFault {
-				t.Fatalf("call %d: %+v, want the client fault", i+1, out)
+		in.inTime(t, func(t *testing.T) {
+			var clock retrytest.Clock
+			b := retry.NewBreaker(retry.BreakerOptions{MinAttempts: 4, OpenFor: time.Second, Now: clock.Now})
+			call := srv.Client(t, Config{Strategy: simple(3), Breaker: b})
+			for i := range 10 {
+				if out := call(context.Background()); out.Answer != ClientFault {
+					t.Fatalf("call %d: %+v, want the client fault", i+1, out)
+				}
 			}
-		}
-		if s := b.State(srv.Scope()); s != retry.BreakerClosed || srv.Calls() != 10 {
-			t.Fatalf("after 10 client faults: circuit %v, %d calls; want closed and 10", s, srv.Calls())
-		}
+			if s := b.State(srv.Scope()); s != retry.BreakerClosed || srv.Calls() != 10 {
+				t.Fatalf("after 10 client faults: circuit %v, %d calls; want closed and 10", s, srv.Calls())
+			}
+		})
 	})
 }

@@ -26,19 +26,21 @@ func oneLayer(t *testing.T, in Integration) {
 	} {
 		t.Run("ApplicationLoop/"+tc.name, func(t *testing.T) {
 			srv := in.Serve(t, always(Unavailable))
-			call := srv.Client(t, Config{Strategy: tc.strategy})
-			attempts := 0
-			err := retry.Do(context.Background(), simple(3), func(ctx context.Context) error {
-				attempts++
-				if out := call(ctx); out.Answer != OK {
-					return fmt.Errorf("lookup failed: %v", out.Answer) // %v: the chain is cut
+			in.inTime(t, func(t *testing.T) {
+				call := srv.Client(t, Config{Strategy: tc.strategy})
+				attempts := 0
+				err := retry.Do(context.Background(), simple(3), func(ctx context.Context) error {
+					attempts++
+					if out := call(ctx); out.Answer != OK {
+						return fmt.Errorf("lookup failed: %v", out.Answer) // %v: the chain is cut
+					}
+					return nil
+				})
+				var re *retry.Error
+				if !errors.As(err, &re) || re.Attempts != 3 || attempts != 3 || srv.Calls() != 3 {
+					t.Fatalf("%v after %d attempts and %d calls, want 3 and 3", err, attempts, srv.Calls())
 				}
-				return nil
 			})
-			var re *retry.Error
-			if !errors.As(err, &re) || re.Attempts != 3 || attempts != 3 || srv.Calls() != 3 {
-				t.Fatalf("%v after %d attempts and %d calls, want 3 and 3", err, attempts, srv.Calls())
-			}
 		})
 	}
 
@@ -56,18 +58,20 @@ func oneLayer(t *testing.T, in Integration) {
 			}
 			return OK
 		})
-		call := srv.Client(t, Config{})
-		library := func(ctx context.Context) error {
-			return retry.Do(ctx, &retry.No{}, func(ctx context.Context) error { return call(ctx).appErr() })
-		}
-		attempts := 0
-		err := retry.Do(context.Background(), simple(3), func(ctx context.Context) error {
-			attempts++
-			return library(ctx)
+		in.inTime(t, func(t *testing.T) {
+			call := srv.Client(t, Config{})
+			library := func(ctx context.Context) error {
+				return retry.Do(ctx, &retry.No{}, func(ctx context.Context) error { return call(ctx).appErr() })
+			}
+			attempts := 0
+			err := retry.Do(context.Background(), simple(3), func(ctx context.Context) error {
+				attempts++
+				return library(ctx)
+			})
+			if err != nil || attempts != 2 || srv.Calls() != 2 {
+				t.Fatalf("err %v after %d application attempts and %d calls, want success after 2 and 2", err, attempts, srv.Calls())
+			}
 		})
-		if err != nil || attempts != 2 || srv.Calls() != 2 {
-			t.Fatalf("err %v after %d application attempts and %d calls, want success after 2 and 2", err, attempts, srv.Calls())
-		}
 	})
 
 	// Told Unmarked, or around an independent integration, the layers
@@ -82,14 +86,16 @@ func oneLayer(t *testing.T, in Integration) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := in.Serve(t, always(Unavailable))
-			call := srv.Client(t, Config{Strategy: simple(3), Independent: tc.independent})
-			err := retry.Do(context.Background(), simple(3), func(ctx context.Context) error {
-				return retry.Transient(call(ctx).appErr())
-			}, tc.opts...)
-			var re *retry.Error
-			if !errors.As(err, &re) || re.Attempts != 3 || srv.Calls() != 9 {
-				t.Fatalf("%v, %d calls, want 3 attempts and 9 calls", err, srv.Calls())
-			}
+			in.inTime(t, func(t *testing.T) {
+				call := srv.Client(t, Config{Strategy: simple(3), Independent: tc.independent})
+				err := retry.Do(context.Background(), simple(3), func(ctx context.Context) error {
+					return retry.Transient(call(ctx).appErr())
+				}, tc.opts...)
+				var re *retry.Error
+				if !errors.As(err, &re) || re.Attempts != 3 || srv.Calls() != 9 {
+					t.Fatalf("%v, %d calls, want 3 attempts and 9 calls", err, srv.Calls())
+				}
+			})
 		})
 	}
 }
@@ -99,21 +105,26 @@ func oneLayer(t *testing.T, in Integration) {
 // integration returns one, that classifies as the failure, so that the
 // caller retries it); an independent integration retries as if alone.
 func outerLoop(t *testing.T, in Integration) {
-	ctx, done := retry.WithCallerRetries(context.Background())
-	defer done()
-
 	srv := in.Serve(t, always(Unavailable))
-	out := srv.Client(t, Config{Strategy: simple(3)})(ctx)
-	if out.Answer != Unavailable || out.Attempts != 1 || !errors.Is(out.Reason, retry.ErrOuterLoop) || srv.Calls() != 1 {
-		t.Fatalf("%+v after %d calls; want Unavailable after 1 attempt, left with ErrOuterLoop", out, srv.Calls())
-	}
-	if out.Err != nil && !retry.Classify(out.Err).Retryable() {
-		t.Fatalf("%v classifies as %+v, which the caller does not retry", out.Err, retry.Classify(out.Err))
-	}
+	in.inTime(t, func(t *testing.T) {
+		ctx, done := retry.WithCallerRetries(context.Background())
+		defer done()
+		out := srv.Client(t, Config{Strategy: simple(3)})(ctx)
+		if out.Answer != Unavailable || out.Attempts != 1 || !errors.Is(out.Reason, retry.ErrOuterLoop) || srv.Calls() != 1 {
+			t.Fatalf("%+v after %d calls; want Unavailable after 1 attempt, left with ErrOuterLoop", out, srv.Calls())
+		}
+		if out.Err != nil && !retry.Classify(out.Err).Retryable() {
+			t.Fatalf("%v classifies as %+v, which the caller does not retry", out.Err, retry.Classify(out.Err))
+		}
+	})
 
 	srv = in.Serve(t, always(Unavailable))
-	out = srv.Client(t, Config{Strategy: simple(3), Independent: true})(ctx)
-	if out.Answer != Unavailable || out.Attempts != 3 || srv.Calls() != 3 {
-		t.Fatalf("independent: %+v after %d calls; want Unavailable after 3 attempts", out, srv.Calls())
-	}
+	in.inTime(t, func(t *testing.T) {
+		ctx, done := retry.WithCallerRetries(context.Background())
+		defer done()
+		out := srv.Client(t, Config{Strategy: simple(3), Independent: true})(ctx)
+		if out.Answer != Unavailable || out.Attempts != 3 || srv.Calls() != 3 {
+			t.Fatalf("independent: %+v after %d calls; want Unavailable after 3 attempts", out, srv.Calls())
+		}
+	})
 }
