@@ -204,15 +204,7 @@ func TestBreakerHalfOpenStreamOutgrowsBuffer(t *testing.T) {
 		},
 		input: sumInput(0, &got),
 	}
-	var clock handClock
-	b := retry.NewBreaker(retry.BreakerOptions{MinAttempts: 4, OpenFor: time.Second, Now: clock.now})
-	addr := serve(t, srv)
-	opts := []Option{WithStrategy(simple(3)), WithBreaker(b), WithBufferLimit(50)}
-	c := dial(t, addr,
-		grpc.WithUnaryInterceptor(UnaryClientInterceptor(opts...)),
-		grpc.WithStreamInterceptor(StreamClientInterceptor(opts...)))
-	openCircuit(t, c, b, addr)
-	clock.advance(time.Second)
+	c, b, addr := halfOpenClient(t, srv)
 	st, err := c.StreamingInputCall(t.Context())
 	if err != nil {
 		t.Fatal(err)
@@ -232,6 +224,25 @@ func TestBreakerHalfOpenStreamOutgrowsBuffer(t *testing.T) {
 	if s := b.State(addr); s != retry.BreakerClosed {
 		t.Errorf("after the probe succeeded: %v, want closed", s)
 	}
+}
+
+// halfOpenClient serves srv, whose unary calls must fail UNAVAILABLE for
+// now, and dials it through both interceptors with a breaker on a hand
+// clock and a replay buffer of 50 bytes; it opens the circuit of the
+// ClientConn's target, the address it returns, and ends its open spell:
+// the circuit is half-open.
+func halfOpenClient(t *testing.T, srv *server) (testpb.TestServiceClient, *retry.Breaker, string) {
+	t.Helper()
+	var clock handClock
+	b := retry.NewBreaker(retry.BreakerOptions{MinAttempts: 4, OpenFor: time.Second, Now: clock.now})
+	addr := serve(t, srv)
+	opts := []Option{WithStrategy(simple(3)), WithBreaker(b), WithBufferLimit(50)}
+	c := dial(t, addr,
+		grpc.WithUnaryInterceptor(UnaryClientInterceptor(opts...)),
+		grpc.WithStreamInterceptor(StreamClientInterceptor(opts...)))
+	openCircuit(t, c, b, addr)
+	clock.advance(time.Second)
+	return c, b, addr
 }
 
 // TestBreakerOfRetryOptions: a breaker given as retry.WithBreaker in
@@ -613,5 +624,43 @@ func abandonedStream(t *testing.T, early bool) {
 	}
 	if s := b.State(addr); s != retry.BreakerClosed {
 		t.Fatalf("after the probe: %v, want closed", s)
+	}
+}
+
+// TestBreakerHalfOpenStreamRefusedByGrpcFreesItsProbe: half-open, a stream
+// whose first send outgrows the replay buffer is opened early as the
+// probe; grpc refuses the message (larger than MaxCallSendMsgSize), which
+// ends the stream. The call is over (its receive returns that error), and
+// the probe's place is free at once for the next call, which closes the
+// circuit, rather than held until OpenFor runs out.
+func TestBreakerHalfOpenStreamRefusedByGrpcFreesItsProbe(t *testing.T) {
+	var down atomic.Bool
+	down.Store(true)
+	var got [][]int
+	srv := &server{unary: downWhile(&down), input: sumInput(0, &got)}
+	c, b, addr := halfOpenClient(t, srv)
+	st, err := c.StreamingInputCall(t.Context(), grpc.MaxCallSendMsgSize(100))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = st.Send(&testpb.StreamingInputCallRequest{Payload: payload(200)})
+	if status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("a send larger than MaxCallSendMsgSize: %v, want RESOURCE_EXHAUSTED", err)
+	}
+	down.Store(false)
+	if _, err := c.UnaryCall(t.Context(), &testpb.SimpleRequest{}); err != nil {
+		t.Fatalf("the next call after the stream grpc ended: %v; want it through as the probe", err)
+	}
+	if s := b.State(addr); s != retry.BreakerClosed {
+		t.Fatalf("after the probe: %v, want closed", s)
+	}
+	if _, err := st.CloseAndRecv(); status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("the receive after the refused send: %v, want its RESOURCE_EXHAUSTED", err)
+	}
+	if st.Context().Err() == nil {
+		t.Fatal("the stream's Context is not done once grpc ended the stream")
+	}
+	if len(got) != 0 {
+		t.Fatalf("the server read %v", got)
 	}
 }
