@@ -2,11 +2,7 @@ package grpcretry
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"net"
 	"testing"
-	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -16,20 +12,6 @@ import (
 
 	"github.com/retrykit/retry"
 )
-
-// serveWith starts srv on a loopback port behind the server options.
-func serveWith(t *testing.T, srv *server, opts ...grpc.ServerOption) string {
-	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	gs := grpc.NewServer(opts...)
-	testpb.RegisterTestServiceServer(gs, srv)
-	go gs.Serve(lis)
-	t.Cleanup(gs.Stop)
-	return lis.Addr().String()
-}
 
 // Retries at one layer across services: a front end retries a middle tier
 // that calls a back end that is always UNAVAILABLE. Behind the server
@@ -47,35 +29,16 @@ func TestServerInterceptorPropagatesTheCallersRetries(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			back := &server{unary: failing(codes.Unavailable, 1000)}
-			toBack := dial(t, serveWith(t, back), grpc.WithUnaryInterceptor(UnaryClientInterceptor(WithStrategy(simple(3)))))
+			toBack := dial(t, serve(t, back), grpc.WithUnaryInterceptor(UnaryClientInterceptor(WithStrategy(simple(3)))))
 			middle := &server{unary: func(ctx context.Context, _ int, req *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
 				return toBack.UnaryCall(ctx, req)
 			}}
-			front := dial(t, serveWith(t, middle, tc.opts...), grpc.WithUnaryInterceptor(UnaryClientInterceptor(WithStrategy(simple(3)))))
+			front := dial(t, serve(t, middle, tc.opts...), grpc.WithUnaryInterceptor(UnaryClientInterceptor(WithStrategy(simple(3)))))
 			_, err := front.UnaryCall(context.Background(), &testpb.SimpleRequest{})
 			if status.Code(err) != codes.Unavailable || middle.calls.Load() != 3 || back.calls.Load() != tc.backend {
 				t.Fatalf("err %v; middle tier called %d times, back end %d, want 3 and %d", err, middle.calls.Load(), back.calls.Load(), tc.backend)
 			}
 		})
-	}
-}
-
-// Inside work whose caller retries, a call the server answered gets one
-// attempt, its *retry.Error left to the caller (which classifies it as the
-// status); WithIndependentRetries retries as if alone.
-func TestClientLeavesAnsweredFailuresToTheCaller(t *testing.T) {
-	ctx, done := retry.WithCallerRetries(context.Background())
-	defer done()
-	srv := &server{unary: failing(codes.Unavailable, 1000)}
-	_, err := client(t, srv, WithStrategy(simple(3))).UnaryCall(ctx, &testpb.SimpleRequest{})
-	var re *retry.Error
-	if !errors.As(err, &re) || re.Reason != retry.ErrOuterLoop || srv.calls.Load() != 1 || !retry.Classify(err).Retryable() {
-		t.Fatalf("err %v after %d calls", err, srv.calls.Load())
-	}
-	srv = &server{unary: failing(codes.Unavailable, 1000)}
-	_, err = client(t, srv, WithStrategy(simple(3)), WithIndependentRetries()).UnaryCall(ctx, &testpb.SimpleRequest{})
-	if srv.calls.Load() != 3 {
-		t.Fatalf("independent: err %v after %d calls", err, srv.calls.Load())
 	}
 }
 
@@ -117,7 +80,7 @@ func TestStreamServerInterceptorMarksRetries(t *testing.T) {
 		marked <- retry.CallerRetries(st.Context())
 		return nil
 	}}
-	c := dial(t, serveWith(t, srv, grpc.StreamInterceptor(StreamServerInterceptor())))
+	c := dial(t, serve(t, srv, grpc.StreamInterceptor(StreamServerInterceptor())))
 	for _, previous := range []string{"", "2"} {
 		ctx := context.Background()
 		if previous != "" {
@@ -135,42 +98,5 @@ func TestStreamServerInterceptorMarksRetries(t *testing.T) {
 		if got := <-marked; got != (previous != "") {
 			t.Errorf("grpc-previous-rpc-attempts %q: stream context marked %v", previous, got)
 		}
-	}
-}
-
-// An application's retry.Do around a call through the interceptor: the loop
-// marks its attempts, so a server that always fails gets 3 calls, not 9,
-// even when the application returns an error of its own that says nothing
-// about retrying.
-func TestApplicationLoopAroundTheInterceptorDoesNotMultiply(t *testing.T) {
-	srv := &server{unary: failing(codes.Unavailable, 1000)}
-	c := client(t, srv, WithStrategy(simple(3)))
-	attempts := 0
-	err := retry.Do(context.Background(), simple(3), func(ctx context.Context) error {
-		attempts++
-		if _, err := c.UnaryCall(ctx, &testpb.SimpleRequest{}); err != nil {
-			return fmt.Errorf("lookup failed: %v", status.Code(err))
-		}
-		return nil
-	})
-	if err == nil || attempts != 3 || srv.calls.Load() != 3 {
-		t.Fatalf("%v after %d attempts and %d calls, want 3 and 3", err, attempts, srv.calls.Load())
-	}
-}
-
-// A hedged call inside an application's loop leaves an answered failure to
-// the loop, which retries it: 3 calls for 3 attempts, where the hedged call
-// used to give up Unsafe after one and nothing retried it.
-func TestHedgedCallLeavesAnsweredFailuresToTheCaller(t *testing.T) {
-	srv := &server{unary: failing(codes.Unavailable, 1000)}
-	c := client(t, srv, WithStrategy(simple(3)), WithIdempotentMethods(method), WithHedging(Hedging{Delay: time.Hour, MaxAttempts: 3}))
-	attempts := 0
-	err := retry.Do(context.Background(), simple(3), func(ctx context.Context) error {
-		attempts++
-		_, err := c.UnaryCall(ctx, &testpb.SimpleRequest{})
-		return err
-	})
-	if err == nil || attempts != 3 || srv.calls.Load() != 3 {
-		t.Fatalf("%v after %d attempts and %d calls, want 3 and 3", err, attempts, srv.calls.Load())
 	}
 }

@@ -164,8 +164,8 @@ func TestRedirectWithABodyIsSentWholeOnEachHop(t *testing.T) {
 	req.Body, _ = req.GetBody()
 	resp, err := (&http.Client{Transport: tr}).Do(req)
 	discard(resp)
-	reqs := srv.requests()
-	if err != nil || len(reqs) != 2 || reqs[0].body != payload || reqs[1].body != payload {
+	reqs := srv.Requests()
+	if err != nil || len(reqs) != 2 || reqs[0].Body != payload || reqs[1].Body != payload {
 		t.Fatalf("err %v, %d requests; want 2, each with the whole body", err, len(reqs))
 	}
 }

@@ -8,12 +8,10 @@ package forrst_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
 	"sync"
-	"sync/atomic"
 	"testing"
 
 	"github.com/retrykit/retry"
@@ -107,94 +105,4 @@ func TestAllowedOnlyWhenTheServerSaysSo(t *testing.T) {
 			}
 		})
 	}
-}
-
-// End to end with a zero-config client (its own retry.Adaptive): a
-// DEADLINE_EXCEEDED whose guidance says {"allowed": true, "strategy":
-// "immediate"} is retried, and the call succeeds on attempt 2.
-func TestZeroConfigRetriesAnAllowedDeadlineExceeded(t *testing.T) {
-	var runs atomic.Int32
-	var s forrst.Server
-	flaky(&s, "report", forrst.CodeDeadlineExceeded, 1, &runs,
-		forrst.WithGuidance(forrst.CodeDeadlineExceeded, forrst.RetryData{Allowed: true, Strategy: forrst.Immediate}))
-	srv := newServer(t, &s)
-	virtual(t, func(t *testing.T, hc *http.Client, st *stamps) {
-		c := &forrst.Client{URL: srv.URL, HTTPClient: hc} // no Strategy
-		var out struct{ OK bool }
-		if err := c.Call(context.Background(), "report", nil, &out); err != nil {
-			t.Fatal(err)
-		}
-		if !out.OK || runs.Load() != 2 || st.count() != 2 {
-			t.Errorf("result %+v, runs %d, requests %d; want success on attempt 2", out, runs.Load(), st.count())
-		}
-	})
-}
-
-// End to end with a zero-config client: answers that blame the caller
-// (NOT_FOUND, three in a row) show a server at work, so they leave the next
-// call's UNAVAILABLE its retry.
-func TestZeroConfigClientErrorsDoNotStopTheRetryOfAServerFailure(t *testing.T) {
-	var lookups, runs atomic.Int32
-	var s forrst.Server
-	s.Register("lookup", func(context.Context, json.RawMessage) (any, error) {
-		lookups.Add(1)
-		return nil, forrst.Fail(forrst.CodeNotFound, "no such item")
-	})
-	flaky(&s, "inventory.get", forrst.CodeUnavailable, 1, &runs)
-	srv := newServer(t, &s)
-	virtual(t, func(t *testing.T, hc *http.Client, st *stamps) {
-		c := &forrst.Client{URL: srv.URL, HTTPClient: hc} // no Strategy
-		for i := range 3 {
-			err := c.Call(context.Background(), "lookup", nil, nil)
-			wantCallError(t, err, forrst.CodeNotFound, http.StatusNotFound)
-			if lookups.Load() != int32(i+1) {
-				t.Fatalf("lookup %d: %d runs, want one each", i+1, lookups.Load())
-			}
-		}
-		if err := c.Call(context.Background(), "inventory.get", nil, nil); err != nil {
-			t.Fatalf("after three NOT_FOUND answers: %v", err)
-		}
-		if runs.Load() != 2 || st.count() != 5 {
-			t.Errorf("inventory.get ran %d times, %d requests in all; want 2 and 5", runs.Load(), st.count())
-		}
-	})
-}
-
-// The permission is what makes the difference: in a scope where every
-// attempt times out, Adaptive refuses to retry a DEADLINE_EXCEEDED that
-// came without guidance (the client's table allows it, the server said
-// nothing), and still retries the one whose guidance the server sent.
-// Streaks and client-side throttling are off so that only the timeout rule
-// decides.
-func TestAllowedTimeoutIsRetriedWhereOthersAreNot(t *testing.T) {
-	var allow atomic.Bool
-	srv, n := hostile(t, func(_ int, w http.ResponseWriter, r *http.Request) {
-		switch {
-		case !allow.Load():
-			w.WriteHeader(504)
-			_, _ = io.WriteString(w, failDoc("DEADLINE_EXCEEDED", ""))
-		case r.Header.Get("Retry-Attempt") == "":
-			w.WriteHeader(504)
-			_, _ = io.WriteString(w, failDoc("DEADLINE_EXCEEDED", `{"allowed":true,"strategy":"immediate"}`))
-		default:
-			_, _ = io.WriteString(w, `{"protocol":`+protocolJSON+`,"id":"req_x","result":{"ok":true}}`)
-		}
-	})
-	virtual(t, func(t *testing.T, hc *http.Client, st *stamps) {
-		c := &forrst.Client{URL: srv.URL, HTTPClient: hc,
-			Strategy: retry.NewAdaptive(retry.AdaptiveOptions{Streak: -1, Multiplier: -1})}
-		for range 12 {
-			wantCallError(t, c.Call(context.Background(), "report", nil, nil), forrst.CodeDeadlineExceeded, 504)
-		}
-		before := n.Load()
-		err := c.Call(context.Background(), "report", nil, nil)
-		if !errors.Is(err, retry.ErrNotRetryable) || n.Load() != before+1 {
-			t.Fatalf("DEADLINE_EXCEEDED without guidance where every attempt times out: %v after %d requests, want no retry", err, n.Load()-before)
-		}
-		allow.Store(true)
-		before = n.Load()
-		if err := c.Call(context.Background(), "report", nil, nil); err != nil || n.Load() != before+2 {
-			t.Fatalf("DEADLINE_EXCEEDED with the server's guidance there: %v after %d requests, want success on attempt 2", err, n.Load()-before)
-		}
-	})
 }

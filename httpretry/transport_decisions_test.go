@@ -30,160 +30,8 @@ import (
 	"time"
 
 	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/internal/retrytest"
 )
-
-// errReadAfterClose is what a countingBody returns when read after a close.
-var errReadAfterClose = errors.New("read after close")
-
-// countingBody wraps a body (a request's, or a response's from a real
-// transport) and counts the bytes read from it and its closes. Once closed,
-// it refuses reads, so a body closed too early cannot be sent again.
-type countingBody struct {
-	rc     io.ReadCloser
-	onRead func(total int64) // if set, told the bytes read so far after each read
-	mu     sync.Mutex
-	read   int64
-	closes int
-}
-
-func newCountingBody(s string) *countingBody {
-	return &countingBody{rc: io.NopCloser(strings.NewReader(s))}
-}
-
-func (b *countingBody) Read(p []byte) (int, error) {
-	b.mu.Lock()
-	closed := b.closes > 0
-	b.mu.Unlock()
-	if closed {
-		return 0, errReadAfterClose
-	}
-	n, err := b.rc.Read(p) // unlocked: a Close must not wait for a blocked read
-	b.mu.Lock()
-	b.read += int64(n)
-	total := b.read
-	b.mu.Unlock()
-	if b.onRead != nil {
-		b.onRead(total)
-	}
-	return n, err
-}
-
-func (b *countingBody) Close() error {
-	b.mu.Lock()
-	b.closes++
-	b.mu.Unlock()
-	return b.rc.Close()
-}
-
-func (b *countingBody) counts() (read int64, closes int) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.read, b.closes
-}
-
-// observed wraps a real base transport: it records the requests the
-// Transport gives it and wraps the bodies of the real responses in
-// countingBody, with onRead if set.
-type observed struct {
-	base   http.RoundTripper
-	onRead func(total int64)
-	mu     sync.Mutex
-	reqs   []*http.Request
-	bodies []*countingBody
-}
-
-func (o *observed) RoundTrip(r *http.Request) (*http.Response, error) {
-	o.mu.Lock()
-	o.reqs = append(o.reqs, r)
-	o.mu.Unlock()
-	resp, err := o.base.RoundTrip(r)
-	if resp != nil {
-		b := &countingBody{rc: resp.Body, onRead: o.onRead}
-		resp.Body = b
-		o.mu.Lock()
-		o.bodies = append(o.bodies, b)
-		o.mu.Unlock()
-	}
-	return resp, err
-}
-
-func (o *observed) CloseIdleConnections() {
-	if c, ok := o.base.(interface{ CloseIdleConnections() }); ok {
-		c.CloseIdleConnections()
-	}
-}
-
-func (o *observed) calls() []*http.Request {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return append([]*http.Request(nil), o.reqs...)
-}
-
-func (o *observed) responses() []*countingBody {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return append([]*countingBody(nil), o.bodies...)
-}
-
-// roundTripFunc is a base transport made of a function; the two tests that
-// use it delegate to a real transport and add one step no server can cause.
-type roundTripFunc func(*http.Request) (*http.Response, error)
-
-func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
-
-// send makes one request through tr with a Report.
-func send(t *testing.T, tr *Transport, ctx context.Context, method, url string, body io.Reader) (*http.Response, error, Report) {
-	t.Helper()
-	var rep Report
-	req, err := http.NewRequestWithContext(WithReport(ctx, &rep), method, url, body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, err := tr.RoundTrip(req)
-	return resp, err, rep
-}
-
-// discard reads and closes a response's body, if there is a response.
-func discard(resp *http.Response) {
-	if resp != nil {
-		_, _ = io.Copy(io.Discard, resp.Body)
-		_ = resp.Body.Close()
-	}
-}
-
-// answer returns a handler that answers request n with statuses[n-1] (the
-// last repeats) and the header pairs of headers[n-1], if any; 200 answers "ok".
-func answer(statuses []int, headers ...[]string) func(int, http.ResponseWriter, *http.Request) {
-	return func(n int, w http.ResponseWriter, _ *http.Request) {
-		if n-1 < len(headers) {
-			h := headers[n-1]
-			for i := 0; i+1 < len(h); i += 2 {
-				w.Header().Add(h[i], h[i+1])
-			}
-		}
-		status := statuses[min(n, len(statuses))-1]
-		if status == http.StatusOK {
-			io.WriteString(w, "ok")
-			return
-		}
-		http.Error(w, "failure "+strconv.Itoa(n), status)
-	}
-}
-
-// hostOf is the scope of requests to srv: its host and port.
-func hostOf(srv *server) string { return strings.TrimPrefix(srv.URL, "http://") }
-
-// deadAddr returns a loopback address nothing listens on.
-func deadAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
-}
 
 // untrustedTLSServer is a loopback TLS server counting the connections it
 // accepts; clients configured by untrustingClientTLS do not trust it.
@@ -263,8 +111,8 @@ func TestEveryRetriedResponseIsClosedEvenWhenTheWaitIsCancelled(t *testing.T) {
 		start := time.Now()
 		resp, err, _ := send(t, &Transport{Base: obs, Strategy: noWait()}, ctx, "GET", srv.URL, nil)
 		discard(resp)
-		if !errors.Is(err, context.Canceled) || len(srv.requests()) != 2 || time.Since(start) != 5*time.Second {
-			t.Fatalf("err %v after %d requests and %v", err, len(srv.requests()), time.Since(start))
+		if !errors.Is(err, context.Canceled) || len(srv.Requests()) != 2 || time.Since(start) != 5*time.Second {
+			t.Fatalf("err %v after %d requests and %v", err, len(srv.Requests()), time.Since(start))
 		}
 		bodies := obs.responses()
 		if len(bodies) != 2 {
@@ -290,13 +138,13 @@ func TestRetryAfterIsObeyedOnlyOnItsStatuses(t *testing.T) {
 		start := time.Now()
 		resp, err, _ := send(t, tr, context.Background(), "GET", on500.URL, nil)
 		discard(resp)
-		if err != nil || resp.StatusCode != 200 || len(on500.requests()) != 2 || time.Since(start) != 0 {
-			t.Fatalf("500: %v after %v and %d requests; want 200 at once", err, time.Since(start), len(on500.requests()))
+		if err != nil || resp.StatusCode != 200 || len(on500.Requests()) != 2 || time.Since(start) != 0 {
+			t.Fatalf("500: %v after %v and %d requests; want 200 at once", err, time.Since(start), len(on500.Requests()))
 		}
 		resp, err, _ = send(t, tr, context.Background(), "GET", on404.URL, nil)
 		discard(resp)
-		if err != nil || resp.StatusCode != 404 || len(on404.requests()) != 1 {
-			t.Fatalf("404 with Retry-After: %v, %d requests; want the 404 once", err, len(on404.requests()))
+		if err != nil || resp.StatusCode != 404 || len(on404.Requests()) != 1 {
+			t.Fatalf("404 with Retry-After: %v, %d requests; want the 404 once", err, len(on404.Requests()))
 		}
 	})
 }
@@ -326,9 +174,9 @@ func TestTransportMaxRetryAfterBindsBelowTheStrategys(t *testing.T) {
 		resp, err, rep := send(t, tr, context.Background(), "GET", over.URL, nil)
 		discard(resp)
 		var rae *retry.RetryAfterError
-		if err != nil || resp.StatusCode != 503 || len(over.requests()) != 1 || time.Since(start) != 0 ||
+		if err != nil || resp.StatusCode != 503 || len(over.Requests()) != 1 || time.Since(start) != 0 ||
 			!errors.As(rep.Reason, &rae) || rae.RetryAfter != 20*time.Second || rae.Max != 10*time.Second {
-			t.Fatalf("20s > 10s: err %v, %d requests, reason %v", err, len(over.requests()), rep.Reason)
+			t.Fatalf("20s > 10s: err %v, %d requests, reason %v", err, len(over.Requests()), rep.Reason)
 		}
 		start = time.Now()
 		resp, err, _ = send(t, tr, context.Background(), "GET", equal.URL, nil)
@@ -349,9 +197,9 @@ func TestWaitEndingExactlyAtTheDeadlineIsNotStarted(t *testing.T) {
 		start := time.Now()
 		resp, err, rep := send(t, &Transport{Base: base, Strategy: noWait()}, ctx, "GET", srv.URL, nil)
 		discard(resp)
-		if err != nil || resp.StatusCode != 503 || len(srv.requests()) != 1 || time.Since(start) != 0 ||
+		if err != nil || resp.StatusCode != 503 || len(srv.Requests()) != 1 || time.Since(start) != 0 ||
 			!errors.Is(rep.Reason, retry.ErrDeadline) {
-			t.Fatalf("err %v, %d requests after %v, reason %v", err, len(srv.requests()), time.Since(start), rep.Reason)
+			t.Fatalf("err %v, %d requests after %v, reason %v", err, len(srv.Requests()), time.Since(start), rep.Reason)
 		}
 	})
 }
@@ -369,8 +217,8 @@ func TestGuardKeepsAnUnreadBodyOpenAcrossARefusedDial(t *testing.T) {
 		t.Fatalf("err %v, report %+v", err, rep)
 	}
 	discard(resp)
-	reqs := srv.requests()
-	if resp.StatusCode != 200 || len(obs.calls()) != 2 || len(reqs) != 1 || reqs[0].body != "payload" {
+	reqs := srv.Requests()
+	if resp.StatusCode != 200 || len(obs.calls()) != 2 || len(reqs) != 1 || reqs[0].Body != "payload" {
 		t.Fatalf("got %d after %d attempts; server saw %+v", resp.StatusCode, len(obs.calls()), reqs)
 	}
 	if _, closes := body.counts(); closes != 1 {
@@ -440,8 +288,8 @@ func TestPartlyReadBodyIsNotResentAfterARefusedDial(t *testing.T) {
 	if err == nil || !errors.As(err, &oe) || oe.Op != "dial" {
 		t.Fatalf("err %v, want the refused dial", err)
 	}
-	if calls.Load() != 1 || len(srv.requests()) != 0 || !errors.Is(rep.Reason, errBodyConsumed) {
-		t.Fatalf("%d attempts, %d requests, reason %v", calls.Load(), len(srv.requests()), rep.Reason)
+	if calls.Load() != 1 || len(srv.Requests()) != 0 || !errors.Is(rep.Reason, errBodyConsumed) {
+		t.Fatalf("%d attempts, %d requests, reason %v", calls.Load(), len(srv.Requests()), rep.Reason)
 	}
 }
 
@@ -466,8 +314,8 @@ func TestRetryRefusedByTheLimiterCostsNoQuota(t *testing.T) {
 	s := retry.NewStandard(retry.StandardOptions{})
 	resp, _, rep := send(t, &Transport{Strategy: s, Limiter: MaxErrors(0)}, context.Background(), "GET", srv.URL, nil)
 	discard(resp)
-	if !errors.Is(rep.Reason, ErrLimited) || len(srv.requests()) != 1 {
-		t.Fatalf("%d requests, reason %v", len(srv.requests()), rep.Reason)
+	if !errors.Is(rep.Reason, ErrLimited) || len(srv.Requests()) != 1 {
+		t.Fatalf("%d requests, reason %v", len(srv.Requests()), rep.Reason)
 	}
 	if n := s.Available(hostOf(srv)); n != 500 {
 		t.Fatalf("quota %d, want 500", n)
@@ -480,8 +328,8 @@ func TestRetriesSetsTheOwnedStrategysAttempts(t *testing.T) {
 	virtual(t, func(t *testing.T, base *http.Transport) {
 		resp, err, _ := send(t, &Transport{Base: base, Retries: 1}, context.Background(), "GET", srv.URL, nil)
 		discard(resp)
-		if err != nil || resp.StatusCode != 503 || len(srv.requests()) != 2 {
-			t.Fatalf("err %v, %d requests, want the 503 after 2", err, len(srv.requests()))
+		if err != nil || resp.StatusCode != 503 || len(srv.Requests()) != 2 {
+			t.Fatalf("err %v, %d requests, want the 503 after 2", err, len(srv.Requests()))
 		}
 	})
 }
@@ -493,8 +341,8 @@ func TestReturned5xxIsNotASuccessForTheQuota(t *testing.T) {
 	s := retry.NewStandard(retry.StandardOptions{Backoff: retry.Constant(0)})
 	resp, err, _ := send(t, &Transport{Strategy: s}, context.Background(), "GET", srv.URL, nil)
 	discard(resp)
-	if err != nil || resp.StatusCode != 501 || len(srv.requests()) != 2 {
-		t.Fatalf("err %v, %d requests", err, len(srv.requests()))
+	if err != nil || resp.StatusCode != 501 || len(srv.Requests()) != 2 {
+		t.Fatalf("err %v, %d requests", err, len(srv.Requests()))
 	}
 	if n := s.Available(hostOf(srv)); n != 500-14 {
 		t.Fatalf("quota %d, want 486", n)
@@ -546,8 +394,8 @@ func TestCallerCancellationDuringAnAttemptIsTheReason(t *testing.T) {
 	if !errors.Is(err, context.Canceled) || !errors.Is(rep.Reason, context.Canceled) || errors.Is(rep.Reason, retry.ErrNotRetryable) {
 		t.Fatalf("err %v, reason %v", err, rep.Reason)
 	}
-	if rep.Attempts != 1 || len(srv.requests()) != 1 {
-		t.Fatalf("%d attempts, %d requests", rep.Attempts, len(srv.requests()))
+	if rep.Attempts != 1 || len(srv.Requests()) != 1 {
+		t.Fatalf("%d attempts, %d requests", rep.Attempts, len(srv.Requests()))
 	}
 }
 
@@ -647,7 +495,7 @@ func TestClassifyRealOutcomes(t *testing.T) {
 		t.Fatalf("%s: no transport error", url)
 		return nil
 	}
-	reset, refused := failure(resets.URL), failure("http://"+deadAddr(t))
+	reset, refused := failure(resets.URL), failure("http://"+retrytest.DeadAddr(t))
 	timeout := failure(stalled.URL)
 
 	tr := &Transport{}
@@ -680,8 +528,8 @@ func Test413WithRetryAfterIsRetried(t *testing.T) {
 	srv := newServer(t, answer([]int{413, 200}, []string{"Retry-After", "0"}))
 	resp, err, _ := send(t, &Transport{Strategy: noWait()}, context.Background(), "GET", srv.URL, nil)
 	discard(resp)
-	if err != nil || resp.StatusCode != 200 || len(srv.requests()) != 2 {
-		t.Fatalf("err %v, got %d after %d requests", err, resp.StatusCode, len(srv.requests()))
+	if err != nil || resp.StatusCode != 200 || len(srv.Requests()) != 2 {
+		t.Fatalf("err %v, got %d after %d requests", err, resp.StatusCode, len(srv.Requests()))
 	}
 }
 
@@ -691,8 +539,8 @@ func TestBodyOfExactlyBufferBodyBytesIsReplayed(t *testing.T) {
 	resp, err, _ := send(t, &Transport{Strategy: noWait(), BufferBody: 5}, context.Background(), "PUT", srv.URL,
 		io.NopCloser(strings.NewReader("12345")))
 	discard(resp)
-	reqs := srv.requests()
-	if err != nil || resp.StatusCode != 200 || len(reqs) != 2 || reqs[0].body != "12345" || reqs[1].body != "12345" {
+	reqs := srv.Requests()
+	if err != nil || resp.StatusCode != 200 || len(reqs) != 2 || reqs[0].Body != "12345" || reqs[1].Body != "12345" {
 		t.Fatalf("err %v; server saw %+v", err, reqs)
 	}
 }
@@ -704,12 +552,12 @@ func TestCallersIdempotencyKeyIsKept(t *testing.T) {
 	req.Header.Set("Idempotency-Key", "order-42")
 	resp, err := (&Transport{Strategy: noWait(), IdempotencyKey: true}).RoundTrip(req)
 	discard(resp)
-	reqs := srv.requests()
+	reqs := srv.Requests()
 	if err != nil || resp.StatusCode != 200 || len(reqs) != 2 {
 		t.Fatalf("err %v after %d requests", err, len(reqs))
 	}
 	for i, r := range reqs {
-		if k := r.header.Get("Idempotency-Key"); k != "order-42" {
+		if k := r.Header.Get("Idempotency-Key"); k != "order-42" {
 			t.Fatalf("attempt %d sent key %q", i+1, k)
 		}
 	}
@@ -721,8 +569,8 @@ func TestEveryIdempotentMethodIsRetriedByDefault(t *testing.T) {
 		srv := newServer(t, failFirst(1, 503))
 		resp, err, _ := send(t, &Transport{Strategy: noWait()}, context.Background(), m, srv.URL, nil)
 		discard(resp)
-		reqs := srv.requests()
-		if err != nil || resp.StatusCode != 200 || len(reqs) != 2 || reqs[1].method != m {
+		reqs := srv.Requests()
+		if err != nil || resp.StatusCode != 200 || len(reqs) != 2 || reqs[1].Method != m {
 			t.Fatalf("%s: err %v after %d requests", m, err, len(reqs))
 		}
 	}
@@ -775,7 +623,7 @@ func TestFailedResponseAfterTheCallerGaveUpComesBack(t *testing.T) {
 	b, _ := io.ReadAll(resp.Body) // the body is still readable: it was not drained
 	resp.Body.Close()
 	if resp.StatusCode != 503 || !strings.HasPrefix(string(b), "failure 1") || calls.Load() != 1 ||
-		len(srv.requests()) != 1 || !errors.Is(rep.Reason, context.Canceled) {
+		len(srv.Requests()) != 1 || !errors.Is(rep.Reason, context.Canceled) {
 		t.Fatalf("got %d %q after %d attempts, reason %v", resp.StatusCode, b, calls.Load(), rep.Reason)
 	}
 }
@@ -793,8 +641,8 @@ func TestFailedInitialTokenIsTheReason(t *testing.T) {
 	srv := newServer(t, failFirst(100, 503))
 	resp, err, rep := send(t, &Transport{Strategy: &noInitial{}}, context.Background(), "GET", srv.URL, nil)
 	discard(resp)
-	if err != nil || resp.StatusCode != 503 || len(srv.requests()) != 1 || rep.Attempts != 1 || !errors.Is(rep.Reason, errNoToken) {
-		t.Fatalf("err %v, %d requests, report %+v", err, len(srv.requests()), rep)
+	if err != nil || resp.StatusCode != 503 || len(srv.Requests()) != 1 || rep.Attempts != 1 || !errors.Is(rep.Reason, errNoToken) {
+		t.Fatalf("err %v, %d requests, report %+v", err, len(srv.Requests()), rep)
 	}
 }
 
@@ -808,8 +656,8 @@ func TestUnsafeFailureNeverReachesTheLimiter(t *testing.T) {
 	})}
 	resp, err, rep := send(t, tr, context.Background(), "POST", srv.URL, strings.NewReader("x"))
 	discard(resp)
-	if err != nil || resp.StatusCode != 503 || asked.Load() != 0 || len(srv.requests()) != 1 || !errors.Is(rep.Reason, retry.ErrNotRetryable) {
-		t.Fatalf("limiter asked %d times, %d requests, reason %v", asked.Load(), len(srv.requests()), rep.Reason)
+	if err != nil || resp.StatusCode != 503 || asked.Load() != 0 || len(srv.Requests()) != 1 || !errors.Is(rep.Reason, retry.ErrNotRetryable) {
+		t.Fatalf("limiter asked %d times, %d requests, reason %v", asked.Load(), len(srv.Requests()), rep.Reason)
 	}
 }
 
@@ -853,8 +701,8 @@ func TestStalledFailedBodyDoesNotHoldTheRetry(t *testing.T) {
 	}()
 	select {
 	case r := <-done:
-		if r.err != nil || r.resp.StatusCode != 200 || r.body != "ok" || len(srv.requests()) != 2 {
-			t.Fatalf("err %v, body %q after %d requests; want the 200", r.err, r.body, len(srv.requests()))
+		if r.err != nil || r.resp.StatusCode != 200 || r.body != "ok" || len(srv.Requests()) != 2 {
+			t.Fatalf("err %v, body %q after %d requests; want the 200", r.err, r.body, len(srv.Requests()))
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("RoundTrip hung on the stalled body of the 503")
@@ -889,8 +737,8 @@ func TestLargeFailedBodyIsNotDrained(t *testing.T) {
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	bodies := obs.responses()
-	if resp.StatusCode != 200 || string(b) != "ok" || len(bodies) != 2 || srv.conns.Load() != 2 {
-		t.Fatalf("got %d %q after %d attempts on %d connections; want 200 on 2", resp.StatusCode, b, len(bodies), srv.conns.Load())
+	if resp.StatusCode != 200 || string(b) != "ok" || len(bodies) != 2 || srv.Conns.Load() != 2 {
+		t.Fatalf("got %d %q after %d attempts on %d connections; want 200 on 2", resp.StatusCode, b, len(bodies), srv.Conns.Load())
 	}
 	if read, closes := bodies[0].counts(); read != 0 || closes != 1 {
 		t.Fatalf("the 503's body: %d bytes read, %d closes; want 0 read, closed once", read, closes)
@@ -937,8 +785,8 @@ func TestSlowSmallFailedBodyIsDrainedWithoutADeadline(t *testing.T) {
 	if resp.StatusCode != 200 || len(bodies) != 2 {
 		t.Fatalf("got %d after %d attempts", resp.StatusCode, len(bodies))
 	}
-	if read, _ := bodies[0].counts(); read != size || srv.conns.Load() != 1 {
-		t.Fatalf("the 503's body: %d of %d bytes drained; %d connections, want 1", read, size, srv.conns.Load())
+	if read, _ := bodies[0].counts(); read != size || srv.Conns.Load() != 1 {
+		t.Fatalf("the 503's body: %d of %d bytes drained; %d connections, want 1", read, size, srv.Conns.Load())
 	}
 }
 
@@ -953,9 +801,9 @@ func TestRetryRefusedForTheDeadlineGivesTheQuotaBack(t *testing.T) {
 		start := time.Now()
 		resp, err, rep := send(t, &Transport{Base: base, Strategy: s}, ctx, "GET", srv.URL, nil)
 		discard(resp)
-		if err != nil || resp.StatusCode != 503 || len(srv.requests()) != 1 || time.Since(start) != 0 ||
+		if err != nil || resp.StatusCode != 503 || len(srv.Requests()) != 1 || time.Since(start) != 0 ||
 			!errors.Is(rep.Reason, retry.ErrDeadline) {
-			t.Fatalf("err %v, %d requests after %v, reason %v", err, len(srv.requests()), time.Since(start), rep.Reason)
+			t.Fatalf("err %v, %d requests after %v, reason %v", err, len(srv.Requests()), time.Since(start), rep.Reason)
 		}
 		if n := s.Available(hostOf(srv)); n != 500 {
 			t.Fatalf("quota %d after a retry that was not made, want 500", n)
@@ -985,8 +833,8 @@ func TestGetBodyIsClosedWhenTheLimiterRefuses(t *testing.T) {
 	tr := &Transport{Strategy: noWait(), Limiter: LimiterFunc(func([]Failure, *http.Request) bool { return false })}
 	resp, err := tr.RoundTrip(req)
 	discard(resp)
-	if err != nil || resp.StatusCode != 503 || len(srv.requests()) != 1 || !errors.Is(rep.Reason, ErrLimited) {
-		t.Fatalf("err %v, %d requests, reason %v", err, len(srv.requests()), rep.Reason)
+	if err != nil || resp.StatusCode != 503 || len(srv.Requests()) != 1 || !errors.Is(rep.Reason, ErrLimited) {
+		t.Fatalf("err %v, %d requests, reason %v", err, len(srv.Requests()), rep.Reason)
 	}
 	mu.Lock()
 	defer mu.Unlock()
@@ -1006,8 +854,8 @@ func TestRetriesOffStillFillsTheReport(t *testing.T) {
 	srv := newServer(t, failFirst(100, 503))
 	resp, err, rep := send(t, &Transport{Retries: -1}, context.Background(), "GET", srv.URL, nil)
 	discard(resp)
-	if err != nil || resp.StatusCode != 503 || len(srv.requests()) != 1 {
-		t.Fatalf("err %v, %d requests", err, len(srv.requests()))
+	if err != nil || resp.StatusCode != 503 || len(srv.Requests()) != 1 {
+		t.Fatalf("err %v, %d requests", err, len(srv.Requests()))
 	}
 	if rep.Attempts != 1 || !errors.Is(rep.Reason, retry.ErrMaxAttempts) {
 		t.Fatalf("report %+v, want 1 attempt and ErrMaxAttempts", rep)
@@ -1044,8 +892,8 @@ func TestRetriesOffKeepsTheOptions(t *testing.T) {
 	resp, err, rep := send(t, tr, context.Background(), "GET", srv.URL, nil)
 	discard(resp)
 	sawCtx = <-srvCtx
-	if err != nil || resp.StatusCode != 503 || len(srv.requests()) != 1 {
-		t.Fatalf("err %v, %d requests", err, len(srv.requests()))
+	if err != nil || resp.StatusCode != 503 || len(srv.Requests()) != 1 {
+		t.Fatalf("err %v, %d requests", err, len(srv.Requests()))
 	}
 	if started != 1 || done != 1 || failed != 1 || !sawCtx {
 		t.Errorf("trace saw %d starts and %d failed ends, hook %d failures, attempt's context from AttemptStart %v; want 1, 1, 1, true",

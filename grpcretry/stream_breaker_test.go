@@ -9,24 +9,19 @@ import (
 	"time"
 
 	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/internal/retrytest"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/status"
 )
 
-// handClock is a clock the test moves by hand.
-type handClock struct{ d atomic.Int64 }
-
-var handEpoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-
-func (c *handClock) now() time.Time           { return handEpoch.Add(time.Duration(c.d.Load())) }
-func (c *handClock) advance(by time.Duration) { c.d.Add(int64(by)) }
-
 // TestBreakerUnavailable: against a real server that fails UNAVAILABLE, the
 // circuit of the ClientConn's target opens; then unary calls and streams
-// fail at once with retry.ErrCircuitOpen and the server sees no call; once
-// the server is back and OpenFor has passed, a probe closes the circuit.
+// fail at once with retry.ErrCircuitOpen, as UNAVAILABLE, and the server sees
+// no call; once the server is back and OpenFor has passed, a probe closes
+// the circuit, and streams go through again. (The breaker's counting of
+// unary calls, through an outage, is TestConformance's.)
 func TestBreakerUnavailable(t *testing.T) {
 	var down atomic.Bool
 	down.Store(true)
@@ -39,8 +34,8 @@ func TestBreakerUnavailable(t *testing.T) {
 			return s.Send(&testpb.StreamingOutputCallResponse{Payload: payload(1)})
 		},
 	}
-	var clock handClock
-	b := retry.NewBreaker(retry.BreakerOptions{MinAttempts: 4, OpenFor: time.Second, Now: clock.now})
+	var clock retrytest.Clock
+	b := retry.NewBreaker(retry.BreakerOptions{MinAttempts: 4, OpenFor: time.Second, Now: clock.Now})
 	addr := serve(t, srv)
 	opts := []Option{WithStrategy(simple(3)), WithBreaker(b)}
 	c := dial(t, addr,
@@ -49,14 +44,7 @@ func TestBreakerUnavailable(t *testing.T) {
 	ctx := t.Context()
 	scope := addr // cc.Target(), the default scope
 
-	for i := 0; b.State(scope) != retry.BreakerOpen; i++ {
-		if i == 5 {
-			t.Fatalf("the circuit did not open after %d failed calls (%d attempts); state of %q: %v", i, srv.calls.Load(), scope, b.State(scope))
-		}
-		if _, err := c.UnaryCall(ctx, &testpb.SimpleRequest{}); status.Code(err) != codes.Unavailable {
-			t.Fatalf("call %d: %v, want UNAVAILABLE", i+1, err)
-		}
-	}
+	openCircuit(t, c, b, scope)
 	before := srv.calls.Load()
 	for range 5 {
 		_, err := c.UnaryCall(ctx, &testpb.SimpleRequest{})
@@ -73,7 +61,7 @@ func TestBreakerUnavailable(t *testing.T) {
 	}
 
 	down.Store(false)
-	clock.advance(time.Second)
+	clock.Advance(time.Second)
 	if _, err := c.UnaryCall(ctx, &testpb.SimpleRequest{}); err != nil {
 		t.Fatalf("probe: %v", err)
 	}
@@ -119,9 +107,9 @@ func TestBreakerStreams(t *testing.T) {
 			return s.Send(&testpb.StreamingOutputCallResponse{Payload: payload(1)})
 		},
 	}
-	var clock handClock
+	var clock retrytest.Clock
 	const probes = 2
-	b := retry.NewBreaker(retry.BreakerOptions{MinAttempts: 4, OpenFor: time.Second, Probes: probes, Now: clock.now})
+	b := retry.NewBreaker(retry.BreakerOptions{MinAttempts: 4, OpenFor: time.Second, Probes: probes, Now: clock.Now})
 	var gaveUp atomic.Pointer[retry.Error]
 	trace := &retry.Trace{GiveUp: func(_ context.Context, _ string, e *retry.Error) { gaveUp.Store(e) }}
 	addr := serve(t, srv)
@@ -152,7 +140,7 @@ func TestBreakerStreams(t *testing.T) {
 	// Half-open: of five streams, the first probes receives reach the
 	// server; the others are refused without being opened.
 	down.Store(false)
-	clock.advance(time.Second)
+	clock.Advance(time.Second)
 	if s := b.State(scope); s != retry.BreakerHalfOpen {
 		t.Fatalf("state %v, want half-open", s)
 	}
@@ -233,15 +221,15 @@ func TestBreakerHalfOpenStreamOutgrowsBuffer(t *testing.T) {
 // the circuit is half-open.
 func halfOpenClient(t *testing.T, srv *server) (testpb.TestServiceClient, *retry.Breaker, string) {
 	t.Helper()
-	var clock handClock
-	b := retry.NewBreaker(retry.BreakerOptions{MinAttempts: 4, OpenFor: time.Second, Now: clock.now})
+	var clock retrytest.Clock
+	b := retry.NewBreaker(retry.BreakerOptions{MinAttempts: 4, OpenFor: time.Second, Now: clock.Now})
 	addr := serve(t, srv)
 	opts := []Option{WithStrategy(simple(3)), WithBreaker(b), WithBufferLimit(50)}
 	c := dial(t, addr,
 		grpc.WithUnaryInterceptor(UnaryClientInterceptor(opts...)),
 		grpc.WithStreamInterceptor(StreamClientInterceptor(opts...)))
 	openCircuit(t, c, b, addr)
-	clock.advance(time.Second)
+	clock.Advance(time.Second)
 	return c, b, addr
 }
 
@@ -269,8 +257,8 @@ func TestBreakerOfRetryOptions(t *testing.T) {
 					return s.Send(&testpb.StreamingOutputCallResponse{Payload: payload(1)})
 				},
 			}
-			var clock handClock
-			b := retry.NewBreaker(retry.BreakerOptions{MinAttempts: 4, OpenFor: time.Second, Now: clock.now})
+			var clock retrytest.Clock
+			b := retry.NewBreaker(retry.BreakerOptions{MinAttempts: 4, OpenFor: time.Second, Now: clock.Now})
 			addr := serve(t, srv)
 			opts := []Option{WithStrategy(simple(3)), WithRetryOptions(retry.WithBreaker(b))}
 			if tc.replaced {
@@ -337,7 +325,7 @@ func openCircuit(t *testing.T, c testpb.TestServiceClient, b *retry.Breaker, sco
 type heldStreams struct {
 	srv     *server
 	b       *retry.Breaker
-	clock   handClock
+	clock   retrytest.Clock
 	c       testpb.TestServiceClient
 	addr    string
 	entered chan struct{}
@@ -360,7 +348,7 @@ func newHeldStreams(t *testing.T) *heldStreams {
 			return s.Send(&testpb.StreamingOutputCallResponse{Payload: payload(1)})
 		},
 	}
-	h.b = retry.NewBreaker(retry.BreakerOptions{MinAttempts: 4, OpenFor: time.Second, Now: h.clock.now})
+	h.b = retry.NewBreaker(retry.BreakerOptions{MinAttempts: 4, OpenFor: time.Second, Now: h.clock.Now})
 	h.addr = serve(t, h.srv)
 	opts := []Option{WithStrategy(simple(3)), WithBreaker(h.b)}
 	h.c = dial(t, h.addr,
@@ -392,7 +380,7 @@ func TestBreakerStreamOpenedBeforeTheCircuitOpens(t *testing.T) {
 			}
 			continue
 		}
-		h.clock.advance(time.Second)
+		h.clock.Advance(time.Second)
 		h.verdict <- status.Error(codes.Unavailable, "down then")
 		if _, err := st.Recv(); err != nil {
 			t.Fatalf("the stream whose stale attempt failed: %v, want its retry's message", err)
@@ -419,7 +407,7 @@ func TestBreakerStreamRefusalIsDecidedOnce(t *testing.T) {
 				if readings.Add(1) == at {
 					now.Add(int64(time.Second)) // the spell ends just after this reading
 				}
-				return handEpoch.Add(time.Duration(v))
+				return retrytest.Epoch.Add(time.Duration(v))
 			}
 			attempts, gaveUp atomic.Int64
 		)
@@ -486,7 +474,7 @@ func TestBreakerStreamOutgrowsBufferAsItsLoopStarts(t *testing.T) {
 		input: sumInput(0, &got),
 	}
 	var (
-		clock   handClock
+		clock   retrytest.Clock
 		hold    atomic.Bool
 		started = make(chan struct{})
 		release = make(chan struct{})
@@ -499,7 +487,7 @@ func TestBreakerStreamOutgrowsBufferAsItsLoopStarts(t *testing.T) {
 		}
 		return ctx
 	}}
-	b := retry.NewBreaker(retry.BreakerOptions{MinAttempts: 4, OpenFor: time.Second, Now: clock.now})
+	b := retry.NewBreaker(retry.BreakerOptions{MinAttempts: 4, OpenFor: time.Second, Now: clock.Now})
 	addr := serve(t, srv)
 	opts := []Option{WithStrategy(simple(3)), WithBreaker(b), WithBufferLimit(50), WithRetryOptions(retry.WithTrace(trace))}
 	count := func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
@@ -510,7 +498,7 @@ func TestBreakerStreamOutgrowsBufferAsItsLoopStarts(t *testing.T) {
 		grpc.WithUnaryInterceptor(UnaryClientInterceptor(opts...)),
 		grpc.WithChainStreamInterceptor(StreamClientInterceptor(opts...), count))
 	openCircuit(t, c, b, addr)
-	clock.advance(time.Second)
+	clock.Advance(time.Second)
 
 	st, err := c.StreamingInputCall(t.Context())
 	if err != nil {
@@ -574,7 +562,7 @@ func abandonedStream(t *testing.T, early bool) {
 			if readings.Add(1) == 1 {
 				now.Add(int64(time.Second)) // the spell ends just after State's reading
 			}
-			return handEpoch.Add(time.Duration(v))
+			return retrytest.Epoch.Add(time.Duration(v))
 		}
 		down atomic.Bool
 		got  [][]int

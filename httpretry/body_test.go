@@ -60,13 +60,13 @@ func TestUnreadBodyOverBufferBodyIsSentAfterARefusedDial(t *testing.T) {
 				t.Fatalf("err %v, report %+v", err, rep)
 			}
 			discard(resp)
-			reqs := srv.requests()
+			reqs := srv.Requests()
 			if resp.StatusCode != 200 || len(obs.calls()) != 2 || rep.Attempts != 2 || rep.Reason != nil || len(reqs) != 1 {
 				t.Fatalf("got %d after %d attempts (report %+v); the server saw %d requests, want 1",
 					resp.StatusCode, len(obs.calls()), rep, len(reqs))
 			}
-			if reqs[0].body != payload {
-				t.Fatalf("the server received %d bytes, not the %d-byte payload", len(reqs[0].body), len(payload))
+			if reqs[0].Body != payload {
+				t.Fatalf("the server received %d bytes, not the %d-byte payload", len(reqs[0].Body), len(payload))
 			}
 			if read, closes := body.counts(); read != int64(len(payload)) || closes != 1 {
 				t.Fatalf("body: %d bytes read, %d closes; want %d read, closed once", read, closes, len(payload))

@@ -7,7 +7,6 @@ package httpretry
 import (
 	"context"
 	"errors"
-	"io"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -17,6 +16,7 @@ import (
 	"time"
 
 	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/internal/retrytest"
 )
 
 // hinting answers /STATUS with that status, one Retry-After line per ra
@@ -90,7 +90,7 @@ func TestClassifyAllowedOnlyForAnObeyedRetryAfter(t *testing.T) {
 		})
 	}
 	// A transport error: no server said anything.
-	if info, failed := (&Transport{}).Classify(nil, failure(t, "http://"+deadAddr(t)), true); !failed || info.Allowed {
+	if info, failed := (&Transport{}).Classify(nil, failure(t, "http://"+retrytest.DeadAddr(t)), true); !failed || info.Allowed {
 		t.Fatalf("refused connection: failed %v, %+v", failed, info)
 	}
 }
@@ -188,88 +188,6 @@ func TestAttemptsCarryThePermission(t *testing.T) {
 	}
 }
 
-// End to end with the zero-value Transport and its own retry.Adaptive: a 504
-// with Retry-After: 0 is retried, the gateway having said when to come back,
-// and the second attempt's 200 comes back.
-func TestZeroConfig504WithRetryAfterIsRetried(t *testing.T) {
-	srv := newServer(t, answer([]int{504, 200}, []string{"Retry-After", "0"}))
-	virtual(t, func(t *testing.T, base *http.Transport) {
-		tr := &Transport{Base: base} // no Strategy: the Transport's own Adaptive
-		resp, err, rep := send(t, tr, context.Background(), "GET", srv.URL, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer discard(resp)
-		if resp.StatusCode != 200 || rep.Attempts != 2 || len(srv.requests()) != 2 {
-			t.Fatalf("got %d after %d attempts (%v); want 200 on attempt 2", resp.StatusCode, rep.Attempts, rep.Reason)
-		}
-	})
-}
-
-// End to end with the zero-value Transport: 404s are answers, not failures
-// of the service, so three of them in a row leave the next request's 503
-// its retry.
-func TestZeroConfig404sDoNotStopTheRetryOfA503(t *testing.T) {
-	srv := newServer(t, answer([]int{404, 404, 404, 503, 200}))
-	virtual(t, func(t *testing.T, base *http.Transport) {
-		tr := &Transport{Base: base}
-		for i := range 3 {
-			resp, err, rep := send(t, tr, context.Background(), "GET", srv.URL, nil)
-			if err != nil || resp.StatusCode != 404 || rep.Attempts != 1 {
-				t.Fatalf("request %d: %v, %+v", i+1, err, rep)
-			}
-			discard(resp)
-		}
-		resp, err, rep := send(t, tr, context.Background(), "GET", srv.URL, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != 200 || string(body) != "ok" || rep.Attempts != 2 {
-			t.Fatalf("after three 404s: %d %q after %d attempts (%v); want 200 on attempt 2", resp.StatusCode, body, rep.Attempts, rep.Reason)
-		}
-	})
-}
-
-// The permission is what makes the difference: in a scope where every
-// attempt times out, Adaptive refuses to retry a 504 (the service looks
-// overloaded), and still retries the 504 whose gateway said Retry-After: 0.
-// Streaks and client-side throttling are off so that only the timeout rule
-// decides.
-func TestAllowedTimeoutIsRetriedWhereOthersAreNot(t *testing.T) {
-	srv := newServer(t, func(n int, w http.ResponseWriter, r *http.Request) {
-		switch {
-		case r.URL.Path == "/allowed" && r.Header.Get(RetryAttemptHeader) == "":
-			w.Header().Set("Retry-After", "0")
-		case r.URL.Path == "/allowed":
-			io.WriteString(w, "ok")
-			return
-		}
-		http.Error(w, "gateway timeout", http.StatusGatewayTimeout)
-	})
-	virtual(t, func(t *testing.T, base *http.Transport) {
-		tr := &Transport{Base: base, Strategy: retry.NewAdaptive(retry.AdaptiveOptions{Streak: -1, Multiplier: -1})}
-		for range 12 {
-			resp, err, _ := send(t, tr, context.Background(), "GET", srv.URL+"/slow", nil)
-			if err != nil || resp.StatusCode != 504 {
-				t.Fatalf("%v, %v", resp, err)
-			}
-			discard(resp)
-		}
-		resp, _, rep := send(t, tr, context.Background(), "GET", srv.URL+"/slow", nil)
-		discard(resp)
-		if rep.Attempts != 1 || !errors.Is(rep.Reason, retry.ErrNotRetryable) {
-			t.Fatalf("a 504 without Retry-After where every attempt times out: %+v, want no retry", rep)
-		}
-		resp, _, rep = send(t, tr, context.Background(), "GET", srv.URL+"/allowed", nil)
-		discard(resp)
-		if resp.StatusCode != 200 || rep.Attempts != 2 {
-			t.Fatalf("a 504 with Retry-After: 0 there: %d after %+v, want 200 on attempt 2", resp.StatusCode, rep)
-		}
-	})
-}
-
 // End to end with the zero-value Transport and its own retry.Adaptive: a
 // server that answers every GET with 413 and Retry-After: 0 (413 is one of
 // the RetryAfterStatuses) gives its permission to retry each one, and the
@@ -290,7 +208,7 @@ func TestZeroConfigPermissionKeepsTheStreak(t *testing.T) {
 			}
 			discard(resp)
 		}
-		if retries := len(srv.requests()) - 50; retries > 2 {
+		if retries := len(srv.Requests()) - 50; retries > 2 {
 			t.Fatalf("%d retries of 50 GETs answered 413 with Retry-After: 0, want at most the streak's 2", retries)
 		}
 	})

@@ -7,9 +7,7 @@ package grpcretry
 
 import (
 	"context"
-	"errors"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -107,75 +105,5 @@ func TestAllowedOnlyWithAValidServerHint(t *testing.T) {
 				t.Errorf("Allowed on a failure no strategy retries: %+v", info)
 			}
 		})
-	}
-}
-
-// End to end with the interceptor's own strategy (no WithStrategy): a
-// DEADLINE_EXCEEDED from the server with a pushback of 0, for an
-// idempotent method, is retried, and the call succeeds on attempt 2.
-func TestZeroConfigRetriesADeadlineExceededWithPushback(t *testing.T) {
-	srv := &server{unary: hinted(codes.DeadlineExceeded, noDelay, "0")}
-	c := client(t, srv, WithIdempotentMethods(method))
-	r, err := c.UnaryCall(context.Background(), &testpb.SimpleRequest{})
-	if err != nil || string(r.GetPayload().GetBody()) != "2" || srv.calls.Load() != 2 {
-		t.Fatalf("%v after %d calls; want success on attempt 2", err, srv.calls.Load())
-	}
-}
-
-// End to end with the interceptor's own strategy: NOT_FOUND answers show a
-// server at work, so three in a row leave the next call's UNAVAILABLE its
-// retry.
-func TestZeroConfigNotFoundsDoNotStopTheRetryOfUnavailable(t *testing.T) {
-	var answered atomic.Int32
-	srv := &server{unary: func(_ context.Context, n int, _ *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
-		switch answered.Add(1) {
-		case 1, 2, 3:
-			return nil, status.Error(codes.NotFound, "no such item")
-		case 4:
-			return nil, status.Error(codes.Unavailable, "down")
-		}
-		return ok(n)
-	}}
-	c := client(t, srv)
-	for i := range 3 {
-		if _, err := c.UnaryCall(context.Background(), &testpb.SimpleRequest{}); status.Code(err) != codes.NotFound || srv.calls.Load() != int64(i+1) {
-			t.Fatalf("call %d: %v after %d calls in all, want NOT_FOUND once", i+1, err, srv.calls.Load())
-		}
-	}
-	r, err := c.UnaryCall(context.Background(), &testpb.SimpleRequest{})
-	if err != nil || string(r.GetPayload().GetBody()) != "2" || srv.calls.Load() != 5 {
-		t.Fatalf("after three NOT_FOUND: %v after %d calls in all; want success on attempt 2", err, srv.calls.Load())
-	}
-}
-
-// The permission is what makes the difference: in a scope where every
-// attempt times out, Adaptive refuses to retry a DEADLINE_EXCEEDED (the
-// service looks overloaded), and still retries the one the server sent
-// with a pushback of 0. Streaks and client-side throttling are off so that
-// only the timeout rule decides.
-func TestAllowedTimeoutIsRetriedWhereOthersAreNot(t *testing.T) {
-	var allow atomic.Bool
-	srv := &server{unary: func(ctx context.Context, n int, req *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
-		if allow.Load() {
-			return hinted(codes.DeadlineExceeded, noDelay, "0")(ctx, n, req)
-		}
-		return nil, status.Error(codes.DeadlineExceeded, "slow")
-	}}
-	c := client(t, srv, WithIdempotentMethods(method),
-		WithStrategy(retry.NewAdaptive(retry.AdaptiveOptions{Streak: -1, Multiplier: -1})))
-	for range 12 {
-		if _, err := c.UnaryCall(context.Background(), &testpb.SimpleRequest{}); status.Code(err) != codes.DeadlineExceeded {
-			t.Fatal(err)
-		}
-	}
-	before := srv.calls.Load()
-	_, err := c.UnaryCall(context.Background(), &testpb.SimpleRequest{})
-	if !errors.Is(err, retry.ErrNotRetryable) || srv.calls.Load() != before+1 {
-		t.Fatalf("DEADLINE_EXCEEDED without pushback where every attempt times out: %v after %d calls, want no retry", err, srv.calls.Load()-before)
-	}
-	allow.Store(true)
-	r, err := c.UnaryCall(context.Background(), &testpb.SimpleRequest{})
-	if err != nil || string(r.GetPayload().GetBody()) != "2" {
-		t.Fatalf("DEADLINE_EXCEEDED with pushback 0 there: %v, want success on attempt 2", err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/internal/retrytest"
 )
 
 // errUnreadable is what a request body that cannot be read returns.
@@ -21,7 +22,7 @@ func (unreadable) Read([]byte) (int, error) { return 0, errUnreadable }
 // initial token, with retries off, and before the first attempt when the
 // body that would be buffered for replay cannot be read.
 func TestEveryGiveUpIsARetryError(t *testing.T) {
-	dead := "http://" + deadAddr(t) + "/"
+	dead := "http://" + retrytest.DeadAddr(t) + "/"
 	for _, tc := range []struct {
 		name     string
 		tr       *Transport

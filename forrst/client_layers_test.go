@@ -15,14 +15,15 @@ import (
 	"github.com/retrykit/retry"
 	"github.com/retrykit/retry/forrst"
 	"github.com/retrykit/retry/httpretry"
+	"github.com/retrykit/retry/internal/retrytest"
 )
 
-// Retries at one layer: a Forrst client whose caller retries leaves an
-// answered failure to it after one attempt (an *Error that classifies as the
-// failure, so the caller retries it); the server marks the function's context
-// on the client's retries (Retry-Attempt), so that the function's own calls
-// leave their retries to the client; an HTTP back end behind it that always
-// fails sees 3 requests for the client's first attempt and 1 for each retry.
+// Retries at one layer across services (the client's own part, an answered
+// failure left to a caller that retries, is TestConformance's): the server
+// marks the function's context on the client's retries (Retry-Attempt), so
+// that the function's own calls leave their retries to the client; an HTTP
+// back end behind it that always fails sees 3 requests for the client's
+// first attempt and 1 for each retry.
 func TestForrstLayersDoNotMultiply(t *testing.T) {
 	var backHits atomic.Int32
 	back := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -52,20 +53,6 @@ func TestForrstLayersDoNotMultiply(t *testing.T) {
 		t.Fatalf("function contexts marked %v, back end hit %d times, want [false true true] and 5", marked, backHits.Load())
 	}
 
-	// Inside a caller's retries: one attempt, left to the caller.
-	ctx, done := retry.WithCallerRetries(context.Background())
-	defer done()
-	marked = nil
-	err = client.Call(ctx, "orders.get", nil, nil)
-	var re *retry.Error
-	if !errors.As(err, &re) || re.Attempts != 1 || re.Reason != retry.ErrOuterLoop || !retry.Classify(err).Retryable() {
-		t.Fatalf("inside a caller's retries: err = %v", err)
-	}
-	independent := &forrst.Client{URL: srv.URL, Strategy: noWait(3), Independent: true}
-	err = independent.Call(ctx, "orders.get", nil, nil)
-	if !errors.As(err, &re) || re.Attempts != 3 {
-		t.Fatalf("independent: err = %v", err)
-	}
 }
 
 // Three loops in one process, none told of the others: an application's
@@ -132,15 +119,13 @@ func TestApplicationLoopAroundAForrstClientDoesNotMultiply(t *testing.T) {
 // refused returns the address of a loopback port nothing listens on, and a
 // base transport that counts its dials.
 func refused(t *testing.T) (url string, base *http.Transport, dials *atomic.Int32) {
-	down := httptest.NewServer(http.NotFoundHandler())
-	down.Close() // nothing listens on its port any more
 	dials = new(atomic.Int32)
 	base = &http.Transport{DialContext: func(ctx context.Context, network, a string) (net.Conn, error) {
 		dials.Add(1)
 		return (&net.Dialer{}).DialContext(ctx, network, a)
 	}}
 	t.Cleanup(base.CloseIdleConnections)
-	return down.URL + "/", base, dials
+	return "http://" + retrytest.DeadAddr(t) + "/", base, dials
 }
 
 // A client over a retrying Transport calls a server that is down: the
