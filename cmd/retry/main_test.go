@@ -40,14 +40,14 @@ func TestBadFlagPointsToHelp(t *testing.T) {
 	for _, cmd := range []string{"run", "http", "sim"} {
 		pointer := "Run \"retry " + cmd + " -h\" for usage.\n"
 		_, errOut, code := clitest.Run(t, "", cmd, "--no-such-flag")
-		want := "retry " + cmd + ": flag provided but not defined: -no-such-flag\n" + usage[cmd] + "\n" + pointer
+		want := "retry " + cmd + ": unknown flag --no-such-flag\n" + usage[cmd] + "\n" + pointer
 		if code != 2 || errOut != want {
 			t.Errorf("%s --no-such-flag: exit %d, stderr %q; want 2 and %q", cmd, code, errOut, want)
 		}
 		_, errOut, code = clitest.Run(t, "", cmd, "--attempts")
-		want = "retry " + cmd + ": flag needs an argument: -attempts\n" + usage[cmd] + "\n" + pointer
+		want = "retry " + cmd + ": flag needs an argument: --attempts\n" + usage[cmd] + "\n" + pointer
 		if cmd == "sim" {
-			want = "retry sim: flag provided but not defined: -attempts\n" + usage[cmd] + "\n" + pointer
+			want = "retry sim: unknown flag --attempts\n" + usage[cmd] + "\n" + pointer
 		}
 		if code != 2 || errOut != want {
 			t.Errorf("%s --attempts: exit %d, stderr %q; want 2 and %q", cmd, code, errOut, want)
@@ -55,17 +55,17 @@ func TestBadFlagPointsToHelp(t *testing.T) {
 	}
 	// Not the flag package's "parse error": what the flag wants.
 	for _, tc := range []struct{ args, want string }{
-		{"sim --rate lots", `retry sim: invalid value "lots" for flag -rate: want a number`},
-		{"sim --seed -1", `retry sim: invalid value "-1" for flag -seed: want a whole number, 0 or more`},
-		{"run --attempts 2.5", `retry run: invalid value "2.5" for flag -attempts: want a whole number`},
-		{"http --attempts x", `retry http: invalid value "x" for flag -attempts: want a whole number`},
-		{"sim --shed=maybe", `retry sim: invalid boolean value "maybe" for -shed: want true or false`},
-		{"run --quiet=2 -- true", `retry run: invalid boolean value "2" for -quiet: want true or false`},
-		{"sim --duration 1x", `retry sim: invalid value "1x" for flag -duration: want a duration such as 250ms, 1.5s or 2m, or a number of seconds`},
+		{"sim --rate lots", `retry sim: invalid value "lots" for --rate: want a number`},
+		{"sim --seed -1", `retry sim: invalid value "-1" for --seed: want a whole number, 0 or more`},
+		{"run --attempts 2.5", `retry run: invalid value "2.5" for --attempts: want a whole number`},
+		{"http --attempts x", `retry http: invalid value "x" for --attempts: want a whole number`},
+		{"sim --shed=maybe", `retry sim: invalid boolean value "maybe" for --shed: want true or false`},
+		{"run --quiet=2 -- true", `retry run: invalid boolean value "2" for --quiet: want true or false`},
+		{"sim --duration 1x", `retry sim: invalid value "1x" for --duration: want a duration such as 250ms, 1.5s or 2m, or a number of seconds`},
 		// The largest number of seconds rounds to 2^63 ns, which wrapped to a negative duration.
-		{"run --timeout 9223372036.854775807 -- true", `retry run: invalid value "9223372036.854775807" for flag -timeout: too long: a duration is at most about 292 years`},
+		{"run --timeout 9223372036.854775807 -- true", `retry run: invalid value "9223372036.854775807" for --timeout: too long: a duration is at most about 292 years`},
 		// 1e-10 s rounds to 0, which --timeout reads as no limit at all.
-		{"http --timeout 1e-10 http://127.0.0.1:1/", `retry http: invalid value "1e-10" for flag -timeout: too short: a duration is at least 1ns`},
+		{"http --timeout 1e-10 http://127.0.0.1:1/", `retry http: invalid value "1e-10" for --timeout: too short: a duration is at least 1ns`},
 		{"sim --rate Inf", `retry sim: rate must be a positive number`},
 		{"sim --scenario overload --capacity 500", `retry sim: the overload's capacity, 600/s (0.6 × rate), must be below the server's normal capacity, 500/s`},
 	} {

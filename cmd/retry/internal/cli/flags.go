@@ -6,23 +6,24 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/retrykit/retry"
 )
 
-// FlagError is UsageError for what the flag package could not parse in
-// the flags of cmd, whose help is usage. A flag used wrongly (unknown, or
-// without its argument) also gets the command's usage line, as the go
-// command does; a flag given a bad value gets the message alone, which says
-// what is wrong with the value.
-func FlagError(w io.Writer, cmd, usage string, fs *flag.FlagSet, err error) int {
-	// The flag package's errors have no types; its value errors all start
-	// so ("invalid value", "invalid boolean value").
-	if strings.HasPrefix(err.Error(), "invalid ") {
-		return UsageError(w, cmd, clearParseError(fs, err.Error()))
+// FlagError is UsageError for an error of Parse in the flags of cmd, whose
+// help is usage. A flag used wrongly (unknown, or without its argument)
+// also gets the command's usage line, as the go command does; a flag given
+// a bad value gets the message alone, which says what is wrong with the
+// value.
+func FlagError(w io.Writer, cmd, usage string, err error) int {
+	var m *misuse
+	if !errors.As(err, &m) {
+		return UsageError(w, cmd, err.Error())
 	}
 	fmt.Fprintf(w, "retry %s: %v\n", cmd, err)
 	fmt.Fprintln(w, synopsis(usage))
@@ -30,33 +31,105 @@ func FlagError(w io.Writer, cmd, usage string, fs *flag.FlagSet, err error) int 
 	return 2
 }
 
-// clearParseError replaces the "parse error" with which the flag package
-// rejects a number or a boolean that is not one with what the flag wants.
-func clearParseError(fs *flag.FlagSet, msg string) string {
-	head, ok := strings.CutSuffix(msg, ": parse error")
-	_, name, found := strings.Cut(head, " for flag -")
-	if !found {
-		_, name, _ = strings.Cut(head, " for -") // "invalid boolean value"
+// ParseDone reports whether err, what Parse returned for the flags of cmd,
+// whose help is usage, ends the command before it runs, and the exit
+// status: 0 after -h or --help, which print usage on std.Out (asked for,
+// the help is the output), and 2 after an error, reported on std.Err as
+// FlagError does.
+func ParseDone(std Stdio, cmd, usage string, err error) (status int, done bool) {
+	switch {
+	case err == nil:
+		return 0, false
+	case errors.Is(err, flag.ErrHelp):
+		fmt.Fprint(std.Out, usage)
+		return 0, true
 	}
-	f := fs.Lookup(name)
-	if !ok || f == nil {
-		return msg
+	return FlagError(std.Err, cmd, usage, err), true
+}
+
+// misuse is a flag used wrongly: unknown, or without its argument.
+type misuse struct{ msg string }
+
+func (e *misuse) Error() string { return e.msg }
+
+// valueError matches the flag package's errors for a value a flag refuses:
+// "invalid value %q for flag -%s: %v" and "invalid boolean value %q for
+// -%s: %v".
+var valueError = regexp.MustCompile(`^invalid (value|boolean value) (".*") for (?:flag )?-(\S+?): (.*)$`)
+
+// Parse parses args with fs, as fs.Parse does, and says what went wrong in
+// the words of retry's messages: a flag is named --name, or -x for a
+// one-letter one, whichever way it was typed (the flag package takes -name
+// and --name alike); an unknown flag is named as it was typed, with the
+// known flag nearest to it; a value is refused with what the flag wants. It
+// returns flag.ErrHelp for -h and --help.
+func Parse(fs *flag.FlagSet, args []string) error {
+	err := fs.Parse(args)
+	if err == nil || errors.Is(err, flag.ErrHelp) {
+		return err
+	}
+	// The flag package's errors have no types: they are told by their
+	// words.
+	msg := err.Error()
+	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
+		return &misuse{"unknown flag " + typed(fs, args, name) + suggestion(fs, name)}
+	}
+	if name, ok := strings.CutPrefix(msg, "flag needs an argument: -"); ok {
+		return &misuse{"flag needs an argument: " + spell(name)}
+	}
+	if m := valueError.FindStringSubmatch(msg); m != nil {
+		what, value, name, why := m[1], m[2], m[3], m[4]
+		if why == "parse error" {
+			why = wants(fs.Lookup(name), why)
+		}
+		return fmt.Errorf("invalid %s %s for %s: %s", what, value, spell(name), why)
+	}
+	return &misuse{msg} // "bad flag syntax: ---x", which names it as typed
+}
+
+// typed returns the flag name, unknown to fs, as args gave it: --name or
+// -name. The flag package stops parsing just past the flag it does not
+// know, so that it is the argument before those it left.
+func typed(fs *flag.FlagSet, args []string, name string) string {
+	if i := len(args) - fs.NArg() - 1; i >= 0 && i < len(args) {
+		arg, _, _ := strings.Cut(args[i], "=")
+		if strings.TrimLeft(arg, "-") == name {
+			return arg
+		}
+	}
+	return spell(name)
+}
+
+// spell returns how retry writes the flag name: --name, or -x for a
+// one-letter one.
+func spell(name string) string {
+	if utf8.RuneCountInString(name) == 1 {
+		return "-" + name
+	}
+	return "--" + name
+}
+
+// wants returns what flag f wants, in place of the flag package's "parse
+// error" for a number or a boolean that is not one, or else why.
+func wants(f *flag.Flag, why string) string {
+	if f == nil {
+		return why
 	}
 	getter, _ := f.Value.(flag.Getter)
 	if getter == nil {
-		return msg
+		return why
 	}
 	switch getter.Get().(type) {
 	case int, int64:
-		return head + ": want a whole number"
+		return "want a whole number"
 	case uint, uint64:
-		return head + ": want a whole number, 0 or more"
+		return "want a whole number, 0 or more"
 	case float64:
-		return head + ": want a number"
+		return "want a number"
 	case bool:
-		return head + ": want true or false"
+		return "want true or false"
 	}
-	return msg
+	return why
 }
 
 // BoolFlag defines a boolean flag under each of names, a short and a long

@@ -21,12 +21,8 @@ func parseHTTPFlags(args []string, std cli.Stdio) (httpConfig, int, bool) {
 	c := httpConfig{attempts: 3, delay: 100 * time.Millisecond, maxDelay: 10 * time.Second}
 	fs := c.flagSet()
 	urls, err := parseInterspersed(fs, splitShortFlags(fs, args))
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(std.Out, usage)
-			return c, 0, false
-		}
-		return c, cli.FlagError(std.Err, "http", usage, fs, err), false
+	if status, done := cli.ParseDone(std, "http", usage, err); done {
+		return c, status, false
 	}
 	if len(urls) == 1 {
 		c.url = withScheme(urls[0])
@@ -89,7 +85,7 @@ func (c *httpConfig) flagSet() *flag.FlagSet {
 func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 	var positional []string
 	for {
-		if err := fs.Parse(args); err != nil {
+		if err := cli.Parse(fs, args); err != nil {
 			return nil, err
 		}
 		rest := fs.Args()

@@ -46,10 +46,10 @@ func TestHTTPUsageErrors(t *testing.T) {
 		{[]string{"http", "--retry", "-1", "http://a/"}, "--retry must not be negative"},
 		{[]string{"http", "-m", "1", "--attempt-timeout", "2", "http://a/"}, "say the same: give one"},
 		{[]string{"http", "-I", "-d", "x", "http://a/"}, "HEAD request, which has no body"},
-		{[]string{"http", "-fsZ", "http://a/"}, "flag provided but not defined: -fsZ"},
+		{[]string{"http", "-fsZ", "http://a/"}, "unknown flag -fsZ"},
 		{[]string{"http", "-d", "@/no/such/file", "http://a/"}, "no such file"},
 		{[]string{"http", "-X", "BAD METHOD", "http://a/"}, "invalid method"},
-		{[]string{"http", "--bogus", "http://a/"}, "flag provided but not defined: -bogus"},
+		{[]string{"http", "--bogus", "http://a/"}, "unknown flag --bogus"},
 	} {
 		out, errOut, code := clitest.Run(t, "", tc.args...)
 		if code != 2 {
@@ -58,7 +58,7 @@ func TestHTTPUsageErrors(t *testing.T) {
 		// One line says what is wrong, one points to -h: no Go error dump.
 		// (A flag used wrongly also gets the usage line between them.)
 		lines := 2
-		if strings.Contains(tc.want, "flag provided but not defined") {
+		if strings.Contains(tc.want, "unknown flag") {
 			lines = 3
 		}
 		if strings.Count(errOut, "\n") != lines || !strings.Contains(errOut, "retry http: ") || !strings.Contains(errOut, tc.want) || !strings.Contains(errOut, `"retry http -h"`) {
@@ -82,5 +82,28 @@ func TestHTTPHelp(t *testing.T) {
 				t.Errorf("%q: the usage does not mention %q", args, want)
 			}
 		}
+	}
+}
+
+// The help names every flag as it is spelled, --name or -x, never -name.
+func TestHTTPHelpSpellsFlags(t *testing.T) {
+	var c httpConfig
+	clitest.CheckHelp(t, usage, c.flagSet())
+}
+
+// An unknown flag is named as it was typed, with the nearest flag http
+// has: a curl flag retry does not have gets the one it begins with.
+func TestHTTPUnknownFlag(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--retry-delay", "2", "http://a/"}, "unknown flag --retry-delay; did you mean --retry?"},
+		{[]string{"http://a/", "--retyr", "2"}, "unknown flag --retyr; did you mean --retry?"},
+		{[]string{"--idempotency-kye", "http://a/"}, "unknown flag --idempotency-kye; did you mean --idempotency-key?"},
+		{[]string{"--no-such-flag", "http://a/"}, "unknown flag --no-such-flag"},
+		{[]string{"-fsZ", "http://a/"}, "unknown flag -fsZ"},
+	} {
+		clitest.CheckMisuse(t, Run, "http", "usage: retry http [flags] URL", tc.args, tc.want)
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"flag"
-	"fmt"
 	"io"
 	"time"
 
@@ -20,7 +19,7 @@ attempts it waits with exponential backoff: about --delay before the first
 retry, doubling for each further one up to --max-delay, spread by --jitter so
 that many machines retrying together do not retry in step.
 
-Flags (-flag and --flag are the same):
+Flags:
   --attempts N      attempts in all, the first included; 0 = no limit, only
                     with --max-time (default 3)
   --max-time D      bound the whole run: no attempt starts once D has passed,
@@ -34,7 +33,7 @@ Flags (-flag and --flag are the same):
   --timeout D       stop an attempt that runs longer than D: SIGTERM, then
                     SIGKILL after --kill-after. A timed-out attempt is always
                     retried (default: no limit)
-  --kill-after D    grace between SIGTERM and SIGKILL; 0 = SIGKILL at once
+  -k, --kill-after D grace between SIGTERM and SIGKILL; 0 = SIGKILL at once
                     (default 5s)
   --preserve-status when --timeout or --max-time stopped the last attempt,
                     exit with its status (128+N if signal N killed it), not
@@ -148,6 +147,19 @@ var errMaxTime = errors.New("--max-time reached")
 func parseRunFlags(args []string, std cli.Stdio) (runConfig, int, bool) {
 	c := runConfig{attempts: 3, delay: 100 * time.Millisecond, maxDelay: 10 * time.Second,
 		jitter: retry.FullJitter, killAfter: 5 * time.Second}
+	fs := c.flagSet()
+	if status, done := cli.ParseDone(std, "run", usage, cli.Parse(fs, args)); done {
+		return c, status, false
+	}
+	c.argv = fs.Args()
+	if msg := c.check(); msg != "" {
+		return c, cli.UsageError(std.Err, "run", msg), false
+	}
+	return c, 0, true
+}
+
+// flagSet returns the flags of "retry run", which set c's fields.
+func (c *runConfig) flagSet() *flag.FlagSet {
 	fs := flag.NewFlagSet("retry run", flag.ContinueOnError)
 	fs.SetOutput(io.Discard) // -h prints the usage to stdout, errors a hint
 	fs.IntVar(&c.attempts, "attempts", c.attempts, "")
@@ -157,23 +169,14 @@ func parseRunFlags(args []string, std cli.Stdio) (runConfig, int, bool) {
 	fs.Var(&c.onExit, "on-exit", "")
 	fs.Var(cli.DurationValue(&c.timeout), "timeout", "")
 	fs.Var(cli.DurationValue(&c.maxTime), "max-time", "")
-	fs.Var(cli.DurationValue(&c.killAfter), "kill-after", "")
+	for _, name := range []string{"k", "kill-after"} { // timeout(1)'s -k
+		fs.Var(cli.DurationValue(&c.killAfter), name, "")
+	}
 	fs.BoolVar(&c.foreground, "foreground", false, "")
 	fs.BoolVar(&c.preserve, "preserve-status", false, "")
 	cli.BoolFlag(fs, &c.verbose, "v", "verbose")
 	cli.BoolFlag(fs, &c.quiet, "q", "quiet")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(std.Out, usage)
-			return c, 0, false
-		}
-		return c, cli.FlagError(std.Err, "run", usage, fs, err), false
-	}
-	c.argv = fs.Args()
-	if msg := c.check(); msg != "" {
-		return c, cli.UsageError(std.Err, "run", msg), false
-	}
-	return c, 0, true
+	return fs
 }
 
 // check returns what is wrong with c, or "".

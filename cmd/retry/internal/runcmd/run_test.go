@@ -228,17 +228,18 @@ func TestRunUsageErrors(t *testing.T) {
 		{[]string{"run", "--attempts", "0", "--", "true"}, "--attempts 0 (no limit) needs --max-time"},
 		{[]string{"run", "--attempts", "-1", "--max-time", "1s", "--", "true"}, "--attempts must not be negative"},
 		{[]string{"run", "--max-time", "-1s", "--", "true"}, "--max-time must not be negative"},
-		{[]string{"run", "--attempts", "many", "--", "true"}, `invalid value "many" for flag -attempts`},
+		{[]string{"run", "--attempts", "many", "--", "true"}, `invalid value "many" for --attempts`},
 		{[]string{"run", "--delay", "-1s", "--", "true"}, "--delay must not be negative"},
 		{[]string{"run", "--delay", "soon", "--", "true"}, "want a duration such as 250ms"},
 		{[]string{"run", "--max-delay", "-1", "--", "true"}, "--max-delay must not be negative"},
 		{[]string{"run", "--timeout", "-5s", "--", "true"}, "--timeout must not be negative"},
 		{[]string{"run", "--kill-after", "-5s", "--", "true"}, "--kill-after must not be negative"},
+		{[]string{"run", "-k", "-5s", "--", "true"}, "--kill-after must not be negative"}, // timeout(1)'s -k
 		{[]string{"run", "--jitter", "lots", "--", "true"}, "want none, full, equal or decorrelated"},
 		{[]string{"run", "--on-exit", "0", "--", "true"}, "want exit statuses from 1 to 255"},
 		{[]string{"run", "--on-exit", "1,x", "--", "true"}, "want exit statuses from 1 to 255"},
 		{[]string{"run", "-v", "-q", "--", "true"}, "cannot be used together"},
-		{[]string{"run", "--bogus", "--", "true"}, "flag provided but not defined: -bogus"},
+		{[]string{"run", "--bogus", "--", "true"}, "unknown flag --bogus"},
 	} {
 		out, errOut, code := clitest.Run(t, "", tc.args...)
 		if code != 2 {
@@ -351,5 +352,24 @@ func TestAttemptBegunOutOfTimeIsNotAStartError(t *testing.T) {
 	var se *startError
 	if !errors.Is(err, context.DeadlineExceeded) || errors.As(err, &se) || r.attempts != 0 {
 		t.Fatalf("err %v (a start error: %v), %d attempts counted; want the deadline and none", err, errors.As(err, &se), r.attempts)
+	}
+}
+
+// The help names every flag as it is spelled, --name or -x, never -name.
+func TestRunHelpSpellsFlags(t *testing.T) {
+	var c runConfig
+	clitest.CheckHelp(t, usage, c.flagSet())
+}
+
+// An unknown flag is named as it was typed, with the nearest flag run has.
+func TestRunUnknownFlag(t *testing.T) {
+	for _, tc := range []struct{ flag, want string }{
+		{"--atempts", "unknown flag --atempts; did you mean --attempts?"},
+		{"-kill-afer", "unknown flag -kill-afer; did you mean --kill-after?"},
+		{"--preserve", "unknown flag --preserve; did you mean --preserve-status?"},
+		{"--no-such-flag", "unknown flag --no-such-flag"},
+		{"--signal", "unknown flag --signal"},
+	} {
+		clitest.CheckMisuse(t, Run, "run", "usage: retry run [flags] -- COMMAND [ARGS...]", []string{tc.flag, "1", "--", "true"}, tc.want)
 	}
 }

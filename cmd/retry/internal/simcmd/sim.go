@@ -2,7 +2,6 @@ package simcmd
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -120,6 +119,40 @@ Examples:
   retry sim --clients 1000 --rate 5000 --json results.json
 
 Flags:
+  --scenario NAME     outage (the default), brownout, overload, throttle,
+                      occ or layers; or a replica scenario (above)
+  --clients N         number of clients (default 100)
+  --rate R            requests per second, all clients together (default 1000)
+  --duration D        how long clients send requests, from 2s to 24h
+                      (default 1m)
+  --seed N            seed of the randomness: the same seed gives the same
+                      results (default 1)
+  --capacity R        attempts per second the server serves (default: per
+                      scenario)
+  --timeout D         how long clients wait for an attempt's answer, up to 1h
+                      (default 1s)
+  --incident-start D  when the incident starts, D into the run (default: a
+                      sixth into it)
+  --incident-end D    when the incident ends, D into the run (default: half
+                      way, a third for overload)
+  --shed              the server drops work whose client has given up
+  --reject-cost F     throttle: the share of an attempt's work a 429 costs the
+                      server, from 0 (a front-door limiter, the default) to 1
+                      (like any attempt)
+  --replicas N        replica scenarios: how many replicas share the capacity
+                      (default 10)
+  --balance B         replica scenarios: how the load balancer picks each
+                      attempt's replica, random (the default) or round-robin
+  --policies WORDS    only the rows whose name contains one of these
+                      comma-separated WORDS (any case), e.g. Standard,adaptive
+  --svg FILE          write a chart of offered load and successes over time to
+                      FILE, one panel per policy: an SVG, a PNG if FILE ends
+                      in .png, an SVG on stdout if FILE is -
+  --json FILE         write the raw results to FILE; - writes them to stdout
+                      instead of the table
+  --quiet             no progress line
+
+D is a duration such as 250ms, 1.5s or 2m, or a number of seconds.
 `
 
 // Run implements "retry sim": it parses args and returns the exit status.
@@ -173,34 +206,9 @@ type simFlags struct {
 // parseSimFlags parses and checks retry sim's flags. ok is false when the
 // command is over: -h was printed (code 0) or a flag was wrong (code 2).
 func parseSimFlags(args []string, std cli.Stdio) (f simFlags, code int, ok bool) {
-	fs := flag.NewFlagSet("retry sim", flag.ContinueOnError)
-	fs.SetOutput(io.Discard) // -h prints the usage to stdout, errors a hint
-	fs.StringVar(&f.scenario, "scenario", "outage", "outage, brownout, overload, throttle, occ or layers; or a replica scenario (above)")
-	fs.IntVar(&f.clients, "clients", 100, "number of clients")
-	fs.Float64Var(&f.rate, "rate", 1000, "requests per second, all clients together")
-	f.duration = time.Minute
-	fs.Var(cli.DurationValue(&f.duration), "duration", "how long clients send requests, a `duration` from 2s to 24h")
-	fs.Uint64Var(&f.seed, "seed", 1, "seed of the randomness: the same seed gives the same results")
-	fs.StringVar(&f.svgPath, "svg", "", "write a chart of offered load and successes over time to `FILE`, one panel per policy: an SVG, a PNG if FILE ends in .png, an SVG on stdout if FILE is -")
-	fs.StringVar(&f.jsonPath, "json", "", "write the raw results to `FILE`; - writes them to stdout instead of the table")
-	fs.Float64Var(&f.capacity, "capacity", 0, "attempts per second the server serves (default: per scenario)")
-	fs.Var(cli.DurationValue(&f.timeout), "timeout", "how long clients wait for an attempt's answer, a `duration` up to 1h (default 1s)")
-	fs.Var(cli.DurationValue(&f.start), "incident-start", "when the incident starts, a `duration` into the run (default: a sixth into it)")
-	fs.Var(cli.DurationValue(&f.end), "incident-end", "when the incident ends, a `duration` into the run (default: half way, a third for overload)")
-	fs.BoolVar(&f.shed, "shed", false, "the server drops work whose client has given up")
-	fs.Float64Var(&f.reject, "reject-cost", 0, "throttle: the share of an attempt's work a 429 costs the server, from 0 (a front-door limiter) to 1 (like any attempt)")
-	fs.IntVar(&f.replicas, "replicas", sim.DefaultReplicas, "replica scenarios: how many replicas share the capacity")
-	fs.StringVar(&f.balance, "balance", string(sim.Random), "replica scenarios: how the load balancer picks each attempt's replica, random or round-robin")
-	fs.BoolVar(&f.quiet, "quiet", false, "no progress line")
-	fs.StringVar(&f.pick, "policies", "", "only the rows whose name contains one of these comma-separated `WORDS` (any case), e.g. Standard,adaptive")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(std.Out, usage)
-			fs.SetOutput(std.Out)
-			fs.PrintDefaults()
-			return f, 0, false
-		}
-		return f, cli.FlagError(std.Err, "sim", usage, fs, err), false
+	fs := f.flagSet()
+	if status, done := cli.ParseDone(std, "sim", usage, cli.Parse(fs, args)); done {
+		return f, status, false
 	}
 	if fs.NArg() > 0 {
 		return f, cli.UsageError(std.Err, "sim", fmt.Sprintf("unexpected argument %q", fs.Arg(0))), false
@@ -213,6 +221,32 @@ func parseSimFlags(args []string, std cli.Stdio) (f simFlags, code int, ok bool)
 		return f, cli.UsageError(std.Err, "sim", msg), false
 	}
 	return f, 0, true
+}
+
+// flagSet returns the flags of "retry sim", which set f's fields to their
+// defaults and then to the flags given.
+func (f *simFlags) flagSet() *flag.FlagSet {
+	fs := flag.NewFlagSet("retry sim", flag.ContinueOnError)
+	fs.SetOutput(io.Discard) // -h prints the usage to stdout, errors a hint
+	fs.StringVar(&f.scenario, "scenario", "outage", "")
+	fs.IntVar(&f.clients, "clients", 100, "")
+	fs.Float64Var(&f.rate, "rate", 1000, "")
+	f.duration = time.Minute
+	fs.Var(cli.DurationValue(&f.duration), "duration", "")
+	fs.Uint64Var(&f.seed, "seed", 1, "")
+	fs.StringVar(&f.svgPath, "svg", "", "")
+	fs.StringVar(&f.jsonPath, "json", "", "")
+	fs.Float64Var(&f.capacity, "capacity", 0, "")
+	fs.Var(cli.DurationValue(&f.timeout), "timeout", "")
+	fs.Var(cli.DurationValue(&f.start), "incident-start", "")
+	fs.Var(cli.DurationValue(&f.end), "incident-end", "")
+	fs.BoolVar(&f.shed, "shed", false, "")
+	fs.Float64Var(&f.reject, "reject-cost", 0, "")
+	fs.IntVar(&f.replicas, "replicas", sim.DefaultReplicas, "")
+	fs.StringVar(&f.balance, "balance", string(sim.Random), "")
+	fs.BoolVar(&f.quiet, "quiet", false, "")
+	fs.StringVar(&f.pick, "policies", "", "")
+	return fs
 }
 
 // misfit says why the flags cannot go together, or "".

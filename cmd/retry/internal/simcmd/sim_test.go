@@ -1,6 +1,8 @@
 package simcmd
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -14,6 +16,8 @@ import (
 	"github.com/retrykit/retry/cmd/retry/internal/sim"
 
 	"github.com/retrykit/retry/cmd/retry/internal/clitest"
+
+	"github.com/retrykit/retry/cmd/retry/internal/cli"
 )
 
 // TestMain builds the retry command, which the tests run as a user would.
@@ -291,5 +295,32 @@ func TestSimRequestGuardFollowsTheMachine(t *testing.T) {
 	}
 	if code != 2 || !strings.Contains(errOut, "available memory") || math.Abs(float64(said)/float64(limit)-1) > 0.1 {
 		t.Errorf("--rate %s --duration %ss: exit %d, stderr %q; want 2 and the machine's limit, about %d", rate, rate, code, errOut, limit)
+	}
+}
+
+// The help names every flag as it is spelled, --name, never Go's -name.
+func TestSimHelpSpellsFlags(t *testing.T) {
+	var f simFlags
+	clitest.CheckHelp(t, usage, f.flagSet())
+}
+
+// An unknown flag is named as it was typed, with the nearest flag sim
+// has; -name is --name, as Go's flag package reads it.
+func TestSimUnknownFlag(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-balanse", "random"}, "unknown flag -balanse; did you mean --balance?"},
+		{[]string{"--incident", "3s"}, "unknown flag --incident; did you mean --incident-end?"},
+		{[]string{"--scenario=layers", "--policy", "naive"}, "unknown flag --policy; did you mean --policies?"},
+		{[]string{"--attempts", "3"}, "unknown flag --attempts"},
+	} {
+		clitest.CheckMisuse(t, Run, "sim", "usage: retry sim [flags]", tc.args, tc.want)
+	}
+	// Both spellings of a known flag are read alike.
+	var out, errOut bytes.Buffer
+	if code := Run(context.Background(), []string{"-balance", "random", "--scenario", "flood"}, cli.Stdio{Out: &out, Err: &errOut}); code != 2 || !strings.HasPrefix(errOut.String(), "retry sim: ") || strings.Contains(errOut.String(), "flag") {
+		t.Errorf("-balance random --scenario flood: exit %d, stderr %q; want 2 for the scenario alone", code, errOut.String())
 	}
 }
