@@ -14,6 +14,8 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
+
+	"github.com/retrykit/retry"
 )
 
 // slowFirst makes the first attempt wait until it is cancelled (and says so
@@ -171,5 +173,22 @@ func TestHedgeFailureFillsTheCallersMetadata(t *testing.T) {
 		if h, tr := header.Get("copy"), trailer.Get("copy"); !slices.Equal(h, []string{tc.from}) || !slices.Equal(tr, []string{tc.from}) || p.Addr == nil {
 			t.Errorf("%v: header %v, trailer %v, peer %v; want those of copy %s", tc.code, header, trailer, p.Addr, tc.from)
 		}
+	}
+}
+
+// A hedged call inside an application's loop leaves an answered failure to
+// the loop, which retries it: 3 calls for 3 attempts, where the hedged call
+// used to give up Unsafe after one and nothing retried it.
+func TestHedgedCallLeavesAnsweredFailuresToTheCaller(t *testing.T) {
+	srv := &server{unary: failing(codes.Unavailable, 1000)}
+	c := client(t, srv, WithStrategy(simple(3)), WithIdempotentMethods(method), WithHedging(Hedging{Delay: time.Hour, MaxAttempts: 3}))
+	attempts := 0
+	err := retry.Do(context.Background(), simple(3), func(ctx context.Context) error {
+		attempts++
+		_, err := c.UnaryCall(ctx, &testpb.SimpleRequest{})
+		return err
+	})
+	if err == nil || attempts != 3 || srv.calls.Load() != 3 {
+		t.Fatalf("%v after %d attempts and %d calls, want 3 and 3", err, attempts, srv.calls.Load())
 	}
 }
