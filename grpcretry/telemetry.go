@@ -15,7 +15,8 @@ import (
 // without such an instrumentation pays one context lookup per attempt, and
 // none while no call of the program is instrumented so (see callinfo.From).
 // opts are the call's own: the method is named only if they hold
-// grpc.StaticMethod(), as gRFC A66 has it.
+// grpc.StaticMethod(), as gRFC A66 has it. It returns the nearest sink it
+// told, for the hedges to come, nil if none.
 func tellRPC(ctx context.Context, method string, cc *grpc.ClientConn, opts []grpc.CallOption) callinfo.Sink {
 	s := callinfo.From(ctx)
 	if s == nil {
