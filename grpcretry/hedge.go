@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/internal/callinfo"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
@@ -168,6 +169,7 @@ type hedgeGroup struct {
 	opts       []grpc.CallOption
 	delay      time.Duration
 	scope      string
+	sink       callinfo.Sink // the instrumentation's, told of each hedge; nil without one
 	sent, done int
 	// callerRetries is read from the call's context, once: the caller
 	// retries, so an answered failure is left to it (leftToCaller) rather
@@ -191,6 +193,7 @@ type hedgeResult struct {
 // that end the call. It returns only when every copy it sent has returned.
 func (g *hedgeGroup) run(ctx context.Context) error {
 	h := g.h
+	g.sink = tellRPC(ctx, g.method, g.cc, g.opts)
 	gctx, cancel := context.WithCancel(ctx)
 	results := make(chan hedgeResult, h.max)
 	start := time.Now()
@@ -285,6 +288,9 @@ func (g *hedgeGroup) hedge(ctx context.Context, results chan<- hedgeResult, stop
 func (g *hedgeGroup) launch(ctx context.Context, results chan<- hedgeResult) {
 	g.sent++
 	n := g.sent
+	if n > 1 && g.sink != nil {
+		callinfo.TellHedge(g.sink)
+	}
 	r := hedgeResult{n: n, reply: g.reply.ProtoReflect().New().Interface()}
 	opts := make([]grpc.CallOption, 0, len(g.opts)+3)
 	header := false // the caller wants headers

@@ -627,6 +627,10 @@ type recvLoop struct {
 func (r *recvLoop) attempt(ctx context.Context) (struct{}, error) {
 	s := r.s
 	r.n++
+	// The loop's first attempt may be the stream opened before the loop
+	// ran, outside its context: the instrumentation learns of the call
+	// here, from the loop, for every attempt.
+	tellRPC(ctx, s.method, s.cc, s.opts)
 	s.mu.Lock()
 	if r.n == 1 && s.attempts == 0 {
 		// Deferred: the breaker has let this first attempt through.
