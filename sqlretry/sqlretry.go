@@ -449,7 +449,8 @@ func idleConn(tx pgx.Tx) (idle bool) {
 }
 
 // runPgx calls fn, rolling tx back if fn panics.
-// It reports whether fn called tx's Commit or Rollback.
+// It reports whether fn ended tx, or may have: with its Commit or Rollback,
+// or with a statement sent through it (see fnTx).
 func runPgx(ctx context.Context, tx pgx.Tx, fn func(context.Context, pgx.Tx) error) (err error, ended bool) {
 	done := false
 	defer func() {
@@ -457,27 +458,10 @@ func runPgx(ctx context.Context, tx pgx.Tx, fn func(context.Context, pgx.Tx) err
 			_ = rollback(ctx, tx)
 		}
 	}()
-	own := &fnTx{Tx: tx}
+	own := &fnTx{watchedTx{Tx: tx, ended: new(atomic.Bool)}}
 	err = fn(ctx, own)
 	done = true
 	return err, own.ended.Load()
-}
-
-// fnTx is the transaction fn is given: tx, noting whether fn ended it with
-// Commit or Rollback (atomically: fn may do so from a goroutine of its own).
-type fnTx struct {
-	pgx.Tx
-	ended atomic.Bool
-}
-
-func (t *fnTx) Commit(ctx context.Context) error {
-	t.ended.Store(true)
-	return t.Tx.Commit(ctx)
-}
-
-func (t *fnTx) Rollback(ctx context.Context) error {
-	t.ended.Store(true)
-	return t.Tx.Rollback(ctx)
 }
 
 // rollback rolls tx back, and returns what Rollback did. While ctx is live
