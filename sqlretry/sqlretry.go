@@ -300,8 +300,11 @@ func runSQL(ctx context.Context, tx *sql.Tx, fn func(context.Context, *sql.Tx) e
 //
 // PgxTx sees fn end the transaction by tx's Commit or Rollback (tx is the
 // Beginner's transaction wrapped so that PgxTx knows: fn must not
-// type-assert it to *pgxpool.Tx) or by a statement (COMMIT, END, ROLLBACK,
-// through tx or tx.Conn()): after fn failed, before its ROLLBACK, it reads
+// type-assert it to *pgxpool.Tx), by a statement sent through tx that may
+// end it (COMMIT, END, ROLLBACK, COMMIT AND CHAIN, alone or in a query
+// string of several statements), whose text it reads before it is sent,
+// and by a statement after which no transaction is open (through tx or
+// tx.Conn()): after fn failed, before its ROLLBACK, it reads
 // the transaction status of the server's last ReadyForQuery on tx's
 // connection, which says 'I' once no transaction is open, without a round
 // trip; it reads nothing once fn called Commit or Rollback, which may have
