@@ -33,6 +33,8 @@ func (e *txError) Error() string {
 		return "sqlretry: begin: " + e.err.Error()
 	case stageCommit:
 		return "sqlretry: commit: " + e.err.Error()
+	case stageEnded:
+		return "sqlretry: fn ended the transaction itself, which may have committed, and failed (not run again): " + e.err.Error()
 	}
 	return e.err.Error() // fn's error, as fn wrote it
 }

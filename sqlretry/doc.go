@@ -199,20 +199,39 @@
 //
 // fn must not end the transaction: COMMIT and ROLLBACK are this package's. An
 // fn that fails after ending it anyway is never run again, since its work may
-// have committed. Tx and PgxTx see an end by the driver's Commit or Rollback,
-// and by a statement of fn's (COMMIT, END, ROLLBACK, through tx or its
-// connection) after which the connection is in no transaction: PgxTx from the
-// transaction status of the server's last ReadyForQuery message, without asking
-// the server; Tx by sending SAVEPOINT, which PostgreSQL refuses outside a
-// transaction block (25P01), a round trip on a run that failed with an error
-// that may be retried, and only there. A ROLLBACK statement cannot be told from
-// a COMMIT. Neither sees:
+// have committed: the error says that fn ended the transaction itself, and
+// Classify reports it Unsafe. Tx and PgxTx see an end by the driver's Commit
+// or Rollback, and by a statement of fn's (COMMIT, END, ROLLBACK, through tx
+// or its connection) after which the connection is in no transaction: PgxTx
+// from the transaction status of the server's last ReadyForQuery message,
+// without asking the server; Tx by sending SAVEPOINT, which PostgreSQL
+// refuses outside a transaction block (25P01), a round trip on a run that
+// failed with an error that may be retried, and only there. A ROLLBACK
+// statement cannot be told from a COMMIT that way.
 //
-//   - an fn that ends the transaction and begins another (COMMIT; BEGIN in
-//     one statement, COMMIT AND CHAIN, END then BEGIN): the connection is
-//     in a transaction again, and the COMMIT leaves no trace;
+// An end that leaves the connection in a transaction again (COMMIT AND
+// CHAIN, ROLLBACK AND CHAIN, COMMIT; BEGIN in one query string) shows
+// nothing in its status ('T', or 'E' once a later statement failed, as in
+// the transaction Tx or PgxTx began), and pgx returns only the last command
+// tag of a query string of several statements. So PgxTx reads the text of
+// every statement fn sends through tx, its savepoints (tx.Begin,
+// pgx.BeginFunc) and its batches, and the text of those it prepares, before
+// it is sent: one that is COMMIT, END, ABORT, ROLLBACK (not ROLLBACK TO a
+// savepoint) or PREPARE TRANSACTION, alone or among others in one string
+// (split at semicolons outside quotes, dollar quotes and comments, as
+// PostgreSQL's lexer does), counts as an end, sent or not, answered or not.
+// It costs no round trip and no allocation. Where the reading may err, it
+// errs toward an end where there is none (the END of a BEGIN ATOMIC function
+// body counts): a conflict after it is not run again. Neither sees:
+//
+//   - with Tx, an end that leaves a transaction open: database/sql shows
+//     fn's statements to no one (use PgxTx for an fn that may send them);
+//   - with PgxTx, such an end sent on tx.Conn() rather than tx, run by the
+//     name of a statement prepared other than through tx, or written into
+//     the query by a pgx.QueryRewriter argument of one's own;
 //   - a COMMIT of fn's whose answer was never read (cut short by the
-//     context, its connection closed before the answer came);
+//     context, its connection closed before the answer came), except one
+//     PgxTx read the text of;
 //   - with Tx only, an end followed by a statement still in flight (a Rows
 //     left open), by a lost connection, or by the end of the context
 //     (database/sql then rolls back on its own).

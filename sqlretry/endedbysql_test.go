@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -123,6 +124,9 @@ func TestFnThatEndsTheTransactionThenFailsIsNotRunAgain(t *testing.T) {
 				var pg *pgconn.PgError
 				if !errors.As(err, &re) || !errors.As(err, &pg) || pg.Code != c.code {
 					t.Fatalf("err %v: want the give-up, reaching the %s", err, c.code)
+				}
+				if !strings.Contains(err.Error(), endedByFn) {
+					t.Errorf("err %q does not say %q", err, endedByFn)
 				}
 				// Unsafe to a loop around the call too, were the call to
 				// leave this failure to it (retry.ErrOuterLoop).
@@ -452,4 +456,147 @@ func poolOfOne(t *testing.T) *pgxpool.Pool {
 	}
 	t.Cleanup(p.Close)
 	return p
+}
+
+// endedByFn is what the error of a run says when fn ended the transaction
+// itself.
+const endedByFn = "fn ended the transaction itself"
+
+// An fn of PgxTx that ends the transaction and is in another at once
+// (COMMIT AND CHAIN, ROLLBACK AND CHAIN, or a COMMIT inside a query string
+// of several statements) and then fails is not run again, a conflict
+// included: its work committed once, and the connection's status ('T' or
+// 'E', as in the transaction PgxTx began) does not show it; PgxTx reads the
+// statements fn sends through tx, its savepoints and its batches. Nor is
+// one that ends it with END. A savepoint's ROLLBACK TO is no end: a
+// conflict after it runs again.
+func TestFnThatEndsTheTransactionAndChainsIsNotRunAgain(t *testing.T) {
+	needServer(t)
+	for _, a := range endRunners(t) {
+		if a.name == "Tx" {
+			continue // database/sql shows no statement: see the package doc
+		}
+		for _, c := range []struct {
+			name string
+			// fn, after its INSERT into table; raise is a statement that
+			// fails with 40001
+			fn   func(ctx context.Context, tx pgx.Tx, table, raise string) error
+			code string // the error fn's run ends with; "" fn's own
+			rows int64  // committed
+		}{
+			{"COMMIT AND CHAIN then a conflict", func(ctx context.Context, tx pgx.Tx, _, raise string) error {
+				if _, err := tx.Exec(ctx, "COMMIT AND CHAIN"); err != nil {
+					return err
+				}
+				_, err := tx.Exec(ctx, raise)
+				return err
+			}, "40001", 1},
+			{"COMMIT AND CHAIN then an error of fn's", func(ctx context.Context, tx pgx.Tx, _, _ string) error {
+				if _, err := tx.Exec(ctx, "commit and chain"); err != nil {
+					return err
+				}
+				return retry.Transient(errors.New("audit: 503"))
+			}, "", 1},
+			{"END then a conflict", func(ctx context.Context, tx pgx.Tx, _, raise string) error {
+				if _, err := tx.Exec(ctx, "END"); err != nil {
+					return err
+				}
+				_, err := tx.Exec(ctx, raise)
+				return err
+			}, "40001", 1},
+			{"one string: COMMIT AND CHAIN, 1/0", func(ctx context.Context, tx pgx.Tx, table, _ string) error {
+				_, err := tx.Exec(ctx, "UPDATE "+table+" SET k = k + 1; COMMIT AND CHAIN; SELECT 1/0")
+				return err
+			}, "22012", 1},
+			{"one string: COMMIT AND CHAIN, a conflict", func(ctx context.Context, tx pgx.Tx, table, raise string) error {
+				_, err := tx.Exec(ctx, "UPDATE "+table+" SET k = k + 1; COMMIT AND CHAIN; "+raise)
+				return err
+			}, "40001", 1},
+			{"a savepoint's COMMIT AND CHAIN", func(ctx context.Context, tx pgx.Tx, _, raise string) error {
+				nested, err := tx.Begin(ctx)
+				if err != nil {
+					return err
+				}
+				if _, err := nested.Exec(ctx, "COMMIT AND CHAIN"); err != nil {
+					return err
+				}
+				_, err = nested.Exec(ctx, raise)
+				return err
+			}, "40001", 1},
+			{"a batch's COMMIT AND CHAIN", func(ctx context.Context, tx pgx.Tx, _, raise string) error {
+				b := &pgx.Batch{}
+				b.Queue("COMMIT AND CHAIN")
+				b.Queue(raise)
+				return tx.SendBatch(ctx, b).Close()
+			}, "40001", 1},
+			{"ROLLBACK AND CHAIN then a conflict", func(ctx context.Context, tx pgx.Tx, _, raise string) error {
+				if _, err := tx.Exec(ctx, "ROLLBACK AND CHAIN"); err != nil {
+					return err
+				}
+				_, err := tx.Exec(ctx, raise)
+				return err
+			}, "40001", 0},
+		} {
+			t.Run(a.name+"/"+c.name, func(t *testing.T) {
+				table := tableFor(t)
+				raise := "SELECT " + table + "_raise('40001')"
+				runs := 0
+				err := a.run(t.Context(), func(ctx context.Context, tx q) error {
+					runs++
+					if err := tx.Exec(ctx, "INSERT INTO "+table+" VALUES (1)"); err != nil {
+						return err
+					}
+					return c.fn(ctx, tx.(pgxQ).tx, table, raise)
+				}, againAtOnce())
+				if n := queryInt(t, "SELECT count(*) FROM "+table); runs != 1 || n != c.rows {
+					t.Fatalf("%d runs, %d rows committed (err %v); want 1 run, %d rows", runs, n, err, c.rows)
+				}
+				if c.rows == 1 {
+					// Applied once: the UPDATE of the one-string cases ran
+					// once, or not at all.
+					if k := queryInt(t, "SELECT max(k) FROM "+table); k > 2 {
+						t.Fatalf("k = %d: the update applied more than once", k)
+					}
+				}
+				var pg *pgconn.PgError
+				if c.code != "" && (!errors.As(err, &pg) || pg.Code != c.code) {
+					t.Fatalf("err %v: want it to reach the %s", err, c.code)
+				}
+				if err == nil || !strings.Contains(err.Error(), endedByFn) {
+					t.Fatalf("err %v does not say %q", err, endedByFn)
+				}
+				if info := sqlretry.Classify(err); info.Safety != retry.Unsafe {
+					t.Errorf("classified %+v, want Unsafe", info)
+				}
+			})
+		}
+	}
+}
+
+// A savepoint rolled back by fn's own ROLLBACK TO, then a conflict: the
+// transaction is still PgxTx's, and runs again.
+func TestFnsRollbackToSavepointStillRunsAgain(t *testing.T) {
+	needServer(t)
+	for _, a := range endRunners(t) {
+		t.Run(a.name, func(t *testing.T) {
+			table := tableFor(t)
+			runs := 0
+			err := a.run(t.Context(), func(ctx context.Context, tx q) error {
+				runs++
+				for _, s := range []string{"INSERT INTO " + table + " VALUES (1)", "SAVEPOINT s",
+					"INSERT INTO " + table + " VALUES (2)", "ROLLBACK TO SAVEPOINT s"} {
+					if err := tx.Exec(ctx, s); err != nil {
+						return err
+					}
+				}
+				if runs == 1 {
+					return tx.Exec(ctx, "SELECT "+table+"_raise('40001')")
+				}
+				return nil
+			})
+			if n := queryInt(t, "SELECT count(*) FROM "+table); err != nil || runs != 2 || n != 1 {
+				t.Fatalf("%d runs, %d rows committed (err %v); want 2 runs, 1 row", runs, n, err)
+			}
+		})
+	}
 }

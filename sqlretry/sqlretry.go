@@ -300,8 +300,11 @@ func runSQL(ctx context.Context, tx *sql.Tx, fn func(context.Context, *sql.Tx) e
 //
 // PgxTx sees fn end the transaction by tx's Commit or Rollback (tx is the
 // Beginner's transaction wrapped so that PgxTx knows: fn must not
-// type-assert it to *pgxpool.Tx) or by a statement (COMMIT, END, ROLLBACK,
-// through tx or tx.Conn()): after fn failed, before its ROLLBACK, it reads
+// type-assert it to *pgxpool.Tx), by a statement sent through tx that may
+// end it (COMMIT, END, ROLLBACK, COMMIT AND CHAIN, alone or in a query
+// string of several statements), whose text it reads before it is sent,
+// and by a statement after which no transaction is open (through tx or
+// tx.Conn()): after fn failed, before its ROLLBACK, it reads
 // the transaction status of the server's last ReadyForQuery on tx's
 // connection, which says 'I' once no transaction is open, without a round
 // trip; it reads nothing once fn called Commit or Rollback, which may have
@@ -449,7 +452,8 @@ func idleConn(tx pgx.Tx) (idle bool) {
 }
 
 // runPgx calls fn, rolling tx back if fn panics.
-// It reports whether fn called tx's Commit or Rollback.
+// It reports whether fn ended tx, or may have: with its Commit or Rollback,
+// or with a statement sent through it (see fnTx).
 func runPgx(ctx context.Context, tx pgx.Tx, fn func(context.Context, pgx.Tx) error) (err error, ended bool) {
 	done := false
 	defer func() {
@@ -457,27 +461,10 @@ func runPgx(ctx context.Context, tx pgx.Tx, fn func(context.Context, pgx.Tx) err
 			_ = rollback(ctx, tx)
 		}
 	}()
-	own := &fnTx{Tx: tx}
+	own := &fnTx{watchedTx{Tx: tx, ended: new(atomic.Bool)}}
 	err = fn(ctx, own)
 	done = true
 	return err, own.ended.Load()
-}
-
-// fnTx is the transaction fn is given: tx, noting whether fn ended it with
-// Commit or Rollback (atomically: fn may do so from a goroutine of its own).
-type fnTx struct {
-	pgx.Tx
-	ended atomic.Bool
-}
-
-func (t *fnTx) Commit(ctx context.Context) error {
-	t.ended.Store(true)
-	return t.Tx.Commit(ctx)
-}
-
-func (t *fnTx) Rollback(ctx context.Context) error {
-	t.ended.Store(true)
-	return t.Tx.Rollback(ctx)
 }
 
 // rollback rolls tx back, and returns what Rollback did. While ctx is live
