@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/retrykit/retry/internal/errchain"
 )
 
 // Defaults of AdaptiveOptions.
@@ -558,12 +560,11 @@ func (a *Adaptive) observe(sc *adaptiveScope, now int64, info Info, err error) e
 // deadline of the operation's own, which Do's loop marks: see timing) is
 // no such error: the service did not answer in time.
 func callerGaveUp(err error) bool {
-	budget := maxVisits
-	if holds(err, &budget, func(err error) bool { _, ok := err.(*attemptTimeoutError); return ok }) {
+	var w errchain.Walk
+	if w.Find(err, func(err error) bool { _, ok := err.(*attemptTimeoutError); return ok }) {
 		return false
 	}
-	budget = maxVisits
-	return isContextError(err, &budget)
+	return isContextError(err)
 }
 
 // overloaded reports whether sc's evidence fails to show that a timeout

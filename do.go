@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/retrykit/retry/internal/errchain"
 )
 
 // errNilStrategy is the reason a call with a nil Strategy made one attempt.
@@ -722,10 +724,10 @@ func (e *attemptTimeoutError) Unwrap() error { return e.err }
 // context's error is not retried (whether the request took effect is
 // unknown).
 func (e *attemptTimeoutError) RetryInfo() Info {
-	budget := maxVisits
-	info, ok := find(e.err, &budget)
+	var w errchain.Walk
+	info, ok := find(e.err, &w)
 	switch {
-	case budget == cutShort:
+	case w.CutShort():
 		info.Safety = Unsafe // as Classify: what the walk did not see may be Permanent
 	case !ok && e.own:
 		info = Classify(e.err)

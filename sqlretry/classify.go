@@ -6,6 +6,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/internal/errchain"
 )
 
 // stage is where in a run of a transaction an error happened.
@@ -219,24 +220,22 @@ func (f found) conflict() bool {
 		(f.code == serializationFailure || f.code == deadlockDetected)
 }
 
-// maxVisits bounds a walk, so that a cyclic chain cannot hang it.
-const maxVisits = 256
-
 // inspect walks err's chain, depth first, for a SQLSTATE, noting a failed
 // COMMIT on the way, and stopping at a mark (a RetryInfo method other than
 // this package's own) or a loop's give-up.
 func inspect(err error) found {
-	var f found
-	budget := maxVisits
-	walk(err, &f, &budget)
+	var (
+		f found
+		w errchain.Walk // bounded: a cyclic chain cannot hang it
+	)
+	walk(err, &f, &w)
 	return f
 }
 
 // walk visits err and its chain; it reports whether it found what ends the
 // walk.
-func walk(err error, f *found, budget *int) bool {
-	for err != nil && *budget > 0 {
-		*budget--
+func walk(err error, f *found, w *errchain.Walk) bool {
+	for err != nil && w.Visit() {
 		if err == pgx.ErrTxCommitRollback {
 			f.rolledBack = true
 		}
@@ -276,19 +275,13 @@ func walk(err error, f *found, budget *int) bool {
 			f.mark = &info
 			return true
 		}
-		switch u := err.(type) {
-		case interface{ Unwrap() error }:
-			err = u.Unwrap()
-		case interface{ Unwrap() []error }:
-			for _, e := range u.Unwrap() {
-				if walk(e, f, budget) {
-					return true
-				}
+		next, joined := errchain.Unwrap(err)
+		for _, e := range joined {
+			if walk(e, f, w) {
+				return true
 			}
-			return false
-		default:
-			return false
 		}
+		err = next
 	}
 	return false
 }
