@@ -654,18 +654,13 @@ func (a *Adaptive) rejection(attempts, accepts float64) float64 {
 // throttling judges the service by it.
 const minEvidence = 10
 
+// cost is what a retry after a failure classified as info takes from the
+// quota: nothing without one (see AdaptiveOptions.StandardOptions).
 func (a *Adaptive) cost(info Info) int {
 	if a.opts.Bucket == nil && a.opts.Capacity <= 0 {
 		return 0
 	}
-	retry := orDefault(a.opts.RetryCost, DefaultRetryCost)
-	switch {
-	case info.Throttle:
-		return orDefault(a.opts.ThrottleCost, DefaultThrottleCost)
-	case info.Timeout:
-		return orDefault(a.opts.TimeoutCost, retry)
-	}
-	return retry
+	return a.opts.StandardOptions.cost(info)
 }
 
 func (a *Adaptive) succeed(bucket Quota, retries, cost int, started int64) {

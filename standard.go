@@ -127,7 +127,7 @@ func (s *Standard) next(st state, err error) (state, error) {
 	if refused != nil {
 		return st, refused
 	}
-	cost := s.cost(info)
+	cost := s.opts.cost(info)
 	if !st.bucket.Take(cost) {
 		return st, &QuotaError{Scope: st.scope, Cost: cost, Available: st.bucket.Available(), Delay: delay}
 	}
@@ -172,14 +172,15 @@ func (s *Standard) policy() policy {
 	return newPolicy(s.opts.MaxAttempts, s.opts.Backoff, s.opts.ThrottleBackoff, s.opts.MaxRetryAfter)
 }
 
-// cost is what a retry after a failure classified as info takes from the quota.
-func (s *Standard) cost(info Info) int {
-	retry := orDefault(s.opts.RetryCost, DefaultRetryCost)
+// cost is what a retry after a failure classified as info takes from the
+// quota, for Standard and for an Adaptive with a quota.
+func (o *StandardOptions) cost(info Info) int {
+	retry := orDefault(o.RetryCost, DefaultRetryCost)
 	switch {
 	case info.Throttle:
-		return orDefault(s.opts.ThrottleCost, DefaultThrottleCost)
+		return orDefault(o.ThrottleCost, DefaultThrottleCost)
 	case info.Timeout:
-		return orDefault(s.opts.TimeoutCost, retry)
+		return orDefault(o.TimeoutCost, retry)
 	}
 	return retry
 }
