@@ -103,7 +103,7 @@ func (a *Adaptive) firstSucceeded(sc *adaptiveScope) {
 	if full(total) {
 		sc.outcomes.count(a.now(), a.window())
 	}
-	sc.latency.succeeded(uint32(total))
+	sc.latency.sawSuccess(uint32(total))
 	if !a.scoped.Load() || sc.alone.Load() {
 		return
 	}
@@ -219,7 +219,7 @@ func (a *Adaptive) next(st state, err error) (state, error) {
 	switch {
 	case refused != nil:
 		return st, refused
-	case e.kind != failed:
+	case e.answer != answerFailed:
 		// A Safe answer of a client fault the service did not ask to have
 		// retried, or a Safe error of the caller's own context (which Do
 		// does not retry, but a loop of its own may ask about): the

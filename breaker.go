@@ -271,13 +271,13 @@ func (t BreakerTicket) Done(ctx context.Context, err error) {
 		return
 	}
 	if err == nil {
-		t.at.succeeded(t.p)
+		t.at.reportSuccess(t.p)
 		return
 	}
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	t.at.failed(ctx, t.p, err)
+	t.at.reportFailure(ctx, t.p, err)
 }
 
 // Probe reports whether t was given as a probe's, in a half-open circuit:
@@ -293,7 +293,7 @@ func (t BreakerTicket) Probe() bool { return t.p != refused && t.p.probe() }
 // attempt is not made.
 func (t BreakerTicket) Release() {
 	if t.Probe() && t.at.sc != nil {
-		t.at.report(t.p, neither)
+		t.at.report(t.p, verdictNone)
 	}
 }
 

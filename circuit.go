@@ -52,11 +52,13 @@ const (
 // probe reports whether p is a probe's.
 func (p pass) probe() bool { return p != 0 && p&closedPass == 0 }
 
-// verdicts of an attempt, as a breaker counts them.
+// verdict is what an attempt says of the service, as a breaker counts it.
+type verdict uint8
+
 const (
-	neither = iota
-	succeeded
-	failedAttempt
+	verdictNone    verdict = iota // neither: nothing about the service
+	verdictSuccess                // the service served the attempt
+	verdictFailure                // the service failed it
 )
 
 // breakerAt is a breaker and its circuit for a call's scope, as the loop
@@ -191,52 +193,52 @@ func (sc *breakerScope) newRound() {
 	sc.out, sc.passed = sc.out[:0], 0
 }
 
-// succeeded reports the success of an attempt made with p. In a closed
+// reportSuccess reports the success of an attempt made with p. In a closed
 // circuit it costs an atomic add.
-func (a breakerAt) succeeded(p pass) {
+func (a breakerAt) reportSuccess(p pass) {
 	if a.sc != nil {
-		a.success(p)
+		a.countSuccess(p)
 	}
 }
 
-func (a breakerAt) success(p pass) {
+func (a breakerAt) countSuccess(p pass) {
 	if p.probe() {
-		a.report(p, succeeded)
+		a.report(p, verdictSuccess)
 		return
 	}
 	sc := a.sc
 	if sc.successes.Add(1)-sc.taken.Load() >= max(sc.step.Load(), 1) {
-		a.report(p, succeeded)
+		a.report(p, verdictSuccess)
 	}
 }
 
-// failed reports the failure of an attempt made with p, with err, in ctx,
+// reportFailure reports the failure of an attempt made with p, with err, in ctx,
 // the call's context.
-func (a breakerAt) failed(ctx context.Context, p pass, err error) {
+func (a breakerAt) reportFailure(ctx context.Context, p pass, err error) {
 	if a.sc != nil {
-		a.failure(ctx, p, err)
+		a.countFailure(ctx, p, err)
 	}
 }
 
-func (a breakerAt) failure(ctx context.Context, p pass, err error) {
-	a.report(p, verdict(ctx, err))
+func (a breakerAt) countFailure(ctx context.Context, p pass, err error) {
+	a.report(p, verdictOf(ctx, err))
 }
 
 // report is the verdict v of an attempt made with p, but for the common
-// success (see succeeded): a success to place in the window, a failure, a
+// success (see reportSuccess): a success to place in the window, a failure, a
 // probe's verdict.
-func (a breakerAt) report(p pass, v int) {
+func (a breakerAt) report(p pass, v verdict) {
 	sc := a.sc
 	if !p.probe() {
 		switch v {
-		case succeeded:
+		case verdictSuccess:
 			// Place the successes now and then, so that they leave the
 			// window as they age rather than all at once.
 			now := a.b.now()
 			sc.mu.Lock()
 			a.place(now, true)
 			sc.mu.Unlock()
-		case failedAttempt:
+		case verdictFailure:
 			a.trip(p)
 		}
 		return
@@ -251,11 +253,11 @@ func (a breakerAt) report(p pass, v int) {
 	}
 	sc.out = slices.Delete(sc.out, i, i+1)
 	switch v {
-	case succeeded:
+	case verdictSuccess:
 		if sc.passed++; sc.passed >= a.b.probes() {
 			a.close()
 		}
-	case failedAttempt:
+	case verdictFailure:
 		sc.openFor = a.b.nextSpell(a.b.spell(sc))
 		a.open(a.b.now())
 	}
@@ -307,28 +309,28 @@ func (a breakerAt) close() {
 	sc.newRound()
 }
 
-// verdict judges a failed attempt: a failure if the service is at fault,
+// verdictOf judges a failed attempt: a failure if the service is at fault,
 // the attempt timed out, or it failed in a way marked retryable (Safe) that
 // nobody blamed on the client, as a failed dial is or an error marked
 // Transient; neither for an answer that blames the client, a throttle, the
 // caller's own cancellation or deadline, or an error that says nothing
 // about retrying.
-func verdict(ctx context.Context, err error) int {
+func verdictOf(ctx context.Context, err error) verdict {
 	if ctx.Err() != nil {
-		return neither // the caller gave up: nothing about the service
+		return verdictNone // the caller gave up: nothing about the service
 	}
 	info := Classify(err)
 	switch {
 	case info.Throttle:
-		return neither
+		return verdictNone
 	case info.Fault != FaultServer && callerGaveUp(err):
-		return neither
+		return verdictNone
 	case info.Fault == FaultServer || info.Timeout:
-		return failedAttempt
+		return verdictFailure
 	case info.Fault == FaultUnknown && info.Safety == Safe:
-		return failedAttempt
+		return verdictFailure
 	}
-	return neither
+	return verdictNone
 }
 
 // spell is the scope's current open spell.

@@ -131,7 +131,7 @@ func Do(ctx context.Context, s Strategy, op func(context.Context) error, opts ..
 					ad.tell(sc, ad.now(), false)
 				}
 			}
-			brk.succeeded(p)
+			brk.reportSuccess(p)
 			return nil
 		}
 	}
@@ -190,7 +190,7 @@ func doValue[T any](ctx context.Context, k marker, b *Breaker, direct bool, s St
 				v, err, left := attempt(ctx, &k, op)
 				if err == nil {
 					e.succeed(st.bucket, 0, 0, 0)
-					brk.succeeded(p)
+					brk.reportSuccess(p)
 					return v, nil
 				}
 				c := config{marker: k}
@@ -321,11 +321,11 @@ func run[T any](ctx context.Context, s Strategy, op func(context.Context) (T, er
 		}
 		v, opErr, timedOut, _ := runAttempt(ctx, c, 1, op)
 		if opErr == nil {
-			at.succeeded(p)
-			c.succeeded(ctx, 1)
+			at.reportSuccess(p)
+			c.traceSuccess(ctx, 1)
 			return v, d.timer, nil
 		}
-		at.failed(ctx, p, timing(ctx, opErr, timedOut))
+		at.reportFailure(ctx, p, timing(ctx, opErr, timedOut))
 		c.attemptFailed(ctx, 1, opErr)
 		if cerr := ctx.Err(); cerr != nil {
 			return v, d.timer, c.giveUp(ctx, 1, opErr, cerr) // the caller gave up, as in the loop
@@ -366,9 +366,9 @@ func run[T any](ctx context.Context, s Strategy, op func(context.Context) (T, er
 			v, opErr, timedOut, left = runAttempt(ctx, c, attempt, op)
 		}
 		if opErr == nil {
-			at.succeeded(p)
+			at.reportSuccess(p)
 			d.success()
-			c.succeeded(ctx, attempt)
+			c.traceSuccess(ctx, attempt)
 			return v, d.timer, nil
 		}
 		// The failure as the loop judges it, for the strategy, the hooks,
@@ -377,7 +377,7 @@ func run[T any](ctx context.Context, s Strategy, op func(context.Context) (T, er
 		opErr = judged(opErr, left)
 		lastErr = opErr
 		classified := timing(ctx, opErr, timedOut)
-		at.failed(ctx, p, classified)
+		at.reportFailure(ctx, p, classified)
 		c.attemptFailed(ctx, attempt, opErr)
 		if err := ctx.Err(); err != nil {
 			// The caller gave up. The token is abandoned rather than refreshed:
@@ -658,16 +658,16 @@ func sleep(ctx context.Context, d time.Duration, t **time.Timer) error {
 	}
 }
 
-// succeeded tells the Trace that the call succeeded on attempt n.
-func (c *config) succeeded(ctx context.Context, n int) {
+// traceSuccess tells the Trace that the call succeeded on attempt n.
+func (c *config) traceSuccess(ctx context.Context, n int) {
 	if c.trace != nil {
 		c.trace.done(ctx, c.scope, n, c.waited, nil)
 	}
 }
 
 func (c *config) attemptFailed(ctx context.Context, attempt int, err error) {
-	if c.failed != nil {
-		c.failed(ctx, attempt, err)
+	if c.onAttemptFailed != nil {
+		c.onAttemptFailed(ctx, attempt, err)
 	}
 }
 

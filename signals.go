@@ -6,16 +6,19 @@ import (
 	"github.com/retrykit/retry/internal/errchain"
 )
 
-// answer kinds, as Adaptive's signals count them.
+// answer is what a failed attempt says of the service, as Adaptive's
+// signals count it.
+type answer uint8
+
 const (
-	failed   = iota // the service failed the attempt: a server fault, a throttle, a timeout
-	accepted        // the service answered, with a fault of the client's: it is working
-	ignored         // the caller gave up: nothing about the service
+	answerFailed   answer = iota // the service failed the attempt: a server fault, a throttle, a timeout
+	answerAccepted               // the service answered, with a fault of the client's: it is working
+	answerIgnored                // the caller gave up: nothing about the service
 )
 
 // evidence is what a scope's signals say after one failed attempt.
 type evidence struct {
-	kind              int
+	answer            answer
 	streak            int64   // failed attempts in a row, this one included
 	attempts, accepts float64 // the scope's window
 	timeouts          float64 // attempts in the scope's window that timed out
@@ -43,7 +46,7 @@ func (a *Adaptive) observe(sc *adaptiveScope, now int64, info Info, err error) e
 	w := a.window()
 	switch {
 	case info.Fault == FaultClient && !info.Throttle && !info.Timeout && !info.Allowed && !callerGaveUp(err):
-		e.kind = accepted
+		e.answer = answerAccepted
 		e.attempts, e.accepts = sc.outcomes.accept(now, w)
 		if e.all = a.scoped.Load() && !sc.judge(e.attempts, e.accepts); e.all {
 			e.allAttempts, e.allAccepts = a.all.accept(now, w)
@@ -52,7 +55,7 @@ func (a *Adaptive) observe(sc *adaptiveScope, now int64, info Info, err error) e
 			sc.streak.Store(0)
 		}
 	case info.Fault != FaultServer && callerGaveUp(err):
-		e.kind = ignored
+		e.answer = answerIgnored
 		return e
 	default:
 		e.attempts, e.accepts = sc.outcomes.failure(now, w)
