@@ -80,22 +80,9 @@ func (a *Adaptive) AcquireInitialToken(scope string) (Token, error) {
 	return a.tokens.acquire(a, scope), nil
 }
 
-// local returns the state of the empty scope when it exists, is not
-// limiting, and nothing but the scope needs to hear of a success: the
-// common case, which Do serves without an interface call.
-func (a *Adaptive) local() *adaptiveScope {
-	if a.opts.Bucket != nil || a.opts.Budget != nil || a.opts.Capacity > 0 {
-		return nil
-	}
-	if b := a.scopes.unscoped.Load(); b != nil && !b.val.limiting.Load() && !b.val.latency.due.Load() {
-		return &b.val
-	}
-	return nil
-}
-
-// firstSucceeded is succeed for a first attempt in sc, a scope local
-// returned; succeed calls it too, for what every success does.
-func (a *Adaptive) firstSucceeded(sc *adaptiveScope) {
+// success counts a success in sc's signals: what every success does,
+// whatever it paid (see succeed).
+func (a *Adaptive) success(sc *adaptiveScope) {
 	if sc.streak.Load() != 0 {
 		sc.streak.Store(0)
 	}
@@ -288,7 +275,7 @@ func (a *Adaptive) succeed(bucket Quota, retries, cost int, started int64) {
 		sc.Refund(cost)
 		sc.worked.Store(a.now())
 	}
-	a.firstSucceeded(sc)
+	a.success(sc)
 	if started != 0 {
 		// After the success is counted: the probe's own attempt is then
 		// behind the mark that measures what the client sends next.

@@ -266,12 +266,12 @@ func TestBreakerRefusesFirstAttempt(t *testing.T) {
 	if Classify(err).Retryable() {
 		t.Error("a refusal classifies as retryable: an outer loop would retry it")
 	}
-	// Without a strategy: one attempt, consulted the same.
-	if err := Do(context.Background(), nil, func(context.Context) error {
+	// Without a first token from the strategy: one attempt, consulted the same.
+	if err := Do(context.Background(), &outsider{acquire: errNoFirstToken}, func(context.Context) error {
 		t.Fatal("called")
 		return nil
 	}, WithBreaker(k.b)); !errors.Is(err, ErrCircuitOpen) {
-		t.Fatalf("nil strategy: %v, want ErrCircuitOpen", err)
+		t.Fatalf("no first token: %v, want ErrCircuitOpen", err)
 	}
 }
 
@@ -1443,8 +1443,9 @@ func TestWithTicket(t *testing.T) {
 		}
 	})
 	t.Run("a stale attempt is no probe", func(t *testing.T) {
-		// No strategy (nil) makes one attempt outside the loop's own.
-		for _, s := range []Strategy{&No{}, nil} {
+		// A strategy that grants no first token makes one attempt outside
+		// the loop's own.
+		for _, s := range []Strategy{&No{}, &outsider{acquire: errNoFirstToken}} {
 			k := newBrk(t, BreakerOptions{})
 			tk, _ := k.b.Allow("")
 			open(k)

@@ -8,9 +8,6 @@ import (
 	"github.com/retrykit/retry/internal/errchain"
 )
 
-// errNilStrategy is the reason a call with a nil Strategy made one attempt.
-var errNilStrategy = &refusal{ErrMaxAttempts, "no strategy (nil), so one attempt"}
-
 // Do calls op until it succeeds or s stops retrying, and returns nil or an
 // *Error. It is the request loop of the Smithy retry guide (the AWS SDKs'
 // retry behaviour):
@@ -32,132 +29,23 @@ var errNilStrategy = &refusal{ErrMaxAttempts, "no strategy (nil), so one attempt
 // one is ErrBudgetExhausted.
 //
 // op receives ctx (context.Background if ctx is nil), or a context bounded
-// by AttemptTimeout. A nil s means one attempt without retries. A nil op
-// makes no attempt: the *Error's Reason is ErrNilOperation. Errors that op
-// returns are classified with Classify: an error nobody marked as retryable
-// (see Transient) is not retried.
+// by AttemptTimeout. A nil s makes no attempt: the *Error's Reason is
+// ErrNilStrategy, whose text says what to pass (an Adaptive shared by the
+// calls to a service, or &No{} for one attempt). A nil op makes no attempt
+// either: the Reason is ErrNilOperation. Errors that op returns are
+// classified with Classify: an error nobody marked as retryable (see
+// Transient) is not retried.
 //
 // Unless told Unmarked, Do marks the context of each attempt it may retry to
 // say so, so that a retrying client inside op (httpretry.Transport, the
 // Forrst client, the gRPC interceptors) does not retry the same failures too:
 // see CallerRetries for the rule. Each mark ends with its attempt.
 func Do(ctx context.Context, s Strategy, op func(context.Context) error, opts ...Option) error {
-	if ctx == nil {
-		ctx = context.Background()
-	}
 	if op == nil {
-		return nilOperation(ctx, opts)
+		_, err := do[struct{}](ctx, s, nil, opts)
+		return err
 	}
-	var (
-		batch  int
-		b      *Breaker
-		direct = true
-	)
-	switch {
-	case len(opts) == 0:
-		batch = marks(s)
-	case len(opts) == 1 && opts[0].kind == optUnmarked:
-		// batch 0, and direct: the option for speed costs no call
-	default:
-		batch, b, direct = begin(s, opts)
-	}
-	if direct && ctx.Err() == nil {
-		// The one shortcut: the first attempt of a call to the strategies
-		// most calls use, on their own unscoped quota, through a closed
-		// circuit if any, is made here with the strategy called directly
-		// (an interface call costs a sixth of the success path), and a
-		// failure joins the loop (again). Every other call, DoValue's too,
-		// starts in doValue.
-		var (
-			brk    breakerAt
-			p      pass
-			closed = true
-		)
-		if b != nil {
-			brk = b.at("")
-			p, closed = brk.closed()
-		}
-		var (
-			std *Standard
-			q   *TokenBucket
-			ad  *Adaptive
-			sc  *adaptiveScope
-		)
-		here := true // s on its own quota, or one without a quota
-		switch s := s.(type) {
-		case *Standard:
-			std, q = s, s.local()
-			here = q != nil
-		case *Adaptive:
-			ad, sc = s, s.local()
-			here = sc != nil
-		case *Simple, *No:
-		default:
-			here = false
-		}
-		if here && closed {
-			var (
-				err   error
-				marks *markBlock
-				left  *Info
-			)
-			if batch == 0 {
-				err = op(ctx) // unmarked: op is called as it is
-			} else {
-				err, marks, left = once(ctx, op)
-			}
-			if err != nil {
-				k := marker{batch: batch}
-				if marks != nil {
-					k.began(marks)
-				}
-				var bucket Quota
-				switch {
-				case q != nil:
-					bucket = q
-				case sc != nil:
-					bucket = sc
-				}
-				return again(ctx, k, opts, s, op, bucket, err, left, p)
-			}
-			switch {
-			case q != nil:
-				std.firstSucceeded(q)
-			case sc != nil:
-				ad.firstSucceeded(sc)
-				if sc.limiting.Load() {
-					// The limiter started while the attempt ran: it hears
-					// of the success, as succeed tells it.
-					ad.tell(sc, ad.now(), false)
-				}
-			}
-			brk.reportSuccess(p)
-			return nil
-		}
-	}
-	_, err := doValue(ctx, marker{batch: batch}, b, direct, s, func(ctx context.Context) (struct{}, error) { return struct{}{}, op(ctx) }, opts)
-	return err
-}
-
-// once is attempt for Do's op, without a wrapper, in a call that marks its
-// attempts: the call's first. It returns the block of the attempt's mark, for
-// the attempts after it (see marker.began).
-func once(ctx context.Context, op func(context.Context) error) (error, *markBlock, *Info) {
-	b := &markBlock{Context: ctx}
-	defer b.end(1) // when op returns, or panics
-	err := op((*mark1)(b))
-	return err, b, b.leftTo(1)
-}
-
-// again continues Do's loop after a first attempt, paid from bucket (nil
-// for none) and made with the breaker's pass p, failed with err, an inner
-// loop having left it left (see judged). The loop's wrapper of op is made
-// here, off the success path.
-func again(ctx context.Context, k marker, opts []Option, s Strategy, op func(context.Context) error, bucket Quota, err error, left *Info, p pass) error {
-	c := config{marker: k}
-	c.apply(opts)
-	wrapped := func(ctx context.Context) (struct{}, error) { return struct{}{}, op(ctx) }
-	_, err = resume(ctx, s, wrapped, &c, &first[struct{}]{st: state{bucket: bucket}, err: err, left: left, p: p})
+	_, err := do(ctx, s, func(ctx context.Context) (struct{}, error) { return struct{}{}, op(ctx) }, opts)
 	return err
 }
 
@@ -166,40 +54,58 @@ func again(ctx context.Context, k marker, opts []Option, s Strategy, op func(con
 // returned (often the zero value) with an *Error. It marks its attempts as Do
 // does.
 func DoValue[T any](ctx context.Context, s Strategy, op func(context.Context) (T, error), opts ...Option) (T, error) {
+	return do(ctx, s, op, opts)
+}
+
+// do is the one way into the loop, Do's and DoValue's: the first attempt on
+// the fast path when it applies (see fastFirst), the loop otherwise, and
+// after a first attempt that failed.
+func do[T any](ctx context.Context, s Strategy, op func(context.Context) (T, error), opts []Option) (T, error) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	if op == nil {
+	if op == nil || s == nil {
 		var zero T
-		return zero, nilOperation(ctx, opts)
+		return zero, refuseCall(ctx, op == nil, opts)
 	}
 	batch, b, direct := begin(s, opts)
-	return doValue(ctx, marker{batch: batch}, b, direct, s, op, opts)
-}
-
-// doValue is DoValue, marking its attempts with k's marks, given what begin
-// found in opts.
-func doValue[T any](ctx context.Context, k marker, b *Breaker, direct bool, s Strategy, op func(context.Context) (T, error), opts []Option) (T, error) {
 	if direct && ctx.Err() == nil {
-		// The common case, a built-in strategy without options, gets a path
-		// of its own for the first attempt; a failure joins the loop.
-		e, brk := builtin(s), b.at("")
-		if p, closed := brk.closed(); e != nil && closed {
-			if q, now := e.quick(""); now {
-				st := state{bucket: q}
-				v, err, left := attempt(ctx, &k, op)
-				if err == nil {
-					e.succeed(st.bucket, 0, 0, 0)
-					brk.reportSuccess(p)
-					return v, nil
-				}
-				c := config{marker: k}
-				c.apply(opts)
-				return resume(ctx, s, op, &c, &first[T]{st, v, err, left, p})
-			}
+		if v, err, done := fastFirst(ctx, batch, b, s, op, opts); done {
+			return v, err
 		}
 	}
-	return loop(ctx, k, s, op, opts)
+	return loop(ctx, marker{batch: batch}, s, op, opts)
+}
+
+// fastFirst is the fast path: the first attempt of a call to one of this
+// package's strategies that lets it go at once (engine.quick), with no
+// option that needs per-call state before a failure (see begin), through a
+// closed circuit if any. The strategy is called directly (see direct): an
+// interface call costs a sixth of the success path. It reports done unless
+// the path does not apply, when nothing was done; a failure continues in the
+// loop, which takes the attempt as its first. The loop's config is made
+// only then, off the success path.
+func fastFirst[T any](ctx context.Context, batch int, b *Breaker, s Strategy, op func(context.Context) (T, error), opts []Option) (v T, err error, done bool) {
+	brk := b.at("")
+	p, closed := brk.closed()
+	if !closed {
+		return v, nil, false
+	}
+	q, now := quickFirst(s)
+	if !now {
+		return v, nil, false
+	}
+	k := marker{batch: batch}
+	v, err, left := attempt(ctx, &k, op)
+	if err == nil {
+		succeedFirst(s, q)
+		brk.reportSuccess(p)
+		return v, nil, true
+	}
+	c := config{marker: k}
+	c.apply(opts)
+	v, err = resume(ctx, s, op, &c, &first[T]{state{bucket: q}, v, err, left, p})
+	return v, err, true
 }
 
 // begin reads what a call's strategy and options decide before its first
@@ -233,21 +139,7 @@ func begin(s Strategy, opts []Option) (batch int, b *Breaker, direct bool) {
 	return batch, b, direct
 }
 
-// nilOperation is the give-up for a nil op: an *Error like any other, hooks
-// told, rather than a nil dereference inside the loop.
-func nilOperation(ctx context.Context, opts []Option) error {
-	var c config
-	c.apply(opts)
-	if c.ticketed {
-		c.ticket.Release()
-	}
-	if c.trace != nil {
-		ctx = c.trace.callStart(ctx, c.scope) // the call begins for the Trace, as it ends
-	}
-	return c.giveUp(ctx, 0, nil, ErrNilOperation)
-}
-
-// loop runs the general loop with opts, marking its attempts with k's marks.
+// loop runs the loop with opts, marking its attempts with k's marks.
 func loop[T any](ctx context.Context, k marker, s Strategy, op func(context.Context) (T, error), opts []Option) (T, error) {
 	c := config{marker: k}
 	c.apply(opts)
@@ -282,23 +174,6 @@ type first[T any] struct {
 	p    pass  // the breaker's pass it was made with
 }
 
-// builtin returns s as an engine if it is exactly one of this package's
-// strategies: a caller's type that embeds one of them has the engine's
-// methods too, but may override the Strategy methods.
-func builtin(s Strategy) engine {
-	switch e := s.(type) {
-	case *Standard:
-		return e
-	case *Simple:
-		return e
-	case *No:
-		return e
-	case *Adaptive:
-		return e
-	}
-	return nil
-}
-
 // run is the loop itself. It has no defers, which keeps its many returns
 // cheap; it returns the timer its waits used, for the caller to stop.
 func run[T any](ctx context.Context, s Strategy, op func(context.Context) (T, error), c *config, pre *first[T]) (v T, _ *time.Timer, _ error) {
@@ -313,24 +188,10 @@ func run[T any](ctx context.Context, s Strategy, op func(context.Context) (T, er
 	} else if at, open := c.refusesFirst(brk); open {
 		// The circuit is open: the strategy is not even asked.
 		return v, d.timer, c.circuitOpen(ctx, at, 0, nil)
-	} else if err := d.begin(c.scope); err != nil {
-		c.batch = 0 // one attempt, which a client inside it may retry
-		at, p := c.firstPass(brk)
-		if p == refused {
-			return v, d.timer, c.circuitOpen(ctx, at, 0, nil)
-		}
-		v, opErr, timedOut, _ := runAttempt(ctx, c, 1, op)
-		if opErr == nil {
-			at.reportSuccess(p)
-			c.traceSuccess(ctx, 1)
-			return v, d.timer, nil
-		}
-		at.reportFailure(ctx, p, timing(ctx, opErr, timedOut))
-		c.attemptFailed(ctx, 1, opErr)
-		if cerr := ctx.Err(); cerr != nil {
-			return v, d.timer, c.giveUp(ctx, 1, opErr, cerr) // the caller gave up, as in the loop
-		}
-		return v, d.timer, c.giveUp(ctx, 1, opErr, c.passOn(ctx, opErr, err))
+	} else if d.begin(c.scope); d.noToken != nil {
+		// No first token: one attempt, which a client inside it may
+		// retry, and the loop gives up after it with the refusal.
+		c.batch = 0
 	}
 
 	var lastErr error
@@ -383,6 +244,9 @@ func run[T any](ctx context.Context, s Strategy, op func(context.Context) (T, er
 			// The caller gave up. The token is abandoned rather than refreshed:
 			// refreshing could charge the quota for a retry that will not happen.
 			return v, d.timer, c.giveUp(ctx, attempt, opErr, err)
+		}
+		if d.noToken != nil {
+			return v, d.timer, c.giveUp(ctx, attempt, opErr, c.passOn(ctx, opErr, d.noToken))
 		}
 		if c.vet != nil {
 			if reason := c.vet(ctx, attempt, opErr); reason != nil {
@@ -476,100 +340,6 @@ func (c *config) circuitOpen(ctx context.Context, brk breakerAt, attempts int, l
 		}
 	}
 	return c.giveUp(ctx, attempts, last, ErrCircuitOpen)
-}
-
-// driver runs a request through a strategy: directly for this package's
-// strategies (e non-nil), through single-use tokens for any other.
-type driver struct {
-	e     engine
-	st    state
-	s     Strategy
-	tok   Token
-	timer *time.Timer // created by the first wait, reused by later ones
-}
-
-func (d *driver) begin(scope string) error {
-	switch {
-	case d.e != nil:
-		d.st = d.e.begin(scope)
-		return nil
-	case d.s == nil:
-		return errNilStrategy
-	}
-	var err error
-	d.tok, err = d.s.AcquireInitialToken(scope)
-	return err
-}
-
-func (d *driver) delay() time.Duration {
-	if d.e != nil {
-		return d.st.delay
-	}
-	return d.tok.Delay()
-}
-
-func (d *driver) retry(err error) error {
-	if d.e != nil {
-		st, refused := d.e.next(d.st, err)
-		if refused == nil {
-			d.st = st
-		}
-		return refused
-	}
-	next, refused := d.s.RefreshToken(d.tok, err)
-	if refused == nil {
-		d.tok = next
-	}
-	return refused
-}
-
-func (d *driver) success() {
-	if d.e != nil {
-		d.e.succeed(d.st.bucket, d.st.retries, d.st.cost, d.st.started)
-		return
-	}
-	_ = d.s.RecordSuccess(d.tok) // the call succeeded whatever the strategy thinks of its token
-}
-
-// refuse tells the strategy of a failure that a BeforeRetry check refused to
-// retry, so that what it learns of the service's health (an Adaptive's
-// failure counts and throttling) misses no failure. The failure comes to it
-// marked Unsafe, which no strategy retries or charges for; a strategy that
-// grants a retry anyway gets it back.
-func (d *driver) refuse(err error) {
-	if d.retry(refusedError{err}) == nil {
-		d.release()
-	}
-}
-
-// refusedError is a failure the loop will not retry, whatever the strategy
-// says: it classifies as err does, but Unsafe.
-type refusedError struct{ err error }
-
-func (e refusedError) Error() string { return e.err.Error() }
-func (e refusedError) Unwrap() error { return e.err }
-func (e refusedError) RetryInfo() Info {
-	info := Classify(e.err)
-	info.Safety = Unsafe
-	return info
-}
-
-// release hands back a granted retry the loop will not make.
-func (d *driver) release() {
-	switch {
-	case d.e != nil:
-		d.e.release(d.st)
-		d.st.cost, d.st.limited = 0, false
-	case d.s != nil:
-		if r, ok := d.s.(Releaser); ok {
-			_ = r.ReleaseToken(d.tok)
-		}
-	}
-}
-
-// sleep waits d, reusing the driver's timer.
-func (d *driver) sleep(ctx context.Context, delay time.Duration) error {
-	return sleep(ctx, delay, &d.timer)
 }
 
 // runAttempt runs attempt n, with the context the Trace gives it, marked for
@@ -714,6 +484,7 @@ type attemptTimeoutError struct {
 }
 
 func (e *attemptTimeoutError) Error() string { return "retry: attempt timed out: " + e.err.Error() }
+
 func (e *attemptTimeoutError) Unwrap() error { return e.err }
 
 // RetryInfo keeps the operation's own classification, if it has one, and
@@ -736,4 +507,23 @@ func (e *attemptTimeoutError) RetryInfo() Info {
 	}
 	info.Timeout = true
 	return info
+}
+
+// refuseCall is the give-up of a call without an operation (nilOp) or
+// without a strategy: no attempt, and an *Error like any other, hooks
+// told, rather than a nil dereference inside the loop or a call that
+// silently makes one attempt.
+func refuseCall(ctx context.Context, nilOp bool, opts []Option) error {
+	var c config
+	c.apply(opts)
+	if c.ticketed {
+		c.ticket.Release()
+	}
+	if c.trace != nil {
+		ctx = c.trace.callStart(ctx, c.scope) // the call begins for the Trace, as it ends
+	}
+	if nilOp {
+		return c.giveUp(ctx, 0, nil, ErrNilOperation)
+	}
+	return c.giveUp(ctx, 0, nil, ErrNilStrategy)
 }

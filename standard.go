@@ -192,22 +192,3 @@ func orDefault(v, def int) int {
 	}
 	return v
 }
-
-// local returns the bucket of the empty scope when the strategy has no
-// shared quota and the scope exists: the common case, which Do serves
-// without an interface call.
-func (s *Standard) local() *TokenBucket {
-	if s.opts.Bucket != nil || s.opts.Budget != nil {
-		return nil // succeed handles these
-	}
-	if b := s.scopes.unscoped.Load(); b != nil {
-		return &b.val
-	}
-	return nil
-}
-
-// firstSucceeded is succeed for a first attempt paid from b, a bucket of
-// the strategy's own.
-func (s *Standard) firstSucceeded(b *TokenBucket) {
-	b.Refund(orDefault(s.opts.SuccessIncrement, 1))
-}
