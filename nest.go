@@ -108,8 +108,11 @@ type (
 )
 
 func (m *mark1) Value(key any) any { return (*markBlock)(m).value(key, m) }
+
 func (m *mark2) Value(key any) any { return (*markBlock)(m).value(key, m) }
+
 func (m *mark3) Value(key any) any { return (*markBlock)(m).value(key, m) }
+
 func (m *mark4) Value(key any) any { return (*markBlock)(m).value(key, m) }
 
 // at returns the context of the block's attempt n.
@@ -232,22 +235,6 @@ func (k *marker) block(ctx context.Context) *markBlock {
 	return b
 }
 
-// attempt runs a call's first attempt, with ctx marked for the attempt if k
-// marks, and returns what an inner loop left to the attempt.
-func attempt[T any](ctx context.Context, k *marker, op func(context.Context) (T, error)) (T, error, *Info) {
-	if k.batch == 0 {
-		v, err := op(ctx)
-		return v, err, nil
-	}
-	b := &markBlock{Context: ctx}
-	defer b.end(1) // when op returns, or panics
-	v, err := op((*mark1)(b))
-	if err != nil {
-		k.began(b)
-	}
-	return v, err, b.leftTo(1)
-}
-
 // leave tells the attempt whose mark is nearest on ctx, if it has not ended,
 // that a failure with info was left to it (a give-up with ErrOuterLoop).
 func leave(ctx context.Context, info Info) {
@@ -288,6 +275,8 @@ type leftError struct {
 	info Info
 }
 
-func (e *leftError) Error() string   { return e.err.Error() }
-func (e *leftError) Unwrap() error   { return e.err }
+func (e *leftError) Error() string { return e.err.Error() }
+
+func (e *leftError) Unwrap() error { return e.err }
+
 func (e *leftError) RetryInfo() Info { return e.info }
