@@ -16,17 +16,20 @@ type state struct {
 	started int64 // when the attempt began, if an Adaptive times it (a clock reading); 0 = not timed
 }
 
-// engine is implemented by this package's strategies. Their Strategy methods
-// wrap it in single-use tokens; Do drives it directly with the request's
-// state on its own stack, where no token can be reused, so that the path
-// where nothing fails costs a few nanoseconds.
+// engine is the one protocol between the loop and this package's
+// strategies. Their Strategy methods wrap it in single-use tokens (see
+// issuer); Do and DoValue drive it directly with the request's state on
+// their own stack, where no token can be reused: the fast path (fastPath)
+// with quick and succeed, called without an interface call, and the loop
+// (driver) with the rest, so that the path where nothing fails costs a few
+// nanoseconds.
 type engine interface {
 	// begin returns the state of a request's first attempt in scope: the
 	// quota that pays for its retries, and any wait before it.
 	begin(scope string) state
 	// quick returns the quota of the empty scope and true if a request's
 	// first attempt there may go at once, without begin: the fast path
-	// (see fastFirst), where even returning a state costs more than the
+	// (see fastPath), where even returning a state costs more than the
 	// rest. It reads no clock and creates nothing: false sends the call to
 	// the loop, whose begin does.
 	quick() (Quota, bool)

@@ -202,8 +202,8 @@ func (k *marker) mark(ctx context.Context) (*markBlock, uint32) {
 }
 
 // began notes b, the block of the call's first attempt, so that the attempts
-// after it share it. The shortcuts that make a first attempt before the loop
-// call it only if the attempt failed: a success stores nothing.
+// after it share it. The fast path, which makes a first attempt before the
+// loop, calls it only if the attempt failed: a success stores nothing.
 func (k *marker) began(b *markBlock) { k.b, k.used = b, 1 }
 
 // next is mark for an attempt after the first.
