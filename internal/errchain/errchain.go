@@ -76,25 +76,10 @@ func (w *Walk) Each(err error, visit func(error) Step) bool {
 // Find reports whether match holds for an error of err's chain, visited
 // depth first within what is left of w: errors.Is and errors.As, bounded.
 func (w *Walk) Find(err error, match func(error) bool) bool {
-	for err != nil && w.Visit() {
+	return w.Each(err, func(err error) Step {
 		if match(err) {
-			return true
+			return Stop
 		}
-		// Each's walk, with match called directly: Find serves every
-		// Classify.
-		switch u := err.(type) {
-		case interface{ Unwrap() error }:
-			err = u.Unwrap()
-		case interface{ Unwrap() []error }:
-			for _, e := range u.Unwrap() {
-				if w.Find(e, match) {
-					return true
-				}
-			}
-			return false
-		default:
-			return false
-		}
-	}
-	return false
+		return Descend
+	})
 }
