@@ -24,8 +24,8 @@
 // *Error that wraps the operation's last error and the reason it stopped
 // (ErrMaxAttempts, ErrBudgetExhausted, ErrQuotaExhausted, ErrNotRetryable,
 // ErrRetryAfterTooLong, ErrDeadline, ErrOuterLoop, ErrNilOperation,
-// ErrNilStrategy, ErrInvalidToken, ErrCircuitOpen, or the context's error), so errors.Is
-// finds either. The doc of Error says when each is given.
+// ErrNilStrategy, ErrInvalidToken, ErrCircuitOpen, or the context's error),
+// so errors.Is finds either. The doc of Error says when each is given.
 //
 // # Deciding whether: classification
 //

@@ -108,8 +108,9 @@ func (e *RetryAfterError) Is(target error) bool { return target == ErrRetryAfter
 // the message says which); ErrQuotaExhausted (a *QuotaError); ErrNotRetryable
 // (also a timeout Adaptive judged a sign of overload); ErrRetryAfterTooLong (a
 // *RetryAfterError); ErrDeadline; ErrOuterLoop (left to the caller's retries);
-// ErrNilOperation; ErrNilStrategy; ErrInvalidToken; ErrCircuitOpen (a Breaker refused the
-// next attempt, or the first: then Attempts is 0); or the context's error.
+// ErrNilOperation; ErrNilStrategy (no attempt: pass a strategy); ErrInvalidToken;
+// ErrCircuitOpen (a Breaker refused the next attempt, or the first: then
+// Attempts is 0); or the context's error.
 //
 // An Error classifies itself as Unsafe, so that a retry loop around another one
 // does not multiply the attempts: retry at one layer only. One whose Reason is
