@@ -13,6 +13,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/retrykit/retry/internal/retrytest"
 )
 
 // Client-side throttling refuses a retry exactly when the pinned draw is
@@ -252,25 +254,10 @@ func TestAdaptiveRetryNeverQueuesBehindTheLimiter(t *testing.T) {
 	}
 }
 
-// handClock is a clock tests move by hand.
-type handClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
+// handClock is a clock tests move by hand: the kit's.
+type handClock = retrytest.Clock
 
-func newHandClock() *handClock { return &handClock{t: time.Unix(1_700_000_000, 0)} }
-
-func (c *handClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *handClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
+func newHandClock() *handClock { return retrytest.NewClock(time.Unix(1_700_000_000, 0)) }
 
 var (
 	errAdaptive503     = WithInfo(errors.New("503"), Info{Safety: Safe, Fault: FaultServer})

@@ -577,6 +577,8 @@ func TestClientServerNeverAnswers(t *testing.T) {
 	}
 }
 
+// A hostile server's answers, each alone against a zero-config client in
+// virtual time: the client's own limits hold whatever the answer says.
 func TestClientHostileServer(t *testing.T) {
 	unavailable := func(data string, extra ...string) func(int, http.ResponseWriter, *http.Request) {
 		return func(n int, w http.ResponseWriter, r *http.Request) {
@@ -585,184 +587,180 @@ func TestClientHostileServer(t *testing.T) {
 			_, _ = io.WriteString(w, failDoc("UNAVAILABLE", data, extra...))
 		}
 	}
-
-	t.Run("max_attempts 1000000", func(t *testing.T) {
-		srv, n := hostile(t, unavailable(`{"allowed":true,"strategy":"immediate","max_attempts":1000000}`))
-		virtual(t, func(t *testing.T, hc *http.Client, st *stamps) {
-			c := &forrst.Client{URL: srv.URL, HTTPClient: hc} // Standard: 3 attempts
-			err := c.Call(context.Background(), "f", nil, nil)
-			if !errors.Is(err, retry.ErrMaxAttempts) || errors.Is(err, forrst.ErrServerLimit) || n.Load() != 3 {
-				t.Errorf("%d requests, err %v; want the client's 3", n.Load(), err)
-			}
-			for _, w := range st.waits() {
-				if w >= time.Second {
-					t.Errorf("wait %v: immediate guidance leaves only the client's own backoff", w)
+	// call is what a case's call came to.
+	type call struct {
+		err      error
+		requests int32
+		took     time.Duration
+		st       *stamps
+	}
+	type hostileCase struct {
+		name    string
+		handler func(int, http.ResponseWriter, *http.Request)
+		noKey   bool
+		out     any // what the result is decoded into; nil = none
+		check   func(t *testing.T, c call)
+	}
+	cases := []hostileCase{
+		{name: "max_attempts 1000000", handler: unavailable(`{"allowed":true,"strategy":"immediate","max_attempts":1000000}`),
+			check: func(t *testing.T, c call) { // Standard: 3 attempts
+				if !errors.Is(c.err, retry.ErrMaxAttempts) || errors.Is(c.err, forrst.ErrServerLimit) || c.requests != 3 {
+					t.Errorf("%d requests, err %v; want the client's 3", c.requests, c.err)
 				}
-			}
-		})
-	})
+				for _, w := range c.st.waits() {
+					if w >= time.Second {
+						t.Errorf("wait %v: immediate guidance leaves only the client's own backoff", w)
+					}
+				}
+			}},
+	}
 
 	// Waits beyond the client's MaxRetryAfter (5 min by default), whichever
 	// part of the answer asks for them: the call fails at once.
-	tooLong := []struct {
-		name    string
-		handler func(int, http.ResponseWriter, *http.Request)
-	}{
-		{"after 1000000 minutes", unavailable(`{"allowed":true,"strategy":"fixed","after":{"value":1000000,"unit":"minute"},"max_attempts":3}`)},
-		{"after at the overflow edge", unavailable(`{"allowed":true,"strategy":"exponential","after":{"value":153722867,"unit":"minute"}}`)},
-		{"rate-limit reset", unavailable(`{"allowed":true,"strategy":"immediate"}`,
-			`{"urn":"urn:forrst:ext:rate-limit","data":{"limit":1,"used":1,"remaining":0,"window":{"value":1,"unit":"day"},"resets_in":{"value":86400,"unit":"second"}}}`)},
-		{"Retry-After header", func(n int, w http.ResponseWriter, r *http.Request) {
+	tooLong := func(name string, handler func(int, http.ResponseWriter, *http.Request)) hostileCase {
+		return hostileCase{name: name, handler: handler, check: func(t *testing.T, c call) {
+			if !errors.Is(c.err, retry.ErrRetryAfterTooLong) || c.requests != 1 || c.took != 0 {
+				t.Errorf("%d requests in %v, err %v; want one, no wait, ErrRetryAfterTooLong", c.requests, c.took, c.err)
+			}
+		}}
+	}
+	cases = append(cases,
+		tooLong("after 1000000 minutes", unavailable(`{"allowed":true,"strategy":"fixed","after":{"value":1000000,"unit":"minute"},"max_attempts":3}`)),
+		tooLong("after at the overflow edge", unavailable(`{"allowed":true,"strategy":"exponential","after":{"value":153722867,"unit":"minute"}}`)),
+		tooLong("rate-limit reset", unavailable(`{"allowed":true,"strategy":"immediate"}`,
+			`{"urn":"urn:forrst:ext:rate-limit","data":{"limit":1,"used":1,"remaining":0,"window":{"value":1,"unit":"day"},"resets_in":{"value":86400,"unit":"second"}}}`)),
+		tooLong("Retry-After header", func(n int, w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Retry-After", "999999999")
 			unavailable(`{"allowed":true,"strategy":"immediate"}`)(n, w, r)
-		}},
-		{"details retry_after", func(n int, w http.ResponseWriter, r *http.Request) {
+		}),
+		tooLong("details retry_after", func(n int, w http.ResponseWriter, r *http.Request) {
 			w.WriteHeader(503)
 			_, _ = io.WriteString(w, `{"protocol":`+protocolJSON+`,"id":"req_x","result":null,"errors":[{"code":"UNAVAILABLE","message":"m","details":{"retry_after":{"value":30,"unit":"day"}}}],"extensions":[{"urn":"urn:forrst:ext:retry","data":{"allowed":true}}]}`)
-		}},
-	}
-	for _, c := range tooLong {
-		t.Run(c.name, func(t *testing.T) {
-			srv, n := hostile(t, c.handler)
-			virtual(t, func(t *testing.T, hc *http.Client, st *stamps) {
-				cl := &forrst.Client{URL: srv.URL, HTTPClient: hc}
-				start := time.Now()
-				err := cl.Call(context.Background(), "f", nil, nil)
-				if !errors.Is(err, retry.ErrRetryAfterTooLong) || n.Load() != 1 || time.Since(start) != 0 {
-					t.Errorf("%d requests in %v, err %v; want one, no wait, ErrRetryAfterTooLong", n.Load(), time.Since(start), err)
-				}
-			})
-		})
-	}
+		}),
+	)
 
 	// Guidance the client cannot read counts as none: the table decides.
-	unreadable := []string{
+	for _, data := range []string{
 		`{"allowed":true,"strategy":"linear","after":{"value":1,"unit":"second"}}`,
 		`{"allowed":true,"strategy":"fixed","after":{"value":-5,"unit":"second"}}`,
 		`{"allowed":true,"max_attempts":-1}`,
 		`{"allowed":"yes"}`,
 		`[]`,
 		`null`,
+	} {
+		cases = append(cases, hostileCase{name: "unreadable " + data, handler: unavailable(data), check: func(t *testing.T, c call) {
+			ce := wantCallError(t, c.err, "UNAVAILABLE", 503)
+			if ce.FromServer || !reflect.DeepEqual(ce.Guidance, forrst.DefaultGuidance("UNAVAILABLE")) {
+				t.Errorf("guidance %+v (from server %v), want the table's", ce.Guidance, ce.FromServer)
+			}
+			if c.requests != 3 {
+				t.Errorf("%d requests, want 3", c.requests)
+			}
+			wantWaits(t, c.st, time.Second, 2*time.Second) // the table: exponential 1 s
+		}})
 	}
-	for _, data := range unreadable {
-		t.Run("unreadable "+data, func(t *testing.T) {
-			srv, n := hostile(t, unavailable(data))
+
+	var out string
+	var wrongType int
+	cases = append(cases,
+		hostileCase{name: "unreadable guidance on a final code",
+			handler: func(_ int, w http.ResponseWriter, _ *http.Request) {
+				w.WriteHeader(404)
+				_, _ = io.WriteString(w, failDoc("NOT_FOUND", `{"allowed":true,"strategy":"linear"}`))
+			},
+			check: func(t *testing.T, c call) {
+				wantCallError(t, c.err, "NOT_FOUND", 404)
+				if c.requests != 1 {
+					t.Errorf("%d requests, want 1", c.requests)
+				}
+			}},
+		hostileCase{name: "no guidance at all",
+			handler: func(_ int, w http.ResponseWriter, _ *http.Request) {
+				w.WriteHeader(502)
+				_, _ = io.WriteString(w, failDoc("DEPENDENCY_ERROR", ""))
+			},
+			check: func(t *testing.T, c call) {
+				wantCallError(t, c.err, "DEPENDENCY_ERROR", 502)
+				if c.requests != 3 {
+					t.Errorf("%d requests, want 3", c.requests)
+				}
+				wantWaits(t, c.st, 2*time.Second, 4*time.Second) // the table: exponential 2 s
+			}},
+		hostileCase{name: "garbage with 200",
+			handler: func(_ int, w http.ResponseWriter, _ *http.Request) {
+				_, _ = io.WriteString(w, `{"protocol": {"name": "forrst", "version": "0.1.0"}, "id": "x", "result": {"ok": tru`)
+			},
+			check: func(t *testing.T, c call) {
+				var he *forrst.HTTPError
+				if !errors.As(c.err, &he) || he.StatusCode != 200 || !errors.Is(c.err, forrst.ErrMalformed) {
+					t.Errorf("err = %v, want an HTTPError 200 wrapping ErrMalformed", c.err)
+				}
+				if c.requests != 1 {
+					t.Errorf("%d requests, want 1", c.requests)
+				}
+			}},
+		hostileCase{name: "garbage with 503",
+			handler: func(_ int, w http.ResponseWriter, _ *http.Request) {
+				w.Header().Set("Retry-After", "2")
+				w.WriteHeader(503)
+				_, _ = io.WriteString(w, `<html><body>Service Unavailable</body></html>`)
+			},
+			check: func(t *testing.T, c call) {
+				var he *forrst.HTTPError
+				if !errors.As(c.err, &he) || he.StatusCode != 503 || !errors.Is(c.err, retry.ErrMaxAttempts) {
+					t.Errorf("err = %v, want an HTTPError 503 after all attempts", c.err)
+				}
+				if c.requests != 3 {
+					t.Errorf("%d requests, want 3", c.requests)
+				}
+				wantWaits(t, c.st, 2*time.Second, 2*time.Second)
+			}},
+		hostileCase{name: "garbage with 503 without a key", noKey: true,
+			handler: func(_ int, w http.ResponseWriter, _ *http.Request) {
+				w.WriteHeader(503)
+				_, _ = io.WriteString(w, `upstream connect error`)
+			},
+			check: func(t *testing.T, c call) {
+				if c.err == nil || c.requests != 1 {
+					t.Errorf("%d requests, err %v; a request that reached the server is not repeated without a key", c.requests, c.err)
+				}
+			}},
+		hostileCase{name: "document over the limit", out: &out,
+			handler: func(_ int, w http.ResponseWriter, _ *http.Request) {
+				_, _ = io.WriteString(w, `{"protocol":`+protocolJSON+`,"id":"x","result":"`)
+				chunk := strings.Repeat("a", 64<<10)
+				for range 40 { // 2.5 MiB
+					if _, err := io.WriteString(w, chunk); err != nil {
+						return
+					}
+				}
+				_, _ = io.WriteString(w, `"}`)
+			},
+			check: func(t *testing.T, c call) {
+				if !errors.Is(c.err, forrst.ErrTooLarge) || c.requests != 1 || out != "" {
+					t.Errorf("%d requests, err %v; want one and ErrTooLarge", c.requests, c.err)
+				}
+			}},
+		hostileCase{name: "result of the wrong type", out: &wrongType,
+			handler: func(_ int, w http.ResponseWriter, _ *http.Request) {
+				_, _ = io.WriteString(w, `{"protocol":`+protocolJSON+`,"id":"x","result":"not a number"}`)
+			},
+			check: func(t *testing.T, c call) {
+				if c.err == nil || c.requests != 1 {
+					t.Errorf("%d requests, err %v; want one and an error", c.requests, c.err)
+				}
+			}},
+	)
+
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			srv, n := hostile(t, tc.handler)
 			virtual(t, func(t *testing.T, hc *http.Client, st *stamps) {
-				cl := &forrst.Client{URL: srv.URL, HTTPClient: hc}
-				err := cl.Call(context.Background(), "f", nil, nil)
-				ce := wantCallError(t, err, "UNAVAILABLE", 503)
-				if ce.FromServer || !reflect.DeepEqual(ce.Guidance, forrst.DefaultGuidance("UNAVAILABLE")) {
-					t.Errorf("guidance %+v (from server %v), want the table's", ce.Guidance, ce.FromServer)
-				}
-				if n.Load() != 3 {
-					t.Errorf("%d requests, want 3", n.Load())
-				}
-				wantWaits(t, st, time.Second, 2*time.Second) // the table: exponential 1 s
+				cl := &forrst.Client{URL: srv.URL, HTTPClient: hc, NoIdempotencyKey: tc.noKey}
+				start := time.Now()
+				err := cl.Call(context.Background(), "f", nil, tc.out)
+				tc.check(t, call{err, n.Load(), time.Since(start), st})
 			})
 		})
 	}
-	t.Run("unreadable guidance on a final code", func(t *testing.T) {
-		srv, n := hostile(t, func(_ int, w http.ResponseWriter, _ *http.Request) {
-			w.WriteHeader(404)
-			_, _ = io.WriteString(w, failDoc("NOT_FOUND", `{"allowed":true,"strategy":"linear"}`))
-		})
-		virtual(t, func(t *testing.T, hc *http.Client, st *stamps) {
-			err := (&forrst.Client{URL: srv.URL, HTTPClient: hc}).Call(context.Background(), "f", nil, nil)
-			wantCallError(t, err, "NOT_FOUND", 404)
-			if n.Load() != 1 {
-				t.Errorf("%d requests, want 1", n.Load())
-			}
-		})
-	})
-	t.Run("no guidance at all", func(t *testing.T) {
-		srv, n := hostile(t, func(_ int, w http.ResponseWriter, _ *http.Request) {
-			w.WriteHeader(502)
-			_, _ = io.WriteString(w, failDoc("DEPENDENCY_ERROR", ""))
-		})
-		virtual(t, func(t *testing.T, hc *http.Client, st *stamps) {
-			err := (&forrst.Client{URL: srv.URL, HTTPClient: hc}).Call(context.Background(), "f", nil, nil)
-			wantCallError(t, err, "DEPENDENCY_ERROR", 502)
-			if n.Load() != 3 {
-				t.Errorf("%d requests, want 3", n.Load())
-			}
-			wantWaits(t, st, 2*time.Second, 4*time.Second) // the table: exponential 2 s
-		})
-	})
-
-	t.Run("garbage with 200", func(t *testing.T) {
-		srv, n := hostile(t, func(_ int, w http.ResponseWriter, _ *http.Request) {
-			_, _ = io.WriteString(w, `{"protocol": {"name": "forrst", "version": "0.1.0"}, "id": "x", "result": {"ok": tru`)
-		})
-		virtual(t, func(t *testing.T, hc *http.Client, st *stamps) {
-			err := (&forrst.Client{URL: srv.URL, HTTPClient: hc}).Call(context.Background(), "f", nil, nil)
-			var he *forrst.HTTPError
-			if !errors.As(err, &he) || he.StatusCode != 200 || !errors.Is(err, forrst.ErrMalformed) {
-				t.Errorf("err = %v, want an HTTPError 200 wrapping ErrMalformed", err)
-			}
-			if n.Load() != 1 {
-				t.Errorf("%d requests, want 1", n.Load())
-			}
-		})
-	})
-	t.Run("garbage with 503", func(t *testing.T) {
-		srv, n := hostile(t, func(_ int, w http.ResponseWriter, _ *http.Request) {
-			w.Header().Set("Retry-After", "2")
-			w.WriteHeader(503)
-			_, _ = io.WriteString(w, `<html><body>Service Unavailable</body></html>`)
-		})
-		virtual(t, func(t *testing.T, hc *http.Client, st *stamps) {
-			err := (&forrst.Client{URL: srv.URL, HTTPClient: hc}).Call(context.Background(), "f", nil, nil)
-			var he *forrst.HTTPError
-			if !errors.As(err, &he) || he.StatusCode != 503 || !errors.Is(err, retry.ErrMaxAttempts) {
-				t.Errorf("err = %v, want an HTTPError 503 after all attempts", err)
-			}
-			if n.Load() != 3 {
-				t.Errorf("%d requests, want 3", n.Load())
-			}
-			wantWaits(t, st, 2*time.Second, 2*time.Second)
-		})
-	})
-	t.Run("garbage with 503 without a key", func(t *testing.T) {
-		srv, n := hostile(t, func(_ int, w http.ResponseWriter, _ *http.Request) {
-			w.WriteHeader(503)
-			_, _ = io.WriteString(w, `upstream connect error`)
-		})
-		virtual(t, func(t *testing.T, hc *http.Client, st *stamps) {
-			err := (&forrst.Client{URL: srv.URL, HTTPClient: hc, NoIdempotencyKey: true}).Call(context.Background(), "f", nil, nil)
-			if err == nil || n.Load() != 1 {
-				t.Errorf("%d requests, err %v; a request that reached the server is not repeated without a key", n.Load(), err)
-			}
-		})
-	})
-	t.Run("document over the limit", func(t *testing.T) {
-		srv, n := hostile(t, func(_ int, w http.ResponseWriter, _ *http.Request) {
-			_, _ = io.WriteString(w, `{"protocol":`+protocolJSON+`,"id":"x","result":"`)
-			chunk := strings.Repeat("a", 64<<10)
-			for range 40 { // 2.5 MiB
-				if _, err := io.WriteString(w, chunk); err != nil {
-					return
-				}
-			}
-			_, _ = io.WriteString(w, `"}`)
-		})
-		virtual(t, func(t *testing.T, hc *http.Client, st *stamps) {
-			var out string
-			err := (&forrst.Client{URL: srv.URL, HTTPClient: hc}).Call(context.Background(), "f", nil, &out)
-			if !errors.Is(err, forrst.ErrTooLarge) || n.Load() != 1 || out != "" {
-				t.Errorf("%d requests, err %v; want one and ErrTooLarge", n.Load(), err)
-			}
-		})
-	})
-	t.Run("result of the wrong type", func(t *testing.T) {
-		srv, n := hostile(t, func(_ int, w http.ResponseWriter, _ *http.Request) {
-			_, _ = io.WriteString(w, `{"protocol":`+protocolJSON+`,"id":"x","result":"not a number"}`)
-		})
-		virtual(t, func(t *testing.T, hc *http.Client, st *stamps) {
-			var out int
-			err := (&forrst.Client{URL: srv.URL, HTTPClient: hc}).Call(context.Background(), "f", nil, &out)
-			if err == nil || n.Load() != 1 {
-				t.Errorf("%d requests, err %v; want one and an error", n.Load(), err)
-			}
-		})
-	})
 }

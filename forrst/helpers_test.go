@@ -16,6 +16,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/retrykit/retry/internal/retrytest"
 )
 
 // The URNs, spelled out from the seed rather than taken from the package.
@@ -326,9 +328,7 @@ func wantWaits(t *testing.T, st *stamps, want ...time.Duration) {
 // 1, and the count of its dials.
 func refusingDials(t *testing.T, refuse func(n int32) bool) (*http.Transport, *atomic.Int32) {
 	t.Helper()
-	down := httptest.NewServer(http.NotFoundHandler())
-	dead := down.Listener.Addr().String()
-	down.Close()
+	dead := retrytest.DeadAddr(t)
 	dials := new(atomic.Int32)
 	base := &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
 		if refuse(dials.Add(1)) {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/internal/callinfo"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
@@ -168,6 +169,7 @@ type hedgeGroup struct {
 	opts       []grpc.CallOption
 	delay      time.Duration
 	scope      string
+	sink       callinfo.Sink // the instrumentation's, told of each hedge; nil without one
 	sent, done int
 	// callerRetries is read from the call's context, once: the caller
 	// retries, so an answered failure is left to it (leftToCaller) rather
@@ -191,6 +193,7 @@ type hedgeResult struct {
 // that end the call. It returns only when every copy it sent has returned.
 func (g *hedgeGroup) run(ctx context.Context) error {
 	h := g.h
+	g.sink = tellRPC(ctx, g.method, g.cc, g.opts)
 	gctx, cancel := context.WithCancel(ctx)
 	results := make(chan hedgeResult, h.max)
 	start := time.Now()
@@ -199,6 +202,7 @@ func (g *hedgeGroup) run(ctx context.Context) error {
 	defer timer.Stop()
 	stopped := false // no more hedges: a pushback said so, or none may be paid for
 	var last *attemptError
+	var lastCopy hedgeResult // the copy whose failure is last
 	var firstTook time.Duration
 	finish := func() {
 		cancel()
@@ -233,9 +237,10 @@ func (g *hedgeGroup) run(ctx context.Context) error {
 				return nil
 			}
 			e := h.cfg.classify(r.err, outcome{trailer: r.trailer, sent: sent(r.peer.Addr), idempotent: true, timedOut: r.timedOut, callerDone: expired(ctx)})
-			last = e
+			last, lastCopy = e, r
 			if !e.info.Retryable() || e.info.Throttle {
 				finish()
+				g.deliverMetadata(r)
 				return e // fatal: A6 ends the call with it
 			}
 			if err := h.cfg.vetHints(ctx, e, g.callerRetries); err != nil {
@@ -249,6 +254,7 @@ func (g *hedgeGroup) run(ctx context.Context) error {
 			}
 			if g.done == g.sent && (stopped || g.sent >= h.max) {
 				finish()
+				g.deliverMetadata(lastCopy)
 				return last
 			}
 		case <-timer.C:
@@ -258,6 +264,7 @@ func (g *hedgeGroup) run(ctx context.Context) error {
 			}
 			if g.done == g.sent && last != nil && (stopped || g.sent >= h.max) {
 				finish()
+				g.deliverMetadata(lastCopy)
 				return last
 			}
 		case <-ctx.Done():
@@ -281,14 +288,17 @@ func (g *hedgeGroup) hedge(ctx context.Context, results chan<- hedgeResult, stop
 func (g *hedgeGroup) launch(ctx context.Context, results chan<- hedgeResult) {
 	g.sent++
 	n := g.sent
+	if n > 1 && g.sink != nil {
+		callinfo.TellHedge(g.sink)
+	}
 	r := hedgeResult{n: n, reply: g.reply.ProtoReflect().New().Interface()}
 	opts := make([]grpc.CallOption, 0, len(g.opts)+3)
-	header := false // the caller wants the winner's headers
+	header := false // the caller wants headers
 	for _, o := range g.opts {
 		switch o.(type) {
 		case grpc.HeaderCallOption:
 			header = true
-			continue // filled from the winner; copies must not write them at once
+			continue // filled from one copy (see deliverMetadata); copies must not write them at once
 		case grpc.TrailerCallOption, grpc.PeerCallOption:
 			continue
 		}
@@ -320,6 +330,13 @@ func (g *hedgeGroup) launch(ctx context.Context, results chan<- hedgeResult) {
 func (g *hedgeGroup) deliver(r hedgeResult) {
 	proto.Reset(g.reply)
 	proto.Merge(g.reply, r.reply)
+	g.deliverMetadata(r)
+}
+
+// deliverMetadata fills the caller's grpc.Header, grpc.Trailer and grpc.Peer
+// options with those of copy r: the winner's, or the one whose failure the
+// call returns, as grpc fills them on failure too.
+func (g *hedgeGroup) deliverMetadata(r hedgeResult) {
 	for _, o := range g.opts {
 		switch o := o.(type) {
 		case grpc.HeaderCallOption:

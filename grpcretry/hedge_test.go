@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -11,7 +12,10 @@ import (
 	"google.golang.org/grpc/codes"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
+
+	"github.com/retrykit/retry"
 )
 
 // slowFirst makes the first attempt wait until it is cancelled (and says so
@@ -141,5 +145,50 @@ func TestHedgeQuantile(t *testing.T) {
 	}
 	if ic.hedge.lat.n != minSamples+10 {
 		t.Fatalf("hedged calls recorded %d latencies, want %d", ic.hedge.lat.n, minSamples+10)
+	}
+}
+
+// TestHedgeFailureFillsTheCallersMetadata: a hedged call that fails fills
+// the caller's grpc.Header, grpc.Trailer and grpc.Peer from the copy whose
+// failure it returns, as plain grpc (and the interceptor without hedging)
+// fills them on failure: a fatal failure of the first copy, and the last
+// of three retryable ones.
+func TestHedgeFailureFillsTheCallersMetadata(t *testing.T) {
+	for _, tc := range []struct {
+		code codes.Code
+		from string // the copy whose failure comes back
+	}{{codes.InvalidArgument, "1"}, {codes.Unavailable, "3"}} {
+		srv := &server{unary: func(ctx context.Context, n int, _ *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
+			grpc.SetHeader(ctx, metadata.Pairs("copy", strconv.Itoa(n)))
+			grpc.SetTrailer(ctx, metadata.Pairs("copy", strconv.Itoa(n)))
+			return nil, status.Error(tc.code, "failing")
+		}}
+		c := client(t, srv, WithStrategy(simple(3)), WithIdempotentMethods(method), WithHedging(Hedging{Delay: time.Hour, MaxAttempts: 3}))
+		var header, trailer metadata.MD
+		var p peer.Peer
+		_, err := c.UnaryCall(t.Context(), &testpb.SimpleRequest{}, grpc.Header(&header), grpc.Trailer(&trailer), grpc.Peer(&p))
+		if status.Code(err) != tc.code {
+			t.Fatalf("%v: %v", tc.code, err)
+		}
+		if h, tr := header.Get("copy"), trailer.Get("copy"); !slices.Equal(h, []string{tc.from}) || !slices.Equal(tr, []string{tc.from}) || p.Addr == nil {
+			t.Errorf("%v: header %v, trailer %v, peer %v; want those of copy %s", tc.code, header, trailer, p.Addr, tc.from)
+		}
+	}
+}
+
+// A hedged call inside an application's loop leaves an answered failure to
+// the loop, which retries it: 3 calls for 3 attempts, where the hedged call
+// used to give up Unsafe after one and nothing retried it.
+func TestHedgedCallLeavesAnsweredFailuresToTheCaller(t *testing.T) {
+	srv := &server{unary: failing(codes.Unavailable, 1000)}
+	c := client(t, srv, WithStrategy(simple(3)), WithIdempotentMethods(method), WithHedging(Hedging{Delay: time.Hour, MaxAttempts: 3}))
+	attempts := 0
+	err := retry.Do(context.Background(), simple(3), func(ctx context.Context) error {
+		attempts++
+		_, err := c.UnaryCall(ctx, &testpb.SimpleRequest{})
+		return err
+	})
+	if err == nil || attempts != 3 || srv.calls.Load() != 3 {
+		t.Fatalf("%v after %d attempts and %d calls, want 3 and 3", err, attempts, srv.calls.Load())
 	}
 }

@@ -68,14 +68,15 @@ func (s *server) FullDuplexCall(st testpb.TestService_FullDuplexCallServer) erro
 	return s.duplex(s.attempt(st.Context()), st)
 }
 
-// serve starts srv on a loopback port and returns its address.
-func serve(t testing.TB, srv *server) string {
+// serve starts srv on a loopback port, behind the server options, and
+// returns its address.
+func serve(t testing.TB, srv *server, opts ...grpc.ServerOption) string {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	gs := grpc.NewServer()
+	gs := grpc.NewServer(opts...)
 	testpb.RegisterTestServiceServer(gs, srv)
 	go gs.Serve(lis)
 	t.Cleanup(gs.Stop)

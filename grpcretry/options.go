@@ -142,7 +142,12 @@ func WithScope(f func(cc *grpc.ClientConn, method string) string) Option {
 // WithRetryOptions adds options to every call's retry loop: hooks such as
 // retry.OnRetry, retry.OnAttemptFailed and retry.OnGiveUp, retry.Log, or a
 // retry.Trace. The interceptor sets retry.Scope, retry.AttemptTimeout and a
-// retry.BeforeRetry of its own; hooks given here run beside its own.
+// retry.BeforeRetry of its own; hooks given here run beside its own. A
+// retry.MaxElapsed or retry.AttemptTimeout given here bounds the stream
+// attempts the loop opens (retries, and the first under a half-open
+// circuit) until their first response message, as WithAttemptTimeout
+// does, and not the stream after that; a stream's first attempt, opened
+// with the stream, is bounded only by WithAttemptTimeout.
 func WithRetryOptions(opts ...retry.Option) Option {
 	return func(c *config) { c.retryOpts = append(c.retryOpts, opts...) }
 }

@@ -42,8 +42,10 @@ var errAttemptTimeout = errors.New("grpcretry: attempt timed out")
 // headers and no error, and RecvMsg returns the call's error. A SendMsg on
 // an attempt that has failed keeps the message and returns nil, so that the
 // receive that follows can retry; once the call is committed it returns
-// io.EOF as grpc does. Messages that are not protocol buffers have no known
-// size: the first one commits the call.
+// io.EOF as grpc does. A send grpc refuses (a message larger than
+// MaxCallSendMsgSize) ends the call with that error, as in grpc. Messages
+// that are not protocol buffers have no known size: the first one commits
+// the call.
 //
 // The stream's Context lives as long as the call, across its retries; see
 // the Context method.
@@ -104,7 +106,7 @@ func (i *interceptor) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grp
 	if deferred {
 		return s, nil
 	}
-	s.open(s.call)
+	s.open(nil)
 	if s.openErr != nil {
 		if failure := s.i.cfg.classify(s.openErr, s.outcome(ctx, nil)); !failure.info.Retryable() {
 			// Nothing to retry: report it where grpc would, as a give-up.
@@ -166,7 +168,8 @@ type retryStream struct {
 	cur       grpc.ClientStream
 	openErr   error // the current attempt could not be opened
 	cancel    context.CancelCauseFunc
-	timer     *time.Timer
+	timer     *time.Timer // the attempt timeout, until the first response message
+	unlink    func() bool // stops the loop's context from ending the attempt (see open)
 	actx      context.Context
 	attempts  int
 	buf       []any  // the messages kept for a retry: bufOne's until there are two
@@ -186,27 +189,47 @@ type attemptRef struct {
 	ctx context.Context   // the attempt's context
 }
 
-// open starts an attempt in ctx, the call's context or one derived from it,
-// so that the end of the call ends the attempt. An attempt replaced by
-// another has failed, and grpc has ended its stream: only the attempt
-// timeout needs a context of the attempt's own. Called with s.mu held, or
-// before s is shared.
-func (s *retryStream) open(ctx context.Context) {
+// open starts an attempt, in the call's context, so that the end of the
+// call ends the attempt. loop is the context retry.Do gave the attempt, nil
+// before the loop runs: the attempt has its values (the loop's mark, a
+// Trace's), but not its end, which comes when retry.Do returns (a
+// retry.MaxElapsed or retry.AttemptTimeout of WithRetryOptions), while an
+// attempt that committed goes on. Until its first response message the
+// loop's context bounds the attempt, as the attempt timeout does (see
+// unbound). An attempt replaced by another has failed, and grpc has ended
+// its stream: only these bounds need a context of the attempt's own.
+// Called with s.mu held, or before s is shared.
+func (s *retryStream) open(loop context.Context) {
 	s.attempts++
 	if s.cancel != nil {
 		s.cancel(nil)
 		s.cancel = nil
-		s.stopTimer()
 	}
-	actx := ctx
+	s.unbound()
+	base, values := s.call, context.Context(nil)
+	if loop != nil {
+		if loop.Done() == s.call.Done() {
+			base = loop // it ends with the call: nothing to keep apart
+		} else {
+			values = loop
+		}
+	}
+	actx := base
+	timeout := s.i.cfg.attemptTimeout > 0 && !s.committed
+	if timeout || values != nil {
+		var cancel context.CancelCauseFunc
+		actx, cancel = context.WithCancelCause(base)
+		s.cancel = cancel
+		if timeout {
+			s.timer = time.AfterFunc(s.i.cfg.attemptTimeout, func() { cancel(errAttemptTimeout) })
+		}
+		if values != nil {
+			s.unlink = context.AfterFunc(values, func() { cancel(context.Cause(values)) })
+			actx = &attemptContext{Context: actx, values: values}
+		}
+	}
 	if s.attempts > 1 {
 		actx = metadata.AppendToOutgoingContext(actx, PreviousAttemptsKey, strconv.Itoa(s.attempts-1))
-	}
-	if d := s.i.cfg.attemptTimeout; d > 0 && !s.committed {
-		var cancel context.CancelCauseFunc
-		actx, cancel = context.WithCancelCause(actx)
-		s.cancel = cancel
-		s.timer = time.AfterFunc(d, func() { cancel(errAttemptTimeout) })
 	}
 	s.actx = actx
 	s.peer, s.broken = peer.Peer{}, false
@@ -239,7 +262,7 @@ func (s *retryStream) openEarly() {
 		// probe's place until the breaker hands it out again.
 		context.AfterFunc(s.call, s.abandon)
 	}
-	s.open(s.call)
+	s.open(nil)
 	if s.openErr == nil {
 		s.replay()
 	}
@@ -256,20 +279,45 @@ func (s *retryStream) abandon() {
 	}
 }
 
-func (s *retryStream) stopTimer() {
+// unbound lifts the bounds of the current attempt that hold only until its
+// first response message, or its commit: the attempt timeout, and the end of
+// the loop's context. Called with s.mu held.
+func (s *retryStream) unbound() {
 	if s.timer != nil {
 		s.timer.Stop()
 		s.timer = nil
 	}
+	if s.unlink != nil {
+		s.unlink()
+		s.unlink = nil
+	}
 }
 
-// commit ends retrying: the buffer goes, and so does the attempt timeout.
+// commit ends retrying: the buffer goes, and so do the attempt's bounds.
 // Called with s.mu held.
 func (s *retryStream) commit() {
 	s.committed = true
 	clear(s.buf)
 	s.buf, s.size = nil, 0
-	s.stopTimer()
+	s.unbound()
+}
+
+// attemptContext is the context of an attempt the loop opened, when the
+// loop's context may end before the call: it is done when its embedded
+// context, the attempt's own, is, and reads its values from the loop's.
+type attemptContext struct {
+	context.Context // the attempt's, derived from retryStream.call
+	values          context.Context
+}
+
+// Value returns the loop's value for key, except for the key under which
+// package context finds a cancellation: that is the attempt's own (see
+// callContext.Value).
+func (c *attemptContext) Value(key any) any {
+	if v := c.Context.Value(key); v == any(c.Context) {
+		return v
+	}
+	return c.values.Value(key)
 }
 
 // outcome is what a failed attempt on cur (nil if it could not be opened)
@@ -333,17 +381,47 @@ func (s *retryStream) SendMsg(m any) error {
 	// failed, and replays m on its retry if m was kept.
 	err := cur.SendMsg(m)
 	if err != io.EOF {
+		if err != nil {
+			s.sendFailed(err)
+		}
 		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.committed {
+	switch {
+	case s.cur != cur:
+		// The loop retried meanwhile: m was kept, and the retry sent it
+		// again, whether the call has committed since or not.
+		return nil
+	case s.committed:
 		return io.EOF
 	}
-	if s.cur == cur {
-		s.broken = true // the receive that follows learns why, and retries
-	}
+	s.broken = true // the receive that follows learns why, and retries
 	return nil
+}
+
+// sendFailed ends the call after grpc refused a send with err (a message
+// too large, one it could not encode), which ended the attempt's stream
+// (see grpc.ClientStream's SendMsg): the caller has the error, and need not
+// receive. A loop not run yet will not run, and RecvMsg returns err: the
+// breaker's leave the loop held is handed back, lest a probe's place stay
+// taken until OpenFor runs out; the client's own failure says nothing of
+// the service. A loop running reads the failure on the attempt, and
+// reports it.
+func (s *retryStream) sendFailed(err error) {
+	s.mu.Lock()
+	running := s.loop == loopRunning
+	if s.loop == loopIdle {
+		s.ticket.Release()
+		s.ticket = retry.BreakerTicket{}
+		s.commit()
+		s.final, s.loop = err, loopDone
+		s.cond.Broadcast()
+	}
+	s.mu.Unlock()
+	if !running {
+		s.end()
+	}
 }
 
 // CloseSend closes the sending side of the current attempt, and of every
@@ -424,11 +502,11 @@ func (s *retryStream) Trailer() metadata.MD {
 }
 
 // Context returns the call's context: the caller's context, done when the
-// call is over (RecvMsg returned an error or io.EOF, or the retry loop gave
-// up) or when the caller's context is, and never because an attempt was
-// retried. Its values are the current attempt's, so that peer.FromContext
-// gives the peer of the attempt the call talks to. It is the same context
-// on every call.
+// call is over (RecvMsg returned an error or io.EOF, SendMsg one other than
+// io.EOF, or the retry loop gave up) or when the caller's context is, and
+// never because an attempt was retried. Its values are the current
+// attempt's, so that peer.FromContext gives the peer of the attempt the
+// call talks to. It is the same context on every call.
 //
 // grpc's own retry commits a call on Context, and returns the attempt's
 // context. This interceptor does not: a single read of Context, which
@@ -549,6 +627,10 @@ type recvLoop struct {
 func (r *recvLoop) attempt(ctx context.Context) (struct{}, error) {
 	s := r.s
 	r.n++
+	// The loop's first attempt may be the stream opened before the loop
+	// ran, outside its context: the instrumentation learns of the call
+	// here, from the loop, for every attempt.
+	tellRPC(ctx, s.method, s.cc, s.opts)
 	s.mu.Lock()
 	if r.n == 1 && s.attempts == 0 {
 		// Deferred: the breaker has let this first attempt through.
@@ -584,6 +666,12 @@ func (r *recvLoop) attempt(ctx context.Context) (struct{}, error) {
 	}
 	switch err {
 	case nil:
+		// The first response, or the headers: the attempt is bounded no
+		// longer, whatever the loop does before it returns (the strategy,
+		// the breaker, hooks, a Trace).
+		s.mu.Lock()
+		s.unbound()
+		s.mu.Unlock()
 		return struct{}{}, nil
 	case io.EOF:
 		r.eof = true

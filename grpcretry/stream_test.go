@@ -317,6 +317,99 @@ func TestBidiConcurrentRetry(t *testing.T) {
 	}
 }
 
+// heldSend is a grpc.ClientStream whose second SendMsg waits, once it has
+// begun, until release is closed.
+type heldSend struct {
+	grpc.ClientStream
+	sends            int
+	entered, release chan struct{}
+}
+
+func (h *heldSend) SendMsg(m any) error {
+	if h.sends++; h.sends == 2 {
+		close(h.entered)
+		<-h.release
+	}
+	return h.ClientStream.SendMsg(m)
+}
+
+// TestSendOnARetriedAttemptAfterTheCommit: a send on the first attempt
+// that returns io.EOF after the loop has retried the call, replayed the
+// message and committed on the retry's first message, returns nil: the
+// message went out on the retry, and the application goes on sending.
+func TestSendOnARetriedAttemptAfterTheCommit(t *testing.T) {
+	srv := &server{duplex: answerEach(func(n int, m *testpb.StreamingOutputCallRequest) (*testpb.StreamingOutputCallResponse, error) {
+		if n == 1 {
+			return nil, status.Error(codes.Unavailable, "restarting")
+		}
+		return &testpb.StreamingOutputCallResponse{Payload: m.GetPayload()}, nil
+	})}
+	first := &heldSend{entered: make(chan struct{}), release: make(chan struct{})}
+	attempts := 0
+	hold := func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+		cs, err := streamer(ctx, desc, cc, method, opts...)
+		if attempts++; attempts == 1 && err == nil {
+			first.ClientStream = cs
+			return first, nil
+		}
+		return cs, err
+	}
+	c := dial(t, serve(t, srv), grpc.WithChainStreamInterceptor(StreamClientInterceptor(WithStrategy(simple(3))), hold))
+	st, err := c.FullDuplexCall(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Send(&testpb.StreamingOutputCallRequest{Payload: payload(1)}); err != nil {
+		t.Fatal(err)
+	}
+	sendErr := make(chan error, 1)
+	go func() { sendErr <- st.Send(&testpb.StreamingOutputCallRequest{Payload: payload(2)}) }()
+	<-first.entered // the second message is kept, and on its way to the first attempt
+	for i := range 2 {
+		if r, err := st.Recv(); err != nil || len(r.GetPayload().GetBody()) != i+1 {
+			t.Fatalf("echo %d: %v, %v", i, r, err)
+		}
+	}
+	close(first.release)
+	if err := <-sendErr; err != nil {
+		t.Fatalf("the send on the first attempt, retried and committed meanwhile: %v, want nil", err)
+	}
+	if err := st.Send(&testpb.StreamingOutputCallRequest{Payload: payload(3)}); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := st.Recv(); err != nil || len(r.GetPayload().GetBody()) != 3 {
+		t.Fatalf("echo 2: %v, %v", r, err)
+	}
+	st.CloseSend()
+	if _, err := st.Recv(); err != io.EOF || srv.calls.Load() != 2 {
+		t.Fatalf("end: %v after %d attempts", err, srv.calls.Load())
+	}
+}
+
+// answerEach is a bidirectional handler that answers each request as it
+// reads it, with what answer makes of it, until the client closes its side;
+// an error of answer's ends the call.
+func answerEach(answer func(n int, m *testpb.StreamingOutputCallRequest) (*testpb.StreamingOutputCallResponse, error)) func(int, testpb.TestService_FullDuplexCallServer) error {
+	return func(n int, s testpb.TestService_FullDuplexCallServer) error {
+		for {
+			m, err := s.Recv()
+			if err == io.EOF {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			r, err := answer(n, m)
+			if err != nil {
+				return err
+			}
+			if err := s.Send(r); err != nil {
+				return err
+			}
+		}
+	}
+}
+
 // sendInBackground sends the n requests req makes on st, in a goroutine of
 // its own, then closes the sending side; the channel gets the first error,
 // or nil.
@@ -423,20 +516,9 @@ func TestClientStreamAnsweredEndsItsContext(t *testing.T) {
 // wait for that send. Plain grpc finishes this in about a second; the
 // deadline fails the test if the stream stalls.
 func TestBidiSendBlockedOnFlowControlLetsRecvRun(t *testing.T) {
-	srv := &server{duplex: func(_ int, s testpb.TestService_FullDuplexCallServer) error {
-		for {
-			m, err := s.Recv()
-			if err == io.EOF {
-				return nil
-			}
-			if err != nil {
-				return err
-			}
-			if err := s.Send(&testpb.StreamingOutputCallResponse{Payload: payload(int(m.GetResponseParameters()[0].GetSize()))}); err != nil {
-				return err
-			}
-		}
-	}}
+	srv := &server{duplex: answerEach(func(_ int, m *testpb.StreamingOutputCallRequest) (*testpb.StreamingOutputCallResponse, error) {
+		return &testpb.StreamingOutputCallResponse{Payload: payload(int(m.GetResponseParameters()[0].GetSize()))}, nil
+	})}
 	c := client(t, srv, WithStrategy(simple(3)))
 	for _, size := range []int{16 << 10, 300 << 10} {
 		const n, answer = 16, 1 << 20

@@ -3,6 +3,7 @@ package grpcretry
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 	"sync"
 	"testing"
@@ -428,4 +429,127 @@ func TestVirtualSendAfterFailedAttempt(t *testing.T) {
 			t.Fatalf("%v, %v; the retry read %v", r, err, got)
 		}
 	})
+}
+
+// TestVirtualStreamOutlivesItsLoop: a stream whose attempt the loop opened
+// (a retry, or the first attempt of a half-open circuit) keeps delivering
+// messages after it committed, when WithRetryOptions bounds the loop with
+// retry.MaxElapsed or retry.AttemptTimeout: those bound the loop's
+// attempts, whose contexts end when retry.Do returns, not the call.
+func TestVirtualStreamOutlivesItsLoop(t *testing.T) {
+	bounds := map[string]retry.Option{"MaxElapsed": retry.MaxElapsed(time.Minute), "AttemptTimeout": retry.AttemptTimeout(time.Minute)}
+	for name, bound := range bounds {
+		for _, halfOpen := range []bool{false, true} {
+			t.Run(name+map[bool]string{false: ", a retry", true: ", half-open"}[halfOpen], func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					srv := &server{
+						unary: func(context.Context, int, *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
+							return nil, status.Error(codes.Unavailable, "down")
+						},
+						output: func(n int, req *testpb.StreamingOutputCallRequest, s testpb.TestService_StreamingOutputCallServer) error {
+							if n == 1 && !halfOpen {
+								return status.Error(codes.Unavailable, "not yet")
+							}
+							return sendsAfter(0, 10*time.Millisecond, 10*time.Millisecond)(n, req, s)
+						},
+					}
+					opts := []Option{WithStrategy(simple(3)), WithRetryOptions(bound)}
+					var b *retry.Breaker
+					if halfOpen {
+						b = retry.NewBreaker(retry.BreakerOptions{MinAttempts: 4, OpenFor: time.Second})
+						opts = append(opts, WithBreaker(b))
+					}
+					c := vclient(t, srv, opts...)
+					if halfOpen {
+						openCircuit(t, c, b, "passthrough:///bufconn")
+						time.Sleep(time.Second)
+					}
+					st, err := c.StreamingOutputCall(context.Background(), &testpb.StreamingOutputCallRequest{})
+					if err != nil {
+						t.Fatal(err)
+					}
+					recvAll(t, st, 3)
+				})
+			})
+		}
+	}
+}
+
+// TestVirtualStreamRetryBoundedByItsLoop: until its first message, a retry
+// is still bounded by what bounds the loop's attempts: retry.MaxElapsed and
+// retry.AttemptTimeout of WithRetryOptions cut a retry that never answers.
+func TestVirtualStreamRetryBoundedByItsLoop(t *testing.T) {
+	bounds := map[string]retry.Option{"MaxElapsed": retry.MaxElapsed(50 * time.Millisecond), "AttemptTimeout": retry.AttemptTimeout(50 * time.Millisecond)}
+	for name, bound := range bounds {
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				srv := &server{output: func(n int, _ *testpb.StreamingOutputCallRequest, s testpb.TestService_StreamingOutputCallServer) error {
+					if n == 1 {
+						return status.Error(codes.Unavailable, "not yet")
+					}
+					<-s.Context().Done()
+					return s.Context().Err()
+				}}
+				c := vclient(t, srv, WithStrategy(simple(3)), WithRetryOptions(bound))
+				start := time.Now()
+				st, err := c.StreamingOutputCall(context.Background(), &testpb.StreamingOutputCallRequest{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := st.Recv(); err == nil || time.Since(start) != 50*time.Millisecond {
+					t.Fatalf("a retry that never answers: %v after %v, want an error after 50ms", err, time.Since(start))
+				}
+			})
+		})
+	}
+}
+
+// TestVirtualStreamAttemptTimeoutEndsAtFirstMessage: WithAttemptTimeout
+// bounds a stream attempt until its first response message, not until the
+// loop has done with it: a Trace that takes longer than the timeout after
+// the first message arrived (at 10 ms of 40) does not cancel the stream,
+// whose second message comes at 110 ms.
+func TestVirtualStreamAttemptTimeoutEndsAtFirstMessage(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := &server{output: sendsAfter(10*time.Millisecond, 100*time.Millisecond)}
+		slowTrace := &retry.Trace{AttemptDone: func(context.Context, string, int, error) { time.Sleep(60 * time.Millisecond) }}
+		c := vclient(t, srv, WithStrategy(simple(3)), WithAttemptTimeout(40*time.Millisecond), WithRetryOptions(retry.WithTrace(slowTrace)))
+		st, err := c.StreamingOutputCall(context.Background(), &testpb.StreamingOutputCallRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		recvAll(t, st, 2)
+	})
+}
+
+// sendsAfter is a server-streaming handler that sends a message after each
+// of waits, one after the other, and ends OK; it returns when its call
+// ends.
+func sendsAfter(waits ...time.Duration) func(int, *testpb.StreamingOutputCallRequest, testpb.TestService_StreamingOutputCallServer) error {
+	return func(_ int, _ *testpb.StreamingOutputCallRequest, s testpb.TestService_StreamingOutputCallServer) error {
+		for _, wait := range waits {
+			select {
+			case <-time.After(wait):
+			case <-s.Context().Done():
+				return s.Context().Err()
+			}
+			if err := s.Send(&testpb.StreamingOutputCallResponse{Payload: payload(1)}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
+
+// recvAll receives n messages from st, and then its end, io.EOF.
+func recvAll(t *testing.T, st grpc.ServerStreamingClient[testpb.StreamingOutputCallResponse], n int) {
+	t.Helper()
+	for i := range n {
+		if _, err := st.Recv(); err != nil {
+			t.Fatalf("message %d: %v", i, err)
+		}
+	}
+	if _, err := st.Recv(); err != io.EOF {
+		t.Fatalf("end: %v, want io.EOF", err)
+	}
 }

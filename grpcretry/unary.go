@@ -156,6 +156,7 @@ func (c *unaryCall) attempt(ctx context.Context) error {
 	// an earlier attempt left there must not count for this one. (So the
 	// caller's own grpc.Peer ends up with the last attempt's, if it left.)
 	*c.peerp = peer.Peer{}
+	tellRPC(ctx, c.method, c.cc, c.callOpts)
 	var start time.Time
 	if c.timeFirst && c.attempts == 1 {
 		start = time.Now()

@@ -152,7 +152,7 @@ func TestRetryAfterTooLargeToRepresentStopsAtOnce(t *testing.T) {
 				if err != nil || resp == nil || resp.StatusCode != 503 {
 					t.Fatalf("err %v, response %v; want the 503 back", err, resp)
 				}
-				if n := len(srv.requests()); n != 1 || rep.Attempts != 1 || time.Since(start) != 0 {
+				if n := len(srv.Requests()); n != 1 || rep.Attempts != 1 || time.Since(start) != 0 {
 					t.Fatalf("%d requests (%d attempts reported) in %v; want one, at once", n, rep.Attempts, time.Since(start))
 				}
 				var rae *retry.RetryAfterError
@@ -180,8 +180,8 @@ func TestJoinedRetryAfterLineNeverShortensTheWait(t *testing.T) {
 				start := time.Now()
 				resp, err, rep := send(t, &Transport{Base: base, Strategy: noWait()}, context.Background(), "GET", srv.URL, nil)
 				discard(resp)
-				if err != nil || resp == nil || resp.StatusCode != 503 || len(srv.requests()) != 1 || time.Since(start) != 0 {
-					t.Fatalf("err %v, %d requests in %v; want the 503 at once", err, len(srv.requests()), time.Since(start))
+				if err != nil || resp == nil || resp.StatusCode != 503 || len(srv.Requests()) != 1 || time.Since(start) != 0 {
+					t.Fatalf("err %v, %d requests in %v; want the 503 at once", err, len(srv.Requests()), time.Since(start))
 				}
 				want := time.Date(2100, time.January, 1, 0, 0, 0, 0, time.UTC).Sub(start)
 				var rae *retry.RetryAfterError
@@ -203,8 +203,8 @@ func TestLongestRetryAfterGoverns(t *testing.T) {
 				start := time.Now()
 				resp, err, rep := send(t, tr, context.Background(), "GET", srv.URL, nil)
 				discard(resp)
-				if err != nil || resp == nil || resp.StatusCode != 503 || len(srv.requests()) != 1 || time.Since(start) != 0 {
-					t.Fatalf("err %v, %d requests in %v; want the 503 at once", err, len(srv.requests()), time.Since(start))
+				if err != nil || resp == nil || resp.StatusCode != 503 || len(srv.Requests()) != 1 || time.Since(start) != 0 {
+					t.Fatalf("err %v, %d requests in %v; want the 503 at once", err, len(srv.Requests()), time.Since(start))
 				}
 				var rae *retry.RetryAfterError
 				if !errors.As(rep.Reason, &rae) || rae.RetryAfter != time.Hour || rae.Max != time.Minute {
@@ -236,8 +236,8 @@ func TestRateLimitResetIsAWaitOnlyWithNoneRemaining(t *testing.T) {
 		start := time.Now()
 		resp, err, _ := send(t, tr, context.Background(), "GET", left.URL, nil)
 		discard(resp)
-		if err != nil || resp.StatusCode != 200 || len(left.requests()) != 2 || time.Since(start) != 0 {
-			t.Fatalf("quota left: err %v, %d requests in %v; want 200 at once", err, len(left.requests()), time.Since(start))
+		if err != nil || resp.StatusCode != 200 || len(left.Requests()) != 2 || time.Since(start) != 0 {
+			t.Fatalf("quota left: err %v, %d requests in %v; want 200 at once", err, len(left.Requests()), time.Since(start))
 		}
 		start = time.Now()
 		resp, err, _ = send(t, tr, context.Background(), "GET", none.URL, nil)
@@ -268,10 +268,10 @@ func TestLongerOfRetryAfterAndRateLimitGoverns(t *testing.T) {
 		resp, err, rep := send(t, tr, context.Background(), "GET", overCap.URL, nil)
 		discard(resp)
 		var rae *retry.RetryAfterError
-		if err != nil || resp.StatusCode != 429 || len(overCap.requests()) != 1 || time.Since(start) != 0 ||
+		if err != nil || resp.StatusCode != 429 || len(overCap.Requests()) != 1 || time.Since(start) != 0 ||
 			!errors.As(rep.Reason, &rae) || rae.RetryAfter != time.Hour {
 			t.Fatalf("RateLimit over the cap: err %v, %d requests in %v, reason %v; want the 429 at once",
-				err, len(overCap.requests()), time.Since(start), rep.Reason)
+				err, len(overCap.Requests()), time.Since(start), rep.Reason)
 		}
 	})
 }

@@ -11,87 +11,13 @@ import (
 	"net/http/httptest"
 	"runtime"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
-	"testing/synctest"
 	"time"
 
 	"github.com/retrykit/retry"
 )
-
-// seen is what the server recorded of one request.
-type seen struct {
-	method string
-	body   string
-	header http.Header
-}
-
-// server is a loopback HTTP server whose handler is told the request's
-// number (1 for the first) and records every request it sees.
-type server struct {
-	*httptest.Server
-	mu    sync.Mutex
-	reqs  []seen
-	conns atomic.Int32 // connections opened
-}
-
-func newServer(t *testing.T, h func(n int, w http.ResponseWriter, r *http.Request)) *server {
-	t.Helper()
-	s := &server{}
-	s.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		s.mu.Lock()
-		s.reqs = append(s.reqs, seen{r.Method, string(body), r.Header.Clone()})
-		n := len(s.reqs)
-		s.mu.Unlock()
-		h(n, w, r)
-	}))
-	s.Config.ConnState = func(_ net.Conn, st http.ConnState) {
-		if st == http.StateNew {
-			s.conns.Add(1)
-		}
-	}
-	s.Start()
-	t.Cleanup(s.Close)
-	return s
-}
-
-func (s *server) requests() []seen {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]seen(nil), s.reqs...)
-}
-
-// failFirst answers the first n requests with status (and a short body), the
-// rest with 200 "ok".
-func failFirst(n, status int) func(int, http.ResponseWriter, *http.Request) {
-	return func(i int, w http.ResponseWriter, r *http.Request) {
-		if i <= n {
-			http.Error(w, "failure "+fmt.Sprint(i), status)
-			return
-		}
-		io.WriteString(w, "ok")
-	}
-}
-
-// noWait retries at once: tests of what is retried need no waiting.
-func noWait() *retry.Simple { return &retry.Simple{Backoff: retry.Constant(0)} }
-
-func get(t *testing.T, c *http.Client, url string) (*http.Response, string) {
-	t.Helper()
-	resp, err := c.Get(url)
-	if err != nil {
-		t.Fatalf("GET: %v", err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatalf("reading body: %v", err)
-	}
-	return resp, string(b)
-}
 
 func TestRetriesFailedStatusesThenSucceeds(t *testing.T) {
 	for _, status := range []int{429, 500, 502, 503, 504} {
@@ -105,8 +31,8 @@ func TestRetriesFailedStatusesThenSucceeds(t *testing.T) {
 		}
 		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		if resp.StatusCode != 200 || string(b) != "ok" || len(srv.requests()) != 3 {
-			t.Fatalf("%d: got %d %q after %d requests", status, resp.StatusCode, b, len(srv.requests()))
+		if resp.StatusCode != 200 || string(b) != "ok" || len(srv.Requests()) != 3 {
+			t.Fatalf("%d: got %d %q after %d requests", status, resp.StatusCode, b, len(srv.Requests()))
 		}
 		if rep.Attempts != 3 || rep.Reason != nil {
 			t.Fatalf("%d: report = %+v", status, rep)
@@ -119,8 +45,8 @@ func TestClientErrorsAreNotRetried(t *testing.T) {
 		srv := newServer(t, failFirst(5, status))
 		c := &http.Client{Transport: &Transport{Strategy: noWait()}}
 		resp, body := get(t, c, srv.URL)
-		if resp.StatusCode != status || !strings.HasPrefix(body, "failure 1") || len(srv.requests()) != 1 {
-			t.Fatalf("%d: got %d %q after %d requests", status, resp.StatusCode, body, len(srv.requests()))
+		if resp.StatusCode != status || !strings.HasPrefix(body, "failure 1") || len(srv.Requests()) != 1 {
+			t.Fatalf("%d: got %d %q after %d requests", status, resp.StatusCode, body, len(srv.Requests()))
 		}
 	}
 }
@@ -140,7 +66,7 @@ func TestZeroValueTransportSucceedsAndPassesResponsesThrough(t *testing.T) {
 	if resp, _ := get(t, c, srv.URL+"/missing"); resp.StatusCode != 404 {
 		t.Fatalf("got %d", resp.StatusCode)
 	}
-	if n := len(srv.requests()); n != 2 {
+	if n := len(srv.Requests()); n != 2 {
 		t.Fatalf("%d requests, want 2", n)
 	}
 }
@@ -176,18 +102,18 @@ func TestPostIsNotRepeated(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if resp.StatusCode != 503 || len(srv.requests()) != 1 {
-		t.Fatalf("got %d after %d requests; a POST must not be repeated", resp.StatusCode, len(srv.requests()))
+	if resp.StatusCode != 503 || len(srv.Requests()) != 1 {
+		t.Fatalf("got %d after %d requests; a POST must not be repeated", resp.StatusCode, len(srv.Requests()))
 	}
 	for _, m := range []string{"PATCH", "CONNECT", "FOO"} {
 		req, _ := http.NewRequest(m, srv.URL, strings.NewReader("x"))
-		before := len(srv.requests())
+		before := len(srv.Requests())
 		resp, err := c.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
 		resp.Body.Close()
-		if n := len(srv.requests()) - before; n != 1 {
+		if n := len(srv.Requests()) - before; n != 1 {
 			t.Fatalf("%s sent %d times", m, n)
 		}
 	}
@@ -204,13 +130,13 @@ func TestIdempotencyKeyMakesPostRetryable(t *testing.T) {
 			t.Fatal(err)
 		}
 		resp.Body.Close()
-		reqs := srv.requests()
+		reqs := srv.Requests()
 		if resp.StatusCode != 200 || len(reqs) != 3 {
 			t.Fatalf("got %d after %d requests", resp.StatusCode, len(reqs))
 		}
 		for i, r := range reqs {
-			if r.header.Get("Idempotency-Key") != "order-42" || r.body != "charge $10" {
-				t.Fatalf("attempt %d: key %q, body %q", i+1, r.header.Get("Idempotency-Key"), r.body)
+			if r.Header.Get("Idempotency-Key") != "order-42" || r.Body != "charge $10" {
+				t.Fatalf("attempt %d: key %q, body %q", i+1, r.Header.Get("Idempotency-Key"), r.Body)
 			}
 		}
 	})
@@ -218,7 +144,7 @@ func TestIdempotencyKeyMakesPostRetryable(t *testing.T) {
 		srv := newServer(t, failFirst(2, 503))
 		c := &http.Client{Transport: &Transport{Strategy: noWait(), IdempotencyKey: true}}
 		for _, m := range []string{"POST", "PATCH"} {
-			before := len(srv.requests())
+			before := len(srv.Requests())
 			req, _ := http.NewRequest(m, srv.URL, strings.NewReader("body"))
 			resp, err := c.Do(req)
 			if err != nil {
@@ -228,19 +154,17 @@ func TestIdempotencyKeyMakesPostRetryable(t *testing.T) {
 			if req.Header.Get("Idempotency-Key") != "" {
 				t.Fatal("the caller's request was modified")
 			}
-			reqs := srv.requests()[before:]
-			key := reqs[0].header.Get("Idempotency-Key")
+			reqs := srv.Requests()[before:]
+			key := reqs[0].Header.Get("Idempotency-Key")
 			if len(key) < 16 {
 				t.Fatalf("%s: generated key %q is too short to be unique", m, key)
 			}
 			for i, r := range reqs {
-				if r.header.Get("Idempotency-Key") != key {
-					t.Fatalf("%s attempt %d has key %q, first had %q", m, i+1, r.header.Get("Idempotency-Key"), key)
+				if r.Header.Get("Idempotency-Key") != key {
+					t.Fatalf("%s attempt %d has key %q, first had %q", m, i+1, r.Header.Get("Idempotency-Key"), key)
 				}
 			}
-			srv.mu.Lock()
-			srv.reqs = srv.reqs[:0] // fail the next method's first two attempts too
-			srv.mu.Unlock()
+			srv.Reset() // fail the next method's first two attempts too
 		}
 	})
 }
@@ -249,13 +173,13 @@ func TestBodiesAreIdenticalOnEveryAttempt(t *testing.T) {
 	payload := strings.Repeat("0123456789abcdef", 4096) // 64 KiB
 	check := func(t *testing.T, srv *server, want int) {
 		t.Helper()
-		reqs := srv.requests()
+		reqs := srv.Requests()
 		if len(reqs) != want {
 			t.Fatalf("%d requests, want %d", len(reqs), want)
 		}
 		for i, r := range reqs {
-			if r.body != payload {
-				t.Fatalf("attempt %d sent %d bytes, not the %d-byte payload", i+1, len(r.body), len(payload))
+			if r.Body != payload {
+				t.Fatalf("attempt %d sent %d bytes, not the %d-byte payload", i+1, len(r.Body), len(payload))
 			}
 		}
 	}
@@ -345,8 +269,8 @@ func TestPostIsRetriedWhenItNeverLeft(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	reqs := srv.requests()
-	if resp.StatusCode != 200 || len(reqs) != 1 || reqs[0].body != "charge $10" {
+	reqs := srv.Requests()
+	if resp.StatusCode != 200 || len(reqs) != 1 || reqs[0].Body != "charge $10" {
 		t.Fatalf("got %d, server saw %+v", resp.StatusCode, reqs)
 	}
 }
@@ -367,35 +291,17 @@ func TestRefusedConnectionsExhaustAttempts(t *testing.T) {
 	}
 }
 
-// resetServer closes the first n connections' requests with a TCP reset
-// (SetLinger(0)) after reading the request, and answers the rest.
-func resetServer(t *testing.T, n int) *server {
-	return newServer(t, func(i int, w http.ResponseWriter, r *http.Request) {
-		if i > n {
-			io.WriteString(w, "ok")
-			return
-		}
-		conn, _, err := w.(http.Hijacker).Hijack()
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		conn.(*net.TCPConn).SetLinger(0)
-		conn.Close()
-	})
-}
-
 func TestResetIsRetriedOnlyWhenIdempotent(t *testing.T) {
 	srv := resetServer(t, 1)
 	c := &http.Client{Transport: &Transport{Strategy: noWait()}}
-	if resp, body := get(t, c, srv.URL); resp.StatusCode != 200 || body != "ok" || len(srv.requests()) != 2 {
-		t.Fatalf("GET: got %d %q after %d requests", resp.StatusCode, body, len(srv.requests()))
+	if resp, body := get(t, c, srv.URL); resp.StatusCode != 200 || body != "ok" || len(srv.Requests()) != 2 {
+		t.Fatalf("GET: got %d %q after %d requests", resp.StatusCode, body, len(srv.Requests()))
 	}
 
 	srv = resetServer(t, 1)
 	_, err := c.Post(srv.URL, "text/plain", strings.NewReader("charge $10"))
-	if err == nil || !errors.Is(err, retry.ErrNotRetryable) || len(srv.requests()) != 1 {
-		t.Fatalf("POST: err = %v after %d requests", err, len(srv.requests()))
+	if err == nil || !errors.Is(err, retry.ErrNotRetryable) || len(srv.Requests()) != 1 {
+		t.Fatalf("POST: err = %v after %d requests", err, len(srv.Requests()))
 	}
 	if !errors.Is(err, syscall.ECONNRESET) && !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
 		t.Fatalf("POST: err = %v, want the reset", err)
@@ -406,14 +312,12 @@ func TestConnectionsAreReusedAfterDrainedFailures(t *testing.T) {
 	srv := newServer(t, failFirst(2, 503))
 	c := &http.Client{Transport: &Transport{Strategy: noWait()}}
 	for range 3 {
-		srv.mu.Lock()
-		srv.reqs = nil
-		srv.mu.Unlock()
+		srv.Reset()
 		if resp, _ := get(t, c, srv.URL); resp.StatusCode != 200 {
 			t.Fatalf("got %d", resp.StatusCode)
 		}
 	}
-	if n := srv.conns.Load(); n != 1 {
+	if n := srv.Conns.Load(); n != 1 {
 		t.Fatalf("%d connections for 9 requests, want 1: failed responses were not drained", n)
 	}
 }
@@ -428,8 +332,8 @@ func TestAttemptHeaderAndHook(t *testing.T) {
 	}}
 	get(t, c, srv.URL)
 	var got []string
-	for _, r := range srv.requests() {
-		got = append(got, r.header.Get("Retry-Attempt"))
+	for _, r := range srv.Requests() {
+		got = append(got, r.Header.Get("Retry-Attempt"))
 	}
 	if strings.Join(got, ",") != ",2,3" {
 		t.Fatalf("Retry-Attempt headers = %q, want none, 2, 3", got)
@@ -451,8 +355,8 @@ func TestAttemptHeaderAndHook(t *testing.T) {
 func TestStatusesAndMethodsAreConfigurable(t *testing.T) {
 	srv := newServer(t, failFirst(2, 404))
 	c := &http.Client{Transport: &Transport{Strategy: noWait(), Statuses: []int{404}}}
-	if resp, _ := get(t, c, srv.URL); resp.StatusCode != 200 || len(srv.requests()) != 3 {
-		t.Fatalf("got %d after %d requests", resp.StatusCode, len(srv.requests()))
+	if resp, _ := get(t, c, srv.URL); resp.StatusCode != 200 || len(srv.Requests()) != 3 {
+		t.Fatalf("got %d after %d requests", resp.StatusCode, len(srv.Requests()))
 	}
 	srv = newServer(t, failFirst(2, 503))
 	c = &http.Client{Transport: &Transport{Strategy: noWait(), Methods: []string{"POST"}}}
@@ -461,8 +365,8 @@ func TestStatusesAndMethodsAreConfigurable(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if resp.StatusCode != 200 || len(srv.requests()) != 3 {
-		t.Fatalf("POST allowed: got %d after %d requests", resp.StatusCode, len(srv.requests()))
+	if resp.StatusCode != 200 || len(srv.Requests()) != 3 {
+		t.Fatalf("POST allowed: got %d after %d requests", resp.StatusCode, len(srv.Requests()))
 	}
 	if resp, _ := get(t, c, srv.URL); resp.StatusCode != 200 {
 		t.Fatalf("got %d", resp.StatusCode)
@@ -472,13 +376,13 @@ func TestStatusesAndMethodsAreConfigurable(t *testing.T) {
 func TestRetriesDial(t *testing.T) {
 	srv := newServer(t, failFirst(100, 503))
 	c := &http.Client{Transport: &Transport{Strategy: &retry.Simple{MaxAttempts: 100, Backoff: retry.Constant(0)}, Retries: 4}}
-	if resp, _ := get(t, c, srv.URL); resp.StatusCode != 503 || len(srv.requests()) != 5 {
-		t.Fatalf("Retries 4: got %d after %d requests, want 5", resp.StatusCode, len(srv.requests()))
+	if resp, _ := get(t, c, srv.URL); resp.StatusCode != 503 || len(srv.Requests()) != 5 {
+		t.Fatalf("Retries 4: got %d after %d requests, want 5", resp.StatusCode, len(srv.Requests()))
 	}
 	srv = newServer(t, failFirst(100, 503))
 	c = &http.Client{Transport: &Transport{Retries: -1}}
-	if resp, _ := get(t, c, srv.URL); resp.StatusCode != 503 || len(srv.requests()) != 1 {
-		t.Fatalf("Retries -1: got %d after %d requests, want 1", resp.StatusCode, len(srv.requests()))
+	if resp, _ := get(t, c, srv.URL); resp.StatusCode != 503 || len(srv.Requests()) != 1 {
+		t.Fatalf("Retries -1: got %d after %d requests, want 1", resp.StatusCode, len(srv.Requests()))
 	}
 }
 
@@ -498,19 +402,19 @@ func TestLimiter(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	reqs := srv.requests()
+	reqs := srv.Requests()
 	if len(reqs) != 3 || !errors.Is(rep.Reason, ErrLimited) {
 		t.Fatalf("%d requests, reason %v; want 3 and ErrLimited", len(reqs), rep.Reason)
 	}
-	if reqs[1].header.Get("X-Failures") != "1" || reqs[2].header.Get("X-Failures") != "2" {
+	if reqs[1].Header.Get("X-Failures") != "1" || reqs[2].Header.Get("X-Failures") != "2" {
 		t.Fatal("the limiter's change to the next request was not sent")
 	}
 	srv = newServer(t, failFirst(100, 500))
 	req, _ = http.NewRequest("GET", srv.URL, nil)
 	resp, _ = tr.RoundTrip(req)
 	resp.Body.Close()
-	if len(srv.requests()) != 1 {
-		t.Fatalf("500 is not in the limiter's statuses: %d requests", len(srv.requests()))
+	if len(srv.Requests()) != 1 {
+		t.Fatalf("500 is not in the limiter's statuses: %d requests", len(srv.Requests()))
 	}
 }
 
@@ -527,7 +431,7 @@ func TestQuotaIsPerHost(t *testing.T) {
 		t.Fatalf("quota: %s = %d, %s = %d", hostA, s.Available(hostA), hostB, s.Available(hostB))
 	}
 	// Host A's storm is bounded by its quota: far fewer than 3 attempts per request.
-	if n := len(a.requests()); n > 50+500/14 {
+	if n := len(a.Requests()); n > 50+500/14 {
 		t.Fatalf("%d requests reached the failing host for 50 calls", n)
 	}
 }
@@ -571,17 +475,6 @@ func TestCloseIdleConnections(t *testing.T) {
 	if closed.Load() != 1 {
 		t.Fatal("CloseIdleConnections did not reach the base transport")
 	}
-}
-
-// virtual runs f in a synctest bubble with a base transport that keeps no
-// idle connections: a goroutine waiting on a real socket is not durably
-// blocked, so idle connections would stop the bubble's clock.
-func virtual(t *testing.T, f func(t *testing.T, base *http.Transport)) {
-	synctest.Test(t, func(t *testing.T) {
-		base := &http.Transport{DisableKeepAlives: true}
-		f(t, base)
-		base.CloseIdleConnections()
-	})
 }
 
 func TestRetryAfterIsAMinimum(t *testing.T) {
@@ -635,8 +528,8 @@ func TestHostileRetryAfterIsNotObeyed(t *testing.T) {
 			t.Fatal(err)
 		}
 		resp.Body.Close()
-		if resp.StatusCode != 503 || time.Since(start) != 0 || len(srv.requests()) != 1 {
-			t.Fatalf("got %d after %v and %d requests; want the 503 at once", resp.StatusCode, time.Since(start), len(srv.requests()))
+		if resp.StatusCode != 503 || time.Since(start) != 0 || len(srv.Requests()) != 1 {
+			t.Fatalf("got %d after %v and %d requests; want the 503 at once", resp.StatusCode, time.Since(start), len(srv.Requests()))
 		}
 		var rae *retry.RetryAfterError
 		if !errors.As(rep.Reason, &rae) || rae.RetryAfter != time.Hour || rae.Max != 5*time.Minute {
@@ -685,8 +578,8 @@ func TestCancelDuringWait(t *testing.T) {
 		req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL, nil)
 		start := time.Now()
 		_, err := (&http.Client{Transport: &Transport{Base: base}}).Do(req)
-		if !errors.Is(err, context.Canceled) || time.Since(start) != time.Second || len(srv.requests()) != 1 {
-			t.Fatalf("err = %v after %v and %d requests", err, time.Since(start), len(srv.requests()))
+		if !errors.Is(err, context.Canceled) || time.Since(start) != time.Second || len(srv.Requests()) != 1 {
+			t.Fatalf("err = %v after %v and %d requests", err, time.Since(start), len(srv.Requests()))
 		}
 		var se *StatusError
 		if !errors.As(err, &se) || se.StatusCode != 503 || se.Header.Get("Retry-After") != "10" {
@@ -733,8 +626,8 @@ func TestAttemptTimeout(t *testing.T) {
 		io.WriteString(w, "ok")
 	})
 	c := &http.Client{Transport: &Transport{Strategy: noWait(), AttemptTimeout: 100 * time.Millisecond}}
-	if resp, body := get(t, c, srv.URL); resp.StatusCode != 200 || body != "ok" || len(srv.requests()) != 2 {
-		t.Fatalf("got %d %q after %d requests", resp.StatusCode, body, len(srv.requests()))
+	if resp, body := get(t, c, srv.URL); resp.StatusCode != 200 || body != "ok" || len(srv.Requests()) != 2 {
+		t.Fatalf("got %d %q after %d requests", resp.StatusCode, body, len(srv.Requests()))
 	}
 }
 

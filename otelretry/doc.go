@@ -109,15 +109,25 @@
 //     not recorded for 0.
 //   - grpc.client.call.hedges ({hedge}, buckets 1, 2, 3, 4, 5): the copies
 //     of an attempt sent while it was in flight (grpcretry's WithHedging),
-//     as package grpcotel's interceptor tells them; not recorded for 0.
+//     as grpcretry tells them; not recorded for 0.
 //   - grpc.client.call.retry_delay (s, A66's latency buckets): the time the
 //     call spent waiting between attempts, recorded for every call, 0 for
 //     one that never waited.
 //
 // A retry.Trace is told a call's scope, not its method or target, and not
-// the hedges sent within an attempt: install package grpcotel's interceptor
-// below grpcretry's to tell the instrumentation. Without it grpc.method and
-// grpc.target are Unknown ("other") and no hedge is recorded.
+// the hedges sent within an attempt: grpcretry's interceptors, given the
+// Option (grpcretry.WithRetryOptions), tell the instrumentation themselves,
+// for unary calls, hedged calls and streams, so one interceptor gives every
+// label:
+//
+//	inst := otelretry.New(otelretry.WithGRPCConventions())
+//	conn, err := grpc.NewClient(target, grpc.WithDisableRetry(),
+//		grpc.WithUnaryInterceptor(grpcretry.UnaryClientInterceptor(grpcretry.WithRetryOptions(inst.Option()))))
+//
+// grpc.method is Unknown ("other") for a method not marked
+// grpc.StaticMethod() (generated code marks its own), as gRFC A66 has it.
+// A call whose loop grpcretry does not run records both attributes as
+// Unknown, unless package grpcotel's interceptor tells them (see there).
 //
 // Scopes are attribute values, so their number is bounded (WithMaxScopes,
 // DefaultMaxScopes): the calls of later scopes are counted under OtherScope.

@@ -35,7 +35,9 @@ func (h *flakyHealth) Check(context.Context, *healthpb.HealthCheckRequest) (*hea
 }
 
 // TestGRPCInterceptor: a unary call through grpcretry's interceptor against
-// a real grpc.Server on loopback that is UNAVAILABLE twice.
+// a real grpc.Server on loopback that is UNAVAILABLE twice, with grpcotel's
+// interceptor below it (as programs once had to install it), which counts
+// nothing twice.
 func TestGRPCInterceptor(t *testing.T) {
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -221,9 +223,10 @@ func (h *slowFirstHealth) Check(ctx context.Context, _ *healthpb.HealthCheckRequ
 }
 
 // TestGRPCHedges: a call that grpcretry hedges is one attempt of its retry
-// loop, its hedges sent within it; grpcotel's interceptor below grpcretry's
-// sees each copy and tells the instrumentation, which records gRFC A96's
-// grpc.client.call.hedges (never recorded before). The calls that are not
+// loop, its hedges sent within it; grpcretry tells the instrumentation of
+// each, which records gRFC A96's grpc.client.call.hedges. grpcotel's
+// interceptor below grpcretry's, as programs once had to install it, sees
+// each copy as well, and the hedge is counted once. The calls that are not
 // hedged record no hedges (a 0 is not reported), and every call records
 // grpc.client.call.retry_delay, 0 when it never waited.
 func TestGRPCHedges(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/internal/callinfo"
 	"github.com/retrykit/retry/otelretry/internal/hook"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -65,8 +66,9 @@ const (
 )
 
 // Unknown is the grpc.method and grpc.target of a call whose method or
-// target the instrumentation was not told (see package grpcotel), and the
-// grpc.method of a method that is not known in advance, as gRFC A66 has it.
+// target the instrumentation was not told (a call that is not a gRPC call
+// through grpcretry's interceptors), and the grpc.method of a method that is
+// not known in advance, as gRFC A66 has it.
 const Unknown = "other"
 
 // Outcomes, the values of retry.outcome.
@@ -135,8 +137,10 @@ func WithHTTPConventions() Option { return func(c *config) { c.http = true } }
 // grpc.client.call.transparent_retries, grpc.client.call.hedges and
 // grpc.client.call.retry_delay, each with A66's grpc.method and grpc.target.
 // A retry.Trace is not told a call's method or target, nor the hedges sent
-// within an attempt: install package grpcotel's interceptor below grpcretry's
-// to tell it (without it both attributes are Unknown and no hedge is seen).
+// within an attempt: grpcretry's interceptors, given the instrumentation's
+// Option (grpcretry.WithRetryOptions), tell it, for unary calls, hedged
+// calls and streams. The calls of a loop they do not run record both
+// attributes as Unknown.
 func WithGRPCConventions() Option { return func(c *config) { c.grpc = true } }
 
 // Instrumentation follows retry loops in OpenTelemetry traces and metrics.
@@ -336,15 +340,14 @@ func (in *Instrumentation) Close() error {
 	return in.reg.Unregister()
 }
 
-// attemptKey and callKey find an instrumentation's own state in a context:
-// each instrumentation has keys of its own, so that one never finds, and so
-// never ends or counts in, another's spans or calls (an instrumentation that
-// only counts, inside an attempt another traces, say). A key holds a single
-// pointer, which an interface holds without allocating.
-type (
-	attemptKey struct{ in *Instrumentation }
-	callKey    struct{ in *Instrumentation }
-)
+// attemptKey finds an instrumentation's own attempt spans in a context:
+// each instrumentation has a key of its own, so that one never finds, and so
+// never ends, another's spans (an instrumentation that only counts, inside
+// an attempt another traces, say). A key holds a single pointer, which an
+// interface holds without allocating. A call's state is found as the
+// nearest of the instrumentation's own among the context's callinfo sinks
+// (see callOf).
+type attemptKey struct{ in *Instrumentation }
 
 // attemptSpans are the spans of an attempt after the first.
 type attemptSpans struct {
@@ -365,10 +368,15 @@ func (in *Instrumentation) spansOf(ctx context.Context, n int) (*attemptSpans, b
 }
 
 // callOf returns the call's state, if CallStart made one (with the gRPC
-// conventions).
+// conventions): the nearest that is in's own, so that an instrumentation
+// never counts in another's calls.
 func (in *Instrumentation) callOf(ctx context.Context) *callState {
-	st, _ := ctx.Value(callKey{in}).(*callState)
-	return st
+	for s := callinfo.From(ctx); s != nil; s = s.Outer() {
+		if st, ok := s.(*callState); ok && st.in == in {
+			return st
+		}
+	}
+	return nil
 }
 
 // attemptStart gives each attempt after the first a span of its own, a child
@@ -603,18 +611,28 @@ func (in *Instrumentation) done(ctx context.Context, scope string, attempts int,
 }
 
 // callState is what the instrumentation keeps for one call, with the gRPC
-// conventions. The loop's hooks touch transparent and lastTransparent, one
-// at a time; package grpcotel's interceptor, on the goroutines of an
-// attempt's hedges, the rest.
+// conventions: the callinfo.Sink grpcretry tells of the call's method,
+// target and hedges. The loop's hooks touch transparent and
+// lastTransparent, one at a time; grpcretry (or package grpcotel's
+// interceptor), on the goroutines of an attempt's hedges, the rest.
 type callState struct {
+	in    *Instrumentation // whose state it is
+	outer callinfo.Sink    // the sink the call's context held before
+
 	transparent     int64 // the call's transparent retries so far
 	lastTransparent bool  // the retry about to be made is one
 
 	attempt atomic.Int64 // the attempt under way, 1 for the first
 	hedges  atomic.Int64 // copies of an attempt sent while it was in flight
 
+	// direct is set once grpcretry has told the call's method and target
+	// itself, before it first sends the call: what package grpcotel's
+	// interceptor, installed below it, then tells is the same, and is not
+	// counted again.
+	direct atomic.Bool
+
 	mu             sync.Mutex
-	told           bool // grpcotel's interceptor told method and target
+	told           bool // method and target were told
 	method, target string
 }
 
@@ -633,28 +651,48 @@ func (st *callState) rpc() (method, target string) {
 	return method, target
 }
 
-// callStart gives a call its state.
+// callStart gives a call its state, which grpcretry finds in the context
+// of each attempt.
 func (in *Instrumentation) callStart(ctx context.Context, _ string) context.Context {
-	return context.WithValue(ctx, callKey{in}, &callState{})
+	return callinfo.With(ctx, &callState{in: in, outer: callinfo.From(ctx)})
 }
 
-// sent is what package grpcotel's interceptor tells of each gRPC call it
-// sees in the context of an attempt of in's call: the call's method and
-// target (the first told win), and the number of attempts the call says came
-// before it (grpc-previous-rpc-attempts, 0 without one). A call that says
-// at least as many came before it as the loop's attempt number is a hedge:
-// grpcretry sends attempt n with n-1, and the hedges of an attempt with the
-// copies before them, which the loop does not count as attempts.
-func (in *Instrumentation) sent(ctx context.Context, method, target string, previous int) {
-	st := in.callOf(ctx)
-	if st == nil {
-		return
-	}
+// RPC is grpcretry telling the call's method ("" if not known in advance:
+// Unknown) and target, before each attempt.
+func (st *callState) RPC(method, target string) {
+	st.direct.Store(true)
+	st.tell(method, target)
+}
+
+// Hedge is grpcretry telling of a hedge it sent.
+func (st *callState) Hedge() { st.hedges.Add(1) }
+
+// Outer returns the sink the call's context held before its state.
+func (st *callState) Outer() callinfo.Sink { return st.outer }
+
+// tell records the call's method and target: the first told win.
+func (st *callState) tell(method, target string) {
 	st.mu.Lock()
 	if !st.told {
 		st.told, st.method, st.target = true, method, target
 	}
 	st.mu.Unlock()
+}
+
+// sent is what package grpcotel's interceptor tells of each gRPC call it
+// sees in the context of an attempt of in's call, unless grpcretry told the
+// call's state itself: the call's method and target, and the number of
+// attempts the call says came before it (grpc-previous-rpc-attempts, 0
+// without one). A call that says at least as many came before it as the
+// loop's attempt number is a hedge: grpcretry sends attempt n with n-1, and
+// the hedges of an attempt with the copies before them, which the loop does
+// not count as attempts.
+func (in *Instrumentation) sent(ctx context.Context, method, target string, previous int) {
+	st := in.callOf(ctx)
+	if st == nil || st.direct.Load() {
+		return
+	}
+	st.tell(method, target)
 	if n := st.attempt.Load(); n > 0 && int64(previous) >= n {
 		st.hedges.Add(1)
 	}

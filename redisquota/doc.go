@@ -35,8 +35,9 @@
 // most one round trip and usually none; a success never costs one.
 //
 // Every change to the shared state is one Lua script, run atomically by
-// Redis. The state is three keys sharing the hash tag {key}, so that a Redis
-// Cluster keeps them in one slot (Keys lists them): a hash with the pool's
+// Redis. The state is three keys sharing a hash tag, {key} for most keys,
+// so that a Redis Cluster keeps them in one slot (Keys lists them, and the
+// tag of a key that is empty or starts with '}'): a hash with the pool's
 // free tokens, the tokens leased out and the capacity; a hash with each
 // process's lease (its balance, and cumulative counts of the grants it was
 // given and the refunds it sent); and a sorted set of the leases' expiry

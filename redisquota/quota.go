@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -26,6 +27,14 @@ const (
 	DefaultKeyTTL        = 24 * time.Hour
 )
 
+// maxLeaseTTL bounds Options.LeaseTTL, well within what the arithmetic on
+// it (90 % of it, past the monotonic clock) can hold without overflowing.
+const maxLeaseTTL = 365 * 24 * time.Hour
+
+// errNilClient is the error of every call of a quota that New was given no
+// client for.
+var errNilClient = errors.New("redisquota: New was given a nil Redis client")
+
 // Options configure a Quota. The zero value of each field takes its default.
 type Options struct {
 	// Capacity is the most tokens the fleet's quota holds; 0 = 500, the
@@ -37,8 +46,9 @@ type Options struct {
 	// more tokens held away from the rest of the fleet: a process holds at
 	// most LeaseSize tokens, or one retry's cost if that is larger.
 	LeaseSize int
-	// LeaseTTL is how long a lease lives without being renewed; 0 = 10 s.
-	// Tokens leased by a process that dies come back to the fleet after it.
+	// LeaseTTL is how long a lease lives without being renewed; 0 = 10 s,
+	// and at most a year (a longer one is taken as a year). Tokens leased
+	// by a process that dies come back to the fleet after it.
 	LeaseTTL time.Duration
 	// FlushInterval is the longest time refunds wait before they are sent;
 	// 0 = 100 ms. They go sooner when LeaseSize of them have piled up.
@@ -142,6 +152,7 @@ type trip struct {
 	r      reply
 	err    error
 	bal    int64     // the lease reported
+	want   int64     // the balance asked for; -1 = the lease given back
 	rtotal int64     // the refunds reported
 	start  time.Time // when it was sent
 }
@@ -151,10 +162,15 @@ var _ retry.Quota = (*Quota)(nil)
 // New returns a Quota on key, shared by every process that calls New with
 // the same key on the same Redis, and starts its background goroutine; call
 // Close when done. The client may be a standalone, Sentinel (failover) or
-// Cluster client: the quota's keys share the hash tag {key}, so that they
-// live in one slot. New does not contact Redis.
+// Cluster client: the quota's keys share a hash tag (see Keys), so that they
+// live in one slot. New does not contact Redis. Given a nil client, it
+// returns a quota whose every call fails with an error saying so, and
+// which runs on its local fallback quota.
 func New(client redis.UniversalClient, key string, opts Options) *Quota {
 	opts = opts.withDefaults()
+	if v := reflect.ValueOf(client); !v.IsValid() || v.Kind() == reflect.Pointer && v.IsNil() {
+		return newQuota(func(context.Context, []string, ...any) (reply, error) { return reply{}, errNilClient }, key, opts)
+	}
 	// go-redis ignores a context's deadline unless the client was built
 	// with ContextTimeoutEnabled: by default a call to a Redis that does not
 	// answer (paused, stopped with SIGSTOP, a half-open connection) waits
@@ -207,10 +223,18 @@ func newQuota(run runner, key string, opts Options) *Quota {
 
 // Keys returns the Redis keys a quota on key uses: the pool (a hash), the
 // leases (a hash) and the leases' expiries (a sorted set). They share the
-// hash tag {key}, so a Redis Cluster keeps them in one slot.
+// hash tag {key}, so a Redis Cluster keeps them in one slot:
+// redisquota:{key}:pool and so on. Redis hashes a whole name when its first
+// braces hold nothing, which would put the three in slots of their own; so
+// a key that is empty or starts with '}' has names of another shape, with
+// the hash tag {=}: redisquota:={=}key:pool and so on.
 func Keys(key string) []string {
-	tag := "redisquota:{" + key + "}:"
-	return []string{tag + "pool", tag + "leases", tag + "expiry"}
+	prefix := "redisquota:{" + key + "}:"
+	if key == "" || key[0] == '}' {
+		// "redisquota:=" starts no other key's names.
+		prefix = "redisquota:={=}" + key + ":"
+	}
+	return []string{prefix + "pool", prefix + "leases", prefix + "expiry"}
 }
 
 func (o Options) withDefaults() Options {
@@ -223,6 +247,7 @@ func (o Options) withDefaults() Options {
 	if o.LeaseTTL <= 0 {
 		o.LeaseTTL = DefaultLeaseTTL
 	}
+	o.LeaseTTL = min(o.LeaseTTL, maxLeaseTTL)
 	if o.FlushInterval <= 0 {
 		o.FlushInterval = DefaultFlushInterval
 	}
@@ -360,13 +385,14 @@ func (q *Quota) Refund(n int) {
 	}
 }
 
-// Available returns the tokens the process can count on: its lease plus
-// the fleet's pool as last seen, or the local quota's while Redis is away.
+// Available returns the tokens the process can count on: its lease (less
+// any tokens it owes the pool, see the package documentation) plus the
+// fleet's pool as last seen, or the local quota's while Redis is away.
 func (q *Quota) Available() int {
 	if q.fallback.Load() {
 		return q.local.Available()
 	}
-	return int(q.lease.Load() + q.pool.Load())
+	return int(max(q.lease.Load()+q.pool.Load(), 0))
 }
 
 // RoundTrips returns how many calls the quota has made to Redis.
@@ -397,25 +423,38 @@ func (q *Quota) Sync(ctx context.Context) error {
 }
 
 // Close stops the background goroutine, sends the pending refunds and
-// returns the unspent lease to the fleet. It returns the error of that last
-// call, if any (the lease then comes back when it expires). After Close the
-// quota answers from its local fallback quota and never calls Redis, and no
-// goroutine of the quota is left. Call it once the strategies using the
-// quota are done.
+// returns the unspent lease to the fleet, with the tokens granted by a call
+// that a Take gave up on and that Redis answered late. It returns the error
+// of that last call, if any (the lease then comes back when it expires).
+// After Close the quota answers from its local fallback quota and never
+// calls Redis, and no goroutine of the quota is left. Call it once the
+// strategies using the quota are done.
 //
 // Close does not hang on a Redis that does not answer: it waits for the
 // background goroutine's call in progress, then for its own last call, each
 // for at most Options.Timeout, then for the goroutines of calls given up on,
 // which a *redis.Client ends within Timeout of their start (a Cluster or
-// Ring client at its ReadTimeout; see New). With a *redis.Client it returns
-// within about three Timeouts.
+// Ring client at its ReadTimeout; see New; if such a call is still
+// unanswered after Close's own wait, Close waits for it and gives its grant
+// back with one more call). With a *redis.Client it returns within about
+// three Timeouts.
 func (q *Quota) Close() error {
 	q.once.Do(func() {
 		close(q.done)
 		q.wg.Wait()
 		q.lock(nil)
 		q.closed.Store(true)
-		if !q.fallback.Load() || q.lease.Load() != 0 || q.refunds.Load() != q.rAck {
+		if q.pending != nil || !q.fallback.Load() || q.lease.Load() != 0 || q.refunds.Load() != q.rAck {
+			q.cerr = q.syncLocked(context.Background(), -1, 0)
+		}
+		if p := q.pending; p != nil && p.want >= 0 {
+			// A call given up on is still unanswered, and no lease was
+			// given back: its answer may yet grant tokens, leased to this
+			// process until LeaseTTL. Its goroutine ends within Timeout
+			// with a *redis.Client, at the client's ReadTimeout otherwise
+			// (Close waits for it in any case, below): take it in and give
+			// the lease back.
+			<-p.done
 			q.cerr = q.syncLocked(context.Background(), -1, 0)
 		}
 		q.fallback.Store(true)
@@ -560,7 +599,7 @@ func (q *Quota) syncLocked(parent context.Context, want, need int64) error {
 // deadlines ends the call then, even when its caller stopped waiting
 // sooner. Holding q.mu.
 func (q *Quota) start(ctx context.Context, want, need int64) *trip {
-	c := &trip{done: make(chan struct{}), bal: q.lease.Load(), rtotal: q.refunds.Load(), start: time.Now()}
+	c := &trip{done: make(chan struct{}), bal: q.lease.Load(), want: want, rtotal: q.refunds.Load(), start: time.Now()}
 	args := []any{q.id, q.opts.Capacity, c.bal, q.gAck, q.rAck, c.rtotal, want, need,
 		q.opts.LeaseTTL.Milliseconds(), q.opts.KeyTTL.Milliseconds()}
 	q.trips.Add(1)
@@ -644,8 +683,11 @@ func (q *Quota) failLocked(err error) error {
 	q.failures++
 	// Equal jitter: at least half the exponential step, so that a fleet
 	// cut off at once comes back spread out, never in lockstep.
-	step := q.opts.FlushInterval << min(q.failures-1, 16)
-	step = min(step, q.opts.ReconnectMax)
+	// The doubling stops at ReconnectMax before it can overflow.
+	step := q.opts.ReconnectMax
+	if n := min(q.failures-1, 16); q.opts.FlushInterval <= step>>n {
+		step = q.opts.FlushInterval << n
+	}
 	q.nextProbe = time.Now().Add(step/2 + time.Duration(q.opts.Rand()*float64(step/2)))
 	if !q.fallback.Load() && !q.closed.Load() {
 		q.fallback.Store(true)

@@ -299,3 +299,27 @@ func TestDeadProcessLease(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// TestNilClient: New with no client (nil, or a nil *redis.Client) must not
+// panic, now or at the first call: the quota says why every call fails and
+// runs on its local quota.
+func TestNilClient(t *testing.T) {
+	for name, c := range map[string]redis.UniversalClient{"nil": nil, "nil *redis.Client": (*redis.Client)(nil)} {
+		t.Run(name, func(t *testing.T) {
+			var l logs
+			q := redisquota.New(c, "nil-client", redisquota.Options{Capacity: 100, Logger: slog.New(&l)})
+			if !q.Take(14) || q.Shared() || q.Available() != 100-14 {
+				t.Errorf("Take with no client: Shared %v, Available %d; want a take from the local quota of 100", q.Shared(), q.Available())
+			}
+			if err := q.Sync(t.Context()); err == nil || !strings.Contains(err.Error(), "nil Redis client") {
+				t.Errorf("Sync with no client = %v, want an error saying the client is nil", err)
+			}
+			if err := q.Close(); err != nil && !strings.Contains(err.Error(), "nil Redis client") {
+				t.Errorf("Close with no client = %v", err)
+			}
+			if !strings.Contains(l.String(), "nil Redis client") {
+				t.Errorf("the log does not say the client is nil:\n%s", &l)
+			}
+		})
+	}
+}

@@ -140,7 +140,9 @@ func TestRedisRestart(t *testing.T) {
 
 // TestCluster runs a quota through a Redis Cluster client against a
 // one-node cluster on loopback: the three keys map to one slot, so the
-// script runs (a cross-slot script would fail with CROSSSLOT).
+// script runs (a cross-slot script would fail with CROSSSLOT). Keys whose
+// braces would hold nothing (empty, or starting with '}') too: Redis would
+// hash each whole name, into slots of their own.
 func TestCluster(t *testing.T) {
 	r := startRedis(t, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf")
 	ctx := t.Context()
@@ -158,31 +160,40 @@ func TestCluster(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	keys := redisquota.Keys("svc")
-	slot := admin.ClusterKeySlot(ctx, keys[0]).Val()
-	for _, k := range keys {
-		if s := admin.ClusterKeySlot(ctx, k).Val(); s != slot {
-			t.Errorf("key %s in slot %d, %s in slot %d", k, s, keys[0], slot)
-		}
-	}
-	if s := admin.ClusterKeySlot(ctx, "svc").Val(); s != slot {
-		t.Errorf("the keys are in slot %d, not that of the hash tag svc (%d)", slot, s)
+	if s, tag := admin.ClusterKeySlot(ctx, redisquota.Keys("svc")[0]).Val(), admin.ClusterKeySlot(ctx, "svc").Val(); s != tag {
+		t.Errorf("the keys of svc are in slot %d, not that of the hash tag svc (%d)", s, tag)
 	}
 	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{r.Addr}})
 	defer cc.Close()
-	q := redisquota.New(cc, "svc", redisquota.Options{Capacity: 100, LeaseSize: 20, Timeout: upTimeout})
-	if !q.Take(14) {
-		t.Fatal("Take through the cluster failed")
-	}
-	q.Refund(14)
-	if err := q.Sync(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := q.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if tokens, leased := pool(t, cc, "svc"); tokens != 100 || leased != 0 {
-		t.Errorf("pool through the cluster: %d free, %d leased; want 100, 0", tokens, leased)
+	names := map[string]string{}
+	for _, key := range []string{"svc", "", "}", "}svc", "=", "{}", "a}b"} {
+		t.Run(fmt.Sprintf("%q", key), func(t *testing.T) {
+			keys := redisquota.Keys(key)
+			slot := admin.ClusterKeySlot(ctx, keys[0]).Val()
+			for _, k := range keys {
+				if s := admin.ClusterKeySlot(ctx, k).Val(); s != slot {
+					t.Errorf("key %s in slot %d, %s in slot %d", k, s, keys[0], slot)
+				}
+				if other, ok := names[k]; ok {
+					t.Errorf("keys %q and %q share the name %s", other, key, k)
+				}
+				names[k] = key
+			}
+			q := redisquota.New(cc, key, redisquota.Options{Capacity: 100, LeaseSize: 20, Timeout: upTimeout, Logger: slog.New(&logs{})})
+			if !q.Take(14) || !q.Shared() {
+				t.Fatal("Take through the cluster failed")
+			}
+			q.Refund(14)
+			if err := q.Sync(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := q.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if tokens, leased := pool(t, cc, key); tokens != 100 || leased != 0 {
+				t.Errorf("pool through the cluster: %d free, %d leased; want 100, 0", tokens, leased)
+			}
+		})
 	}
 }
 

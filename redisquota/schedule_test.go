@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"math"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -240,6 +241,73 @@ func TestEmptyPool(t *testing.T) {
 		// 1 s of retries every 10 ms: about one call per FlushInterval.
 		if n := len(s.log()); n < 5 || n > 12 {
 			t.Errorf("%d calls in 1 s of 100 refused retries; want about 10", n)
+		}
+	})
+}
+
+// A LeaseTTL too long for the quota's arithmetic (90 % of it overflowed past
+// about 32 years, and every lease was past its deadline as soon as granted)
+// is taken as the longest it allows: a take from a fresh lease succeeds.
+func TestHugeLeaseTTL(t *testing.T) {
+	for _, ttl := range []time.Duration{40 * 365 * 24 * time.Hour, math.MaxInt64} {
+		synctest.Test(t, func(t *testing.T) {
+			s := &store{pool: 1000}
+			q := newQuota(s.run, "k", Options{Capacity: 1000, LeaseSize: 50, LeaseTTL: ttl, Logger: quiet()})
+			defer q.Close()
+			if !q.Take(14) || q.lease.Load() != 50-14 {
+				t.Errorf("LeaseTTL %v: Take from a granted lease failed (lease %d)", ttl, q.lease.Load())
+			}
+		})
+	}
+}
+
+// A FlushInterval so long that doubling it overflows (the backoff starts at
+// it and doubles per failure) must leave the reconnection backoff at
+// ReconnectMax, not turn it negative and retry Redis without pause.
+func TestHugeFlushIntervalBackoff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		var calls int
+		var mu sync.Mutex
+		run := func(context.Context, []string, ...any) (reply, error) {
+			mu.Lock()
+			calls++
+			n := calls
+			mu.Unlock()
+			if n > 100 {
+				<-release // the backoff broke: stop the storm, so that time passes
+			}
+			return reply{}, errDown
+		}
+		q := newQuota(run, "k", Options{Capacity: 1000, FlushInterval: 1 << 50, ReconnectMax: time.Hour,
+			Timeout: time.Hour, Logger: quiet()})
+		if !q.Take(14) || q.Shared() {
+			t.Fatal("Take with Redis down: want the fallback quota")
+		}
+		time.Sleep(24 * time.Hour)
+		mu.Lock()
+		n := calls
+		mu.Unlock()
+		// At least half of ReconnectMax between attempts.
+		if n > 50 {
+			t.Errorf("%d attempts to reach Redis in 24 h with ReconnectMax 1 h", n)
+		}
+		close(release)
+		q.Close()
+	})
+}
+
+// A lease below zero (tokens owed, see adjustLease) with an empty pool
+// leaves nothing to count on, not a negative count.
+func TestAvailableOwed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := &store{pool: 0}
+		q := newQuota(s.run, "k", Options{Capacity: 1000, Logger: quiet()})
+		defer q.Close()
+		q.lease.Store(-5)
+		q.pool.Store(0)
+		if got := q.Available(); got != 0 {
+			t.Errorf("Available = %d owing 5 to an empty pool, want 0", got)
 		}
 	})
 }

@@ -26,7 +26,46 @@
 //
 // Tx takes a *sql.DB (any driver whose errors have a SQLState() string
 // method: pgx's stdlib driver, lib/pq); PgxTx takes a *pgxpool.Pool or a
-// *pgx.Conn. Both follow the same rules:
+// *pgx.Conn. A whole program, with pgx's stdlib driver:
+//
+//	package main
+//
+//	import (
+//		"context"
+//		"database/sql"
+//		"log"
+//		"os"
+//		"time"
+//
+//		_ "github.com/jackc/pgx/v5/stdlib" // registers the driver "pgx"
+//		"github.com/retrykit/retry"
+//		"github.com/retrykit/retry/sqlretry"
+//	)
+//
+//	func main() {
+//		ctx := context.Background()
+//		db, err := sql.Open("pgx", os.Getenv("DATABASE_URL")) // postgres://user:password@host:5432/db
+//		if err != nil {
+//			log.Fatal(err)
+//		}
+//		defer db.Close()
+//		err = sqlretry.Tx(ctx, db, func(ctx context.Context, tx *sql.Tx) error {
+//			_, err := tx.ExecContext(ctx, "UPDATE accounts SET balance = balance - 10 WHERE id = 1")
+//			return err
+//		},
+//			sqlretry.WithTxOptions(&sql.TxOptions{Isolation: sql.LevelSerializable}),
+//			// Hooks are retry's: OnRetry(func(ctx, attempt, delay, err)) sees each run again.
+//			sqlretry.WithRetryOptions(retry.OnRetry(func(_ context.Context, attempt int, _ time.Duration, err error) {
+//				log.Printf("run %d conflicted: %v", attempt, err)
+//			})))
+//		if err != nil {
+//			log.Fatal(err)
+//		}
+//	}
+//
+// With pgx's own API, pool, err := pgxpool.New(ctx, dsn) and
+// sqlretry.PgxTx(ctx, pool, func(ctx context.Context, tx pgx.Tx) error { ... })
+// do the same (ExamplePgxTx). Both follow the same rules:
 //
 //   - A conflict (40001, 40P01), at BEGIN, in fn or at COMMIT, rolls the
 //     transaction back and runs all of it again, fn included, unless

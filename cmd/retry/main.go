@@ -14,38 +14,42 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"runtime/debug"
 	"syscall"
+
+	"github.com/retrykit/retry/cmd/retry/internal/cli"
+
+	"github.com/retrykit/retry/cmd/retry/internal/runcmd"
+
+	"github.com/retrykit/retry/cmd/retry/internal/httpcmd"
+
+	"github.com/retrykit/retry/cmd/retry/internal/simcmd"
 )
 
-// command is one subcommand: it parses args and returns the exit status.
+// command is one subcommand: run parses args and returns the exit status;
+// the first of signals cancels its context.
 type command struct {
 	summary string
-	run     func(ctx context.Context, args []string, stdio stdio) int
-}
-
-// stdio is where a command reads and writes, so that tests can capture it.
-type stdio struct {
-	in       io.Reader
-	out, err io.Writer
+	run     func(ctx context.Context, args []string, std cli.Stdio) int
+	signals []os.Signal
 }
 
 func commands() map[string]command {
+	stop := []os.Signal{os.Interrupt, syscall.SIGTERM}
 	return map[string]command{
-		"run":  {"run a command until it succeeds", runCommand},
-		"http": {"send an HTTP request, retried safely", httpCommand},
-		"sim":  {"simulate what retries do to a struggling server", simCommand},
+		"run":  {"run a command until it succeeds", runcmd.Run, cli.Interrupts},
+		"http": {"send an HTTP request, retried safely", httpcmd.Run, stop},
+		"sim":  {"simulate what retries do to a struggling server", simcmd.Run, stop},
 	}
 }
 
 func main() {
-	os.Exit(dispatch(os.Args[1:], stdio{os.Stdin, os.Stdout, os.Stderr}))
+	os.Exit(dispatch(os.Args[1:], cli.Stdio{In: os.Stdin, Out: os.Stdout, Err: os.Stderr}))
 }
 
-func dispatch(args []string, io stdio) int {
+func dispatch(args []string, std cli.Stdio) int {
 	cmds := commands()
 	if len(args) == 0 {
-		usage(io.err, cmds)
+		usage(std.Err, cmds)
 		return 2
 	}
 	if args[0] == "help" && len(args) == 2 {
@@ -55,16 +59,16 @@ func dispatch(args []string, io stdio) int {
 	}
 	switch args[0] {
 	case "-h", "-help", "--help", "help":
-		usage(io.out, cmds) // asked for: the usage is the output
+		usage(std.Out, cmds) // asked for: the usage is the output
 		return 0
 	case "-version", "--version", "version":
-		fmt.Fprintln(io.out, "retry", version())
+		fmt.Fprintln(std.Out, "retry", cli.Version())
 		return 0
 	}
 	cmd, ok := cmds[args[0]]
 	if !ok {
-		fmt.Fprintf(io.err, "retry: unknown command %q\n\n", args[0])
-		usage(io.err, cmds)
+		fmt.Fprintf(std.Err, "retry: unknown command %q\n\n", args[0])
+		usage(std.Err, cmds)
 		return 2
 	}
 	// The first SIGINT or SIGTERM, and for run SIGHUP and SIGQUIT too,
@@ -73,18 +77,14 @@ func dispatch(args []string, io stdio) int {
 	// it with the default action even if a command is slow to react (run
 	// passes that one on before it goes). A signal retry was started with
 	// ignored, as by nohup, stays ignored.
-	sigs := []os.Signal{os.Interrupt, syscall.SIGTERM}
-	if args[0] == "run" {
-		sigs = runSignals
-	}
 	ctx := context.Background()
-	if sigs = catchable(sigs...); len(sigs) > 0 { // NotifyContext with none would catch all
+	if sigs := cli.Catchable(cmd.signals...); len(sigs) > 0 { // NotifyContext with none would catch all
 		var stop context.CancelFunc
 		ctx, stop = signal.NotifyContext(ctx, sigs...)
 		defer stop()
 		context.AfterFunc(ctx, stop)
 	}
-	return cmd.run(ctx, args[1:], io)
+	return cmd.run(ctx, args[1:], std)
 }
 
 func usage(w io.Writer, cmds map[string]command) {
@@ -96,13 +96,4 @@ func usage(w io.Writer, cmds map[string]command) {
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, `Run "retry COMMAND -h" for a command's flags, "retry --version" for the version.`)
-}
-
-// version is the module version the binary was built from, as go install
-// records it; "(devel)" for a build in a work tree.
-func version() string {
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
-		return bi.Main.Version
-	}
-	return "(devel)"
 }

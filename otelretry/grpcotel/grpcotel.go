@@ -1,28 +1,33 @@
 // Package grpcotel tells an otelretry.Instrumentation made with
-// WithGRPCConventions what gRFC A96's per-call metrics need and a retry.Trace
-// is not told: each call's grpc.method and grpc.target (gRFC A66's
-// attributes, which A96 requires), and the hedges grpcretry sends within an
-// attempt (grpc.client.call.hedges). It is a package of its own so that
-// package otelretry does not bring gRPC into programs that do not use it.
+// WithGRPCConventions the grpc.method and grpc.target (gRFC A66's
+// attributes, which gRFC A96 requires) of gRPC calls made inside a retry
+// loop that grpcretry does not run: an application's own retry.Do around a
+// gRPC client without grpcretry's interceptors.
 //
-// Install its interceptor after grpcretry's, in the same chain, so that it
-// runs once per attempt and per hedge, in the attempt's context:
+// grpcretry's interceptors need no help: given the instrumentation's Option,
+// they tell it each call's method and target and each hedge themselves, for
+// unary calls, hedged calls and streams alike, and one interceptor gives
+// every A96 label:
 //
 //	inst := otelretry.New(otelretry.WithGRPCConventions())
 //	conn, err := grpc.NewClient(target, grpc.WithDisableRetry(),
-//		grpc.WithChainUnaryInterceptor(
-//			grpcretry.UnaryClientInterceptor(grpcretry.WithRetryOptions(inst.Option())),
-//			grpcotel.UnaryClientInterceptor(inst)))
+//		grpc.WithUnaryInterceptor(grpcretry.UnaryClientInterceptor(grpcretry.WithRetryOptions(inst.Option()))),
+//		grpc.WithStreamInterceptor(grpcretry.StreamClientInterceptor(grpcretry.WithRetryOptions(inst.Option()))))
 //
-// Installed before grpcretry's, it would see each call once, outside the
-// call's retry loop, and tell the instrumentation nothing. Without it the
-// instrumentation records grpc.method and grpc.target as otelretry.Unknown
-// and sees no hedge.
+// Programs that also chain this package's interceptor below grpcretry's, as
+// this package once asked, keep working: once grpcretry has told a call's
+// state, what this interceptor tells of the same call is not counted again.
 //
-// There is no stream interceptor: grpcretry opens a stream's first attempt
-// before the stream's retry loop starts, outside the context in which the
-// instrumentation keeps the call's state, so an interceptor below it would
-// see only the retries of a stream. Streams record Unknown.
+// For the calls of an application's own loop, install the interceptor on the
+// channel; the loop's attempts run in contexts that carry the call's state:
+//
+//	inst := otelretry.New(otelretry.WithGRPCConventions())
+//	conn, err := grpc.NewClient(target, grpc.WithUnaryInterceptor(grpcotel.UnaryClientInterceptor(inst)))
+//	...
+//	err = retry.Do(ctx, s, op, inst.Option()) // op calls through conn with the ctx it is given
+//
+// It sees no hedges there (only grpcretry hedges), and there is no stream
+// interceptor.
 //
 // grpc.method is the method without its leading slash
 // ("grpc.health.v1.Health/Check") when the call carries grpc.StaticMethod(),
@@ -30,7 +35,9 @@
 // ("other") otherwise, as gRFC A66 and grpc-go's own OpenTelemetry plugin
 // have it, so that arbitrary method names cannot grow the metrics without
 // bound. grpc.target is the channel's canonical target
-// (grpc.ClientConn.CanonicalTarget: "dns:///example.com:443").
+// (grpc.ClientConn.CanonicalTarget: "dns:///example.com:443"). It is a
+// package of its own so that package otelretry does not bring gRPC into
+// programs that do not use it.
 package grpcotel
 
 import (
@@ -46,7 +53,11 @@ import (
 )
 
 // UnaryClientInterceptor returns the interceptor that tells in of each unary
-// call's attempts and hedges. It changes nothing in the call. A nil in, or
+// call it sends in the context of an attempt of one of in's calls: its
+// method and target, and whether it is a hedge (its
+// grpc-previous-rpc-attempts header counts at least as many attempts before
+// it as the loop's attempt number), unless grpcretry told the call's state
+// itself. It changes nothing in the call. A nil in, or
 // one that records nothing, makes an interceptor that only calls on.
 func UnaryClientInterceptor(in *otelretry.Instrumentation) grpc.UnaryClientInterceptor {
 	if in == nil || in.Trace() == nil {

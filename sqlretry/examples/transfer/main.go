@@ -35,6 +35,11 @@ func main() {
 	flag.Parse()
 	if err := run(context.Background(), os.Stdout, *dsn, *workers, *transfers); err != nil {
 		fmt.Fprintln(os.Stderr, "transfer:", err)
+		if *dsn == "" {
+			// With no DSN, pgx tries libpq's defaults (a local socket, the
+			// user's name): say how to point it at a server instead.
+			fmt.Fprintln(os.Stderr, "transfer: no server found at libpq's defaults; give one with -dsn 'postgres://user:password@host:5432/db' or DATABASE_URL")
+		}
 		os.Exit(1)
 	}
 }

@@ -1,7 +1,0 @@
-//go:build !linux
-
-package main
-
-// becomeSubreaper does nothing where the kernel has no such thing (see
-// subreaper_linux.go): the init process waits for the orphans.
-func becomeSubreaper() {}
