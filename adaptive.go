@@ -3,66 +3,9 @@ package retry
 import (
 	"math"
 	"math/rand/v2"
-	"sync"
 	"sync/atomic"
 	"time"
 )
-
-// Defaults of AdaptiveOptions.
-const (
-	DefaultAdaptiveStreak     = 3
-	DefaultAdaptiveMultiplier = 2.0
-	DefaultAdaptiveWindow     = 10 * time.Second
-	DefaultAdaptiveMaxWait    = time.Second
-)
-
-// AdaptiveOptions configure an Adaptive strategy. The zero value is the
-// recommended configuration; each zero field takes its default.
-type AdaptiveOptions struct {
-	// StandardOptions are the attempts, backoffs, the cap on a service's
-	// Retry-After, the retry quota and an optional Budget, as for Standard.
-	// Unlike Standard, Adaptive takes retry tokens from a quota only if one
-	// is given (Bucket) or sized (Capacity): its failure streaks do the
-	// quota's work, and unlike a quota that costs 14 tokens a retry they
-	// keep retrying through a brownout that fails 30 % of attempts.
-	StandardOptions
-
-	// Streak is how many attempts in a row may fail in a scope before its
-	// retries stop, until an attempt in it succeeds. While retries in the
-	// scope are working (one succeeded within Window) it is 2·Streak+2,
-	// except after throttling errors. 0 = 3; negative = no limit.
-	Streak int
-	// Multiplier is K in the client-side throttling of the Google SRE
-	// book: when a scope's attempts over Window exceed K times those the
-	// service accepted, a retry is refused with probability
-	// (attempts − K·accepts) / (attempts + 1). 0 = 2; negative = off.
-	Multiplier float64
-	// Window is how long attempts and accepts count, and how recent a
-	// successful retry must be to relax the streak. 0 = 10 s.
-	Window time.Duration
-	// RetryTimeouts retries attempts that timed out whatever the evidence.
-	// By default a timeout is refused when the scope's evidence says the
-	// service is overloaded: see Adaptive.
-	RetryTimeouts bool
-
-	// MaxWait is the longest wait the send-rate limiter imposes on an
-	// attempt. 0 = 1 s.
-	MaxWait time.Duration
-	// MinRate is the send rate, in attempts per second per scope, that the
-	// limiter never goes below. 0 = 0.5, AWS's number.
-	MinRate float64
-	// Beta is what a throttle multiplies the send rate by; 0 = 0.7.
-	Beta float64
-	// Scale is how fast the send rate grows back after a throttle (the
-	// CUBIC curve's C); 0 = 0.4.
-	Scale float64
-
-	// Rand draws the probability of refusing a retry; nil = math/rand/v2.
-	Rand func() float64
-	// Now is the clock of the limiter and the windows; nil = time.Now.
-	// Simulations and tests set it.
-	Now func() time.Time
-}
 
 // Adaptive is the strategy to use when nothing else is known: it adapts to
 // the health of the service in every process on its own, so that a fleet of
@@ -71,109 +14,39 @@ type AdaptiveOptions struct {
 // brownout, one bad replica of many, one slow attempt. It is the default of
 // httpretry.Transport, of the Forrst client and of the gRPC interceptors.
 //
-// Per scope, it keeps four signals, each cheap enough for every request:
+// Per scope, a retry must pass four signals, and the quota and Budget if
+// the options give them (ErrBudgetExhausted, ErrNotRetryable or
+// ErrQuotaExhausted otherwise):
 //
-// Failure streaks. After 3 attempts in a row fail with no success between
-// them, the scope's retries stop until an attempt succeeds. A client that
-// was healthy and meets an outage thus retries its first failing request
-// and no other: 2 retries in all, whether it sends one request a second or
-// a thousand. While retries are working (one succeeded in the last 10 s) a
-// streak of 8 is allowed instead: a brownout that fails 30 % of attempts at
-// random is retried in full, because there retries are what succeeds.
-// Throttling errors never relax the streak: a retry the service refused for
-// load is no evidence that retrying helps.
+//   - Failure streaks: after Streak (3) attempts in a row fail, the scope's
+//     retries stop until an attempt succeeds; 2·Streak+2 while retries are
+//     working (one succeeded within Window), except after throttling.
+//   - Client-side throttling (Google SRE book): a retry is refused with
+//     probability (attempts − Multiplier·accepts)/(attempts + 1) over Window,
+//     once the window holds at least 10 attempts, and across scopes for a
+//     scope whose own window does not show it healthy.
+//   - Timeouts: an attempt that timed out is retried only when the scope's
+//     recent attempts show the rest of the service healthy (fewer than half
+//     timed out, and a recent success took at most 4 times the typical
+//     latency), or with RetryTimeouts.
+//   - A send-rate limiter (AWS's adaptive mode, on the CUBIC curve) that a
+//     throttle starts and that stops once the throttling is over: its wait,
+//     at most MaxWait, is the token's Delay, first attempts included; a
+//     retry that would wait that long is refused.
 //
-// Client-side throttling, after the Google SRE book. Over 10 s it counts
-// the attempts sent and those the service accepted; when attempts exceed
-// twice the accepts (and number at least 10: a window of a few attempts
-// says too little), a retry is refused with probability
-// (attempts − 2·accepts)/(attempts + 1). The counts are kept across
-// scopes too, of every scope whose own window does not show it healthy
-// (10 attempts or more, half of them accepted), and such a scope must pass
-// those as well, so that a failing service reached under many scope names
-// (one per host, say) cannot collect a fresh allowance under each, nor
-// borrow one from the successes of a healthy service beside it, while a
-// healthy service that shares the strategy with a failing one keeps its
-// retries.
-//
-// What counts. An answer that blames the client (gRPC NOT_FOUND, an HTTP
-// 404, a Forrst client error) shows a service at work: it counts as an
-// accepted attempt and ends the streak. A throttle and a timeout count as
-// failures, and so does a client fault the service said may be retried
-// (Info.Allowed, a 413 with a Retry-After): it did not take the request.
-// The caller's own cancellation, or its own deadline, counts as nothing:
-// it says nothing about the service. A deadline of the attempt's own
-// (AttemptTimeout, an http.Client's Timeout, a context.WithTimeout inside
-// the operation), met while the caller still waits, is the service's
-// timeout, however the operation marked it: Do tells the strategy so.
-//
-// Latency. About every 100 ms (every attempt, for a client that sends less
-// often), an attempt is timed, and the scope keeps the latest latency and
-// the typical latency of the probes before it, smoothed over the window.
-// This is what judges a timeout.
-//
-// Timeouts. An attempt that timed out is retried when the evidence shows the
-// rest of the service healthy, and not otherwise: fewer than half of the
-// window's attempts timed out (or it holds fewer than 10), and a success
-// was timed in the last window and took at most 4 times the typical
-// latency of those before it (more is a queue building at the server). One
-// black-holed or slow replica among ten times out a tenth of attempts while
-// the others answer in their usual time, and its retry, sent to another
-// replica, succeeds; an overloaded server makes every answer slower before
-// attempts start to time out, and a retry there doubles the work exactly
-// when the server can do least (why gRPC's retry design and Finagle do not
-// retry timeouts by default). A client that has timed no success in the
-// last window has no evidence either way (one that sends a request every
-// ten seconds cannot tell the onset of an overload from one bad replica),
-// and does not retry: a fleet of such clients would double an overloaded
-// server's load. RetryTimeouts retries timeouts whatever the evidence.
-//
-// A send-rate limiter, after AWS's adaptive retry mode: a token bucket
-// whose rate follows the CUBIC curve (beta 0.7, scale 0.4, send rate
-// measured over 0.5 s and smoothed 0.8, at least 0.5 attempts per second,
-// at most twice the measured rate). It starts unlimited; a throttling error
-// (HTTP 429, a throttling code) cuts the rate to 0.7 times what the client
-// was sending, measured over the last tenth of a second or two (between
-// the latency probes), so that a client younger than the window, or one
-// that just ramped up, is cut from its real rate and not from a fraction
-// of it; successes grow the rate back along the curve. Where it makes
-// an attempt wait, first attempts included, the wait is the token's Delay:
-// Do waits it, cancellably, and never past the context's deadline. Three
-// changes from the AWS SDKs: no wait exceeds MaxWait (1 s), since a wait
-// fixed at the rate of the worst moment would outlast the throttling and a
-// queue of them would leave in a burst; a retry that would wait that long
-// is refused instead (the client already sends more than the service
-// accepts, and first attempts have the better claim to what it does); and
-// once no throttle has been heard for twice the curve's recovery time (at
-// least 2 s) the limiter stops limiting, as the next attempt or answer
-// finds, where the AWS SDKs' limiter, once throttled, limits for the life
-// of the client.
-//
-// The service's explicit permission (Info.Allowed: a Retry-After, Forrst
-// retry guidance "allowed": true, a gRPC pushback) is honoured: it lifts
-// the refusal of a timeout. It lifts nothing else: streaks, client-side
-// throttling, the limiter, quotas and budgets still bound every retry.
-//
-// The windows and the limiter run on the monotonic clock: a wall clock
-// that steps back (an NTP correction) changes nothing.
-//
-// Why these. A ratio budget cannot tell an outage from a brownout, and a
-// token-bucket quota drains in both; what tells them apart is whether
-// retries succeed, which the streak reads from the first failures. The
-// same streak is what limits a client that sends one request a second,
-// where a quota of 500 tokens is 35 retries. A timeout rule that reads only
-// counts cannot tell a black-holed replica from the onset of overload, as
-// both show one timeout after many successes; the latency of those
-// successes can. The retry command's simulator (retry sim) measures each
-// choice, with one server and with ten replicas behind a load balancer; the
-// README has its tables.
+// An answer that blames the client counts as accepted; a throttle, a
+// timeout and a client fault the service said may be retried count as
+// failures; the caller's own cancellation or deadline counts as nothing. A
+// deadline of the attempt's own (AttemptTimeout, an http.Client's Timeout)
+// met while the caller waits is the service's timeout. The service's
+// explicit permission (Info.Allowed) lifts the refusal of a timeout and
+// nothing else. The windows and the limiter run on the monotonic clock.
 //
 // The first attempt is never refused, only delayed by the limiter. With
-// the defaults there is no token quota (see AdaptiveOptions.StandardOptions);
-// a Budget in the options bounds retries further. The success path reads no
-// clock while the limiter is not limiting and no latency probe is due (and,
-// once scopes other than "" are used, but once every ten successes of a
-// scope whose window does not show it healthy), and allocates nothing.
+// the defaults there is no token quota (see AdaptiveOptions.StandardOptions).
+// The success path allocates nothing and reads no clock while the limiter
+// is not limiting and no latency probe is due. docs/adaptive.md tells what
+// each signal reads and why these, with the simulator's measurements.
 //
 // An Adaptive is safe for concurrent use; one should be shared by every
 // caller of a service in a process. Its zero value uses the defaults;
@@ -200,95 +73,6 @@ func NewAdaptive(opts AdaptiveOptions) *Adaptive {
 	return &Adaptive{opts: opts}
 }
 
-// adaptiveScope is what an Adaptive keeps per scope. It is the Quota the
-// scope's tokens carry (its methods reach the scope's quota, if any), so
-// that a token leads back to its scope.
-type adaptiveScope struct {
-	bucket   TokenBucket // the scope's own quota, when it has one
-	quota    Quota       // the quota retries pay: &bucket, a shared one, or nil
-	outcomes outcomes
-	limiting atomic.Bool // the limiter is enabled: consult it on every attempt
-	mu       sync.Mutex  // guards limiter; never held while waiting
-	limiter  cubic
-	started  bool         // limiter has its clock
-	streak   atomic.Int64 // failed attempts since the last success
-	// alone: the scope's own window showed it healthy when last read (see
-	// healthy), so that it is judged by that alone and its attempts stay
-	// out of the strategy's counts of every scope, where a healthy
-	// service's successes would vouch for a failing one reached under
-	// other names.
-	alone    atomic.Bool
-	worked   atomic.Int64 // when a retry last succeeded, a reading of the strategy's clock
-	timeouts rolling      // attempts that timed out, over the window
-	latency  latency      // of successful attempts, probed
-}
-
-func (sc *adaptiveScope) init(cfg scopeConfig) {
-	if cfg.clock != nil {
-		sc.outcomes.placed.begin(cfg.clock.read(cfg.now))
-	}
-	switch {
-	case cfg.shared != nil:
-		sc.quota = cfg.shared
-	case cfg.capacity > 0:
-		sc.bucket.fill(cfg.capacity)
-		sc.quota = &sc.bucket
-	}
-}
-
-func (sc *adaptiveScope) idle() bool {
-	return !sc.limiting.Load() && sc.streak.Load() == 0 && (sc.quota != &sc.bucket || sc.bucket.idle())
-}
-
-func (sc *adaptiveScope) inherit(old any) {
-	o, ok := old.(*adaptiveScope)
-	if !ok {
-		return
-	}
-	sc.bucket.inherit(&o.bucket)
-	// The window's counts and the limiter go with the name's replacement:
-	// a drained, throttled scope dropped for room comes back no better.
-	o.mu.Lock()
-	sc.limiter, sc.started = o.limiter, o.started
-	o.mu.Unlock()
-	sc.limiting.Store(o.limiting.Load())
-	sc.streak.Store(o.streak.Load())
-	sc.alone.Store(o.alone.Load())
-	sc.worked.Store(o.worked.Load())
-	for i := range rollingSlots {
-		sc.timeouts.slots[i].Store(o.timeouts.slots[i].Load())
-	}
-	sc.outcomes.total.Store(o.outcomes.total.Load())
-	sc.outcomes.taken.Store(o.outcomes.taken.Load())
-	sc.outcomes.placed.at.Store(o.outcomes.placed.at.Load())
-	for i := range rollingSlots {
-		sc.outcomes.attempts.slots[i].Store(o.outcomes.attempts.slots[i].Load())
-		sc.outcomes.accepts.slots[i].Store(o.outcomes.accepts.slots[i].Load())
-	}
-}
-
-// Take, Refund and Available reach the scope's quota; a scope without one
-// takes anything.
-func (sc *adaptiveScope) Take(n int) bool {
-	if sc.quota == nil {
-		return true
-	}
-	return sc.quota.Take(n)
-}
-
-func (sc *adaptiveScope) Refund(n int) {
-	if sc.quota != nil {
-		refund(sc.quota, n)
-	}
-}
-
-func (sc *adaptiveScope) Available() int {
-	if sc.quota == nil {
-		return math.MaxInt
-	}
-	return sc.quota.Available()
-}
-
 // AcquireInitialToken returns the token for a request's first attempt. It
 // never fails; its Delay is the wait the send-rate limiter imposes, if it is
 // limiting.
@@ -296,22 +80,9 @@ func (a *Adaptive) AcquireInitialToken(scope string) (Token, error) {
 	return a.tokens.acquire(a, scope), nil
 }
 
-// local returns the state of the empty scope when it exists, is not
-// limiting, and nothing but the scope needs to hear of a success: the
-// common case, which Do serves without an interface call.
-func (a *Adaptive) local() *adaptiveScope {
-	if a.opts.Bucket != nil || a.opts.Budget != nil || a.opts.Capacity > 0 {
-		return nil
-	}
-	if b := a.scopes.unscoped.Load(); b != nil && !b.val.limiting.Load() && !b.val.latency.due.Load() {
-		return &b.val
-	}
-	return nil
-}
-
-// firstSucceeded is succeed for a first attempt in sc, a scope local
-// returned; succeed calls it too, for what every success does.
-func (a *Adaptive) firstSucceeded(sc *adaptiveScope) {
+// success counts a success in sc's signals: what every success does,
+// whatever it paid (see succeed).
+func (a *Adaptive) success(sc *adaptiveScope) {
 	if sc.streak.Load() != 0 {
 		sc.streak.Store(0)
 	}
@@ -319,7 +90,7 @@ func (a *Adaptive) firstSucceeded(sc *adaptiveScope) {
 	if full(total) {
 		sc.outcomes.count(a.now(), a.window())
 	}
-	sc.latency.succeeded(uint32(total))
+	sc.latency.sawSuccess(uint32(total))
 	if !a.scoped.Load() || sc.alone.Load() {
 		return
 	}
@@ -335,8 +106,12 @@ func (a *Adaptive) firstSucceeded(sc *adaptiveScope) {
 	}
 }
 
-func (a *Adaptive) quick(scope string) (Quota, bool) {
-	sc := a.quota(scope).(*adaptiveScope)
+func (a *Adaptive) quick() (Quota, bool) {
+	b := a.scopes.unscoped.Load()
+	if b == nil {
+		return nil, false
+	}
+	sc := &b.val
 	return sc, !sc.limiting.Load() && !sc.latency.due.Load()
 }
 
@@ -435,7 +210,7 @@ func (a *Adaptive) next(st state, err error) (state, error) {
 	switch {
 	case refused != nil:
 		return st, refused
-	case e.kind != failed:
+	case e.answer != answerFailed:
 		// A Safe answer of a client fault the service did not ask to have
 		// retried, or a Safe error of the caller's own context (which Do
 		// does not retry, but a loop of its own may ask about): the
@@ -486,189 +261,30 @@ var (
 	errTimeoutNotRetried = &refusal{ErrNotRetryable, "the attempt timed out and this scope's recent attempts do not show the service otherwise healthy (many time out, latency climbs, or no success was timed lately), so it may be overload (AdaptiveOptions.RetryTimeouts allows it)"}
 )
 
-// answer kinds, as Adaptive's signals count them.
-const (
-	failed   = iota // the service failed the attempt: a server fault, a throttle, a timeout
-	accepted        // the service answered, with a fault of the client's: it is working
-	ignored         // the caller gave up: nothing about the service
-)
-
-// evidence is what a scope's signals say after one failed attempt.
-type evidence struct {
-	kind              int
-	streak            int64   // failed attempts in a row, this one included
-	attempts, accepts float64 // the scope's window
-	timeouts          float64 // attempts in the scope's window that timed out
-	allAttempts       float64 // every scope's window, while other scopes exist
-	allAccepts        float64
-	all               bool // other scopes exist and this one is not judged alone: the all-scope counts apply
-}
-
-// observe counts a failed attempt in sc's signals as what it says about
-// the service, and returns what they say now.
-//
-// An answer that blames the client (gRPC NOT_FOUND, HTTP 404, a Forrst
-// client error) shows a service at work: it counts as an accepted attempt
-// and ends the scope's failure streak, or a scope where most calls look
-// things up that are not there would have its retries refused. A throttle
-// is no such answer, nor is a timeout: both are the service's load. Nor is
-// a client fault the service gave its permission to retry (Info.Allowed:
-// a 413 with a Retry-After, Forrst guidance "allowed": true): the service
-// asks for the request again, it did not take it, and counted as accepted
-// its answer would lift the streak and client-side throttling that the
-// permission never lifts. The caller's own cancellation, or its own
-// deadline, counts as nothing.
-func (a *Adaptive) observe(sc *adaptiveScope, now int64, info Info, err error) evidence {
-	var e evidence
-	w := a.window()
-	switch {
-	case info.Fault == FaultClient && !info.Throttle && !info.Timeout && !info.Allowed && !callerGaveUp(err):
-		e.kind = accepted
-		e.attempts, e.accepts = sc.outcomes.accept(now, w)
-		if e.all = a.scoped.Load() && !sc.judge(e.attempts, e.accepts); e.all {
-			e.allAttempts, e.allAccepts = a.all.accept(now, w)
-		}
-		if sc.streak.Load() != 0 {
-			sc.streak.Store(0)
-		}
-	case info.Fault != FaultServer && callerGaveUp(err):
-		e.kind = ignored
-		return e
-	default:
-		e.attempts, e.accepts = sc.outcomes.failure(now, w)
-		if e.all = a.scoped.Load() && !sc.judge(e.attempts, e.accepts); e.all {
-			e.allAttempts, e.allAccepts = a.all.failure(now, w)
-		}
-		e.streak = sc.streak.Add(1)
-		slot := slotOf(now, w)
-		if info.Timeout {
-			sc.timeouts.add(slot, milli)
-		}
-		e.timeouts = float64(sc.timeouts.sum(slot)) / milli
-	}
-	if info.Throttle || sc.limiting.Load() {
-		a.tell(sc, now, info.Throttle)
-	}
-	return e
-}
-
-// callerGaveUp reports whether err is a context's error that no one
-// classified otherwise: the caller cancelled, or its deadline passed. An
-// attempt that timed out while the caller waited (AttemptTimeout, or a
-// deadline of the operation's own, which Do's loop marks: see timing) is
-// no such error: the service did not answer in time.
-func callerGaveUp(err error) bool {
-	budget := maxVisits
-	if holds(err, &budget, func(err error) bool { _, ok := err.(*attemptTimeoutError); return ok }) {
-		return false
-	}
-	budget = maxVisits
-	return isContextError(err, &budget)
-}
-
-// overloaded reports whether sc's evidence fails to show that a timeout
-// there is one bad replica or one slow attempt rather than the service's
-// overload, which a retry would add to: at least half of a window of
-// attempts (minEvidence or more) timed out, or the latency of its
-// successful attempts is climbing, or there is no recent latency to judge
-// by. See Adaptive for why.
-func (a *Adaptive) overloaded(sc *adaptiveScope, e evidence, now int64) bool {
-	if e.attempts >= minEvidence && 2*e.timeouts >= e.attempts {
-		return true
-	}
-	return !sc.latency.healthy(now, a.window())
-}
-
-// throttledClient reports whether client-side throttling refuses a retry,
-// and sets e.all when it is the every-scope counts that do. Those apply
-// only to a scope that shows no health of its own (too few attempts to
-// judge, or too few accepted; observe set e.all for no other), and count
-// only such scopes: a failing service reached under many scope names
-// cannot collect a fresh allowance under each, nor borrow one from the
-// successes of a healthy service beside it, and yet one failing service
-// does not starve another, healthy one that shares the strategy.
-func (a *Adaptive) throttledClient(e *evidence) bool {
-	reject := a.rejection(e.attempts, e.accepts)
-	if e.all && reject == 0 {
-		reject = a.rejection(e.allAttempts, e.allAccepts)
-	} else {
-		e.all = false
-	}
-	return reject > 0 && a.rand() < reject
-}
-
-// streakTooLong reports whether a scope's failures in a row, streak, stop
-// its retries.
-func (a *Adaptive) streakTooLong(sc *adaptiveScope, streak int64, info Info, now int64) bool {
-	limit := int64(a.opts.Streak)
-	switch {
-	case limit < 0:
-		return false
-	case limit == 0:
-		limit = DefaultAdaptiveStreak
-	}
-	if last := sc.worked.Load(); !info.Throttle && last != 0 && now-last < int64(a.window()) {
-		limit = 2*limit + 2 // retries are working: a brownout, not an outage
-	}
-	return streak >= limit
-}
-
-// healthy reports whether a window of a scope's attempts and accepts shows
-// it healthy on its own: minEvidence attempts or more, half of them
-// accepted.
-func healthy(attempts, accepts float64) bool {
-	return attempts >= minEvidence && accepts*2 >= attempts
-}
-
-// judge records whether sc's window, attempts and accepts, shows it
-// healthy on its own, and reports it.
-func (sc *adaptiveScope) judge(attempts, accepts float64) bool {
-	h := healthy(attempts, accepts)
-	if sc.alone.Load() != h {
-		sc.alone.Store(h)
-	}
-	return h
-}
-
-// rejection is the client-side throttling probability of the Google SRE
-// book for a window's counts.
-func (a *Adaptive) rejection(attempts, accepts float64) float64 {
-	k := a.opts.Multiplier
-	switch {
-	case k == 0 || math.IsNaN(k) || math.IsInf(k, 0):
-		k = DefaultAdaptiveMultiplier
-	case k < 0:
-		return 0
-	}
-	if attempts < minEvidence {
-		// A window with a handful of attempts says little: the formula
-		// would refuse half the retries of a client whose very first
-		// request failed. The streak covers a cold start.
-		return 0
-	}
-	return max(0, (attempts-k*accepts)/(attempts+1))
-}
-
-// minEvidence is the attempts a window must hold before client-side
-// throttling judges the service by it.
-const minEvidence = 10
-
+// cost is what a retry after a failure classified as info takes from the
+// quota: nothing without one (see AdaptiveOptions.StandardOptions).
 func (a *Adaptive) cost(info Info) int {
 	if a.opts.Bucket == nil && a.opts.Capacity <= 0 {
 		return 0
 	}
-	retry := orDefault(a.opts.RetryCost, DefaultRetryCost)
-	switch {
-	case info.Throttle:
-		return orDefault(a.opts.ThrottleCost, DefaultThrottleCost)
-	case info.Timeout:
-		return orDefault(a.opts.TimeoutCost, retry)
-	}
-	return retry
+	return a.opts.StandardOptions.cost(info)
 }
 
 func (a *Adaptive) succeed(bucket Quota, retries, cost int, started int64) {
 	sc := bucket.(*adaptiveScope)
+	if retries == 0 && started == 0 && sc.quota == nil && a.opts.Budget == nil {
+		// The common case, first: nothing to refund.
+		a.success(sc)
+		if sc.limiting.Load() {
+			a.tell(sc, a.now(), false)
+		}
+		return
+	}
+	a.succeedSlow(sc, retries, cost, started)
+}
+
+// succeedSlow is succeed but for its common case.
+func (a *Adaptive) succeedSlow(sc *adaptiveScope, retries, cost int, started int64) {
 	if retries == 0 {
 		a.deposit()
 		sc.Refund(orDefault(a.opts.SuccessIncrement, 1))
@@ -676,7 +292,7 @@ func (a *Adaptive) succeed(bucket Quota, retries, cost int, started int64) {
 		sc.Refund(cost)
 		sc.worked.Store(a.now())
 	}
-	a.firstSucceeded(sc)
+	a.success(sc)
 	if started != 0 {
 		// After the success is counted: the probe's own attempt is then
 		// behind the mark that measures what the client sends next.
@@ -719,84 +335,6 @@ func (a *Adaptive) deposit() {
 	}
 }
 
-// tell updates sc's limiter with an answer at now, a throttle or not,
-// starts it limiting on a throttle, and stops it once the throttling has
-// been over for a while.
-func (a *Adaptive) tell(sc *adaptiveScope, now int64, throttled bool) {
-	t := seconds(now)
-	sc.mu.Lock()
-	defer sc.mu.Unlock()
-	a.startLimiter(sc, t)
-	if throttled && !sc.limiter.enabled {
-		// The limiter did not hear the successes while it was off: take
-		// what the client sent since the latency probes before last, a
-		// tenth of a second or two. The window's counts over the whole
-		// window would measure a client younger than the window, or one
-		// that just ramped up, at a fraction of its rate, and the cut
-		// would take it to a fraction of that. Without a probe yet, the
-		// window's attempts over the window.
-		rate, ok := sc.latency.sendRate(now, uint32(sc.outcomes.total.Load()>>32))
-		if !ok {
-			attempts, _ := sc.outcomes.count(now, a.window())
-			rate = attempts / a.window().Seconds()
-		}
-		sc.limiter.measured = rate
-	}
-	sc.limiter.update(t, throttled)
-	switch {
-	case sc.limiter.enabled && !sc.limiting.Load():
-		sc.limiting.Store(true)
-	case !throttled:
-		settle(sc, t)
-	}
-}
-
-// settle stops sc's limiter at t, a reading in seconds, if the throttling
-// has been over long enough, and reports whether it is off. Callers hold
-// sc.mu.
-func settle(sc *adaptiveScope, t float64) bool {
-	if sc.limiter.settled(t, quietSeconds) {
-		sc.limiter.enabled = false
-		sc.limiting.Store(false)
-	}
-	return !sc.limiter.enabled
-}
-
-// quietSeconds is the least time without a throttle after which the
-// limiter stops limiting.
-const quietSeconds = 2
-
-// reserve takes a limiter token for an attempt now and returns its wait,
-// and false if the limiter has stopped limiting instead: the throttling
-// has been over long enough, and no answer since has said so (a client
-// quiet since it was throttled would otherwise find it still limiting,
-// and its next burst would wait).
-func (a *Adaptive) reserve(sc *adaptiveScope) (time.Duration, bool) {
-	t := seconds(a.now())
-	limit := orDuration(a.opts.MaxWait, DefaultAdaptiveMaxWait)
-	sc.mu.Lock()
-	a.startLimiter(sc, t)
-	if settle(sc, t) {
-		sc.mu.Unlock()
-		return 0, false
-	}
-	wait := sc.limiter.reserve(t, limit.Seconds()) * float64(time.Second)
-	sc.mu.Unlock()
-	if wait >= float64(limit) {
-		// float64(limit) may round up past the largest Duration, and a
-		// conversion that overflows gives a negative one.
-		return limit, true
-	}
-	return time.Duration(wait), true
-}
-
-func (a *Adaptive) startLimiter(sc *adaptiveScope, t float64) {
-	if !sc.started {
-		sc.limiter.start(t, a.opts.MinRate, a.opts.Beta, a.opts.Scale)
-		sc.started = true
-	}
-}
-
 func (a *Adaptive) rand() float64 {
 	if a.opts.Rand != nil {
 		return a.opts.Rand()
@@ -806,10 +344,6 @@ func (a *Adaptive) rand() float64 {
 
 // now reads the strategy's clock (see clock): monotonic, in nanoseconds.
 func (a *Adaptive) now() int64 { return a.clock.read(a.opts.Now) }
-
-// seconds is a reading of the strategy's clock in seconds, the limiter's
-// unit.
-func seconds(t int64) float64 { return float64(t) / 1e9 }
 
 func (a *Adaptive) window() time.Duration { return orDuration(a.opts.Window, DefaultAdaptiveWindow) }
 

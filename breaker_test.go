@@ -218,25 +218,25 @@ func TestBreakerVerdict(t *testing.T) {
 		name string
 		ctx  context.Context
 		err  error
-		want int
+		want verdict
 	}{
-		{"server fault", ctx, errBrk500, failedAttempt},
-		{"unsafe server fault", ctx, WithInfo(errBrk500, Info{Safety: Unsafe, Fault: FaultServer}), failedAttempt},
-		{"timeout", ctx, errBrkTimeout, failedAttempt},
-		{"attempt timeout", ctx, &attemptTimeoutError{err: context.DeadlineExceeded}, failedAttempt},
-		{"attempt timeout, marked Transient", ctx, &attemptTimeoutError{err: Transient(context.DeadlineExceeded)}, failedAttempt},
-		{"the attempt's own deadline, marked Transient", ctx, &attemptTimeoutError{err: Transient(context.DeadlineExceeded), own: true}, failedAttempt},
-		{"the caller's deadline, marked Transient", ctx, Transient(context.DeadlineExceeded), neither},
-		{"refused connection", ctx, dial, failedAttempt},
-		{"transient", ctx, Transient(errors.New("x")), failedAttempt},
-		{"client fault", ctx, errBrk404, neither},
-		{"throttle", ctx, errBrk429, neither},
-		{"canceled", ctx, context.Canceled, neither},
-		{"unclassified", ctx, errors.New("x"), neither},
-		{"caller gave up", done, errBrk500, neither},
+		{"server fault", ctx, errBrk500, verdictFailure},
+		{"unsafe server fault", ctx, WithInfo(errBrk500, Info{Safety: Unsafe, Fault: FaultServer}), verdictFailure},
+		{"timeout", ctx, errBrkTimeout, verdictFailure},
+		{"attempt timeout", ctx, &attemptTimeoutError{err: context.DeadlineExceeded}, verdictFailure},
+		{"attempt timeout, marked Transient", ctx, &attemptTimeoutError{err: Transient(context.DeadlineExceeded)}, verdictFailure},
+		{"the attempt's own deadline, marked Transient", ctx, &attemptTimeoutError{err: Transient(context.DeadlineExceeded), own: true}, verdictFailure},
+		{"the caller's deadline, marked Transient", ctx, Transient(context.DeadlineExceeded), verdictNone},
+		{"refused connection", ctx, dial, verdictFailure},
+		{"transient", ctx, Transient(errors.New("x")), verdictFailure},
+		{"client fault", ctx, errBrk404, verdictNone},
+		{"throttle", ctx, errBrk429, verdictNone},
+		{"canceled", ctx, context.Canceled, verdictNone},
+		{"unclassified", ctx, errors.New("x"), verdictNone},
+		{"caller gave up", done, errBrk500, verdictNone},
 	}
 	for _, tt := range tests {
-		if got := verdict(tt.ctx, tt.err); got != tt.want {
+		if got := verdictOf(tt.ctx, tt.err); got != tt.want {
 			t.Errorf("%s: verdict %d, want %d", tt.name, got, tt.want)
 		}
 	}
@@ -266,12 +266,12 @@ func TestBreakerRefusesFirstAttempt(t *testing.T) {
 	if Classify(err).Retryable() {
 		t.Error("a refusal classifies as retryable: an outer loop would retry it")
 	}
-	// Without a strategy: one attempt, consulted the same.
-	if err := Do(context.Background(), nil, func(context.Context) error {
+	// Without a first token from the strategy: one attempt, consulted the same.
+	if err := Do(context.Background(), &outsider{acquire: errNoFirstToken}, func(context.Context) error {
 		t.Fatal("called")
 		return nil
 	}, WithBreaker(k.b)); !errors.Is(err, ErrCircuitOpen) {
-		t.Fatalf("nil strategy: %v, want ErrCircuitOpen", err)
+		t.Fatalf("no first token: %v, want ErrCircuitOpen", err)
 	}
 }
 
@@ -1267,7 +1267,7 @@ func TestBreakerWindowSpread(t *testing.T) {
 	k := newBrk(t, BreakerOptions{MinAttempts: 1})
 	a := k.b.at("")
 	for range 40 { // 40 successes over 20 s, placed together at the end
-		a.succeeded(0)
+		a.reportSuccess(0)
 		k.clock.Advance(500 * time.Millisecond)
 	}
 	now := k.b.now()
@@ -1443,8 +1443,9 @@ func TestWithTicket(t *testing.T) {
 		}
 	})
 	t.Run("a stale attempt is no probe", func(t *testing.T) {
-		// No strategy (nil) makes one attempt outside the loop's own.
-		for _, s := range []Strategy{&No{}, nil} {
+		// A strategy that grants no first token makes one attempt outside
+		// the loop's own.
+		for _, s := range []Strategy{&No{}, &outsider{acquire: errNoFirstToken}} {
 			k := newBrk(t, BreakerOptions{})
 			tk, _ := k.b.Allow("")
 			open(k)

@@ -5,6 +5,8 @@ import (
 	"net"
 	"strconv"
 	"time"
+
+	"github.com/retrykit/retry/internal/errchain"
 )
 
 // Safety says whether repeating a failed request is safe.
@@ -106,15 +108,6 @@ func (i Info) Retryable() bool {
 // infoer is the method an error implements to classify itself.
 type infoer interface{ RetryInfo() Info }
 
-// maxVisits bounds how many errors one walk over a chain visits, so that a
-// cyclic chain, or a tree of errors.Join with exponentially many paths,
-// cannot hang Classify.
-const maxVisits = 256
-
-// cutShort is the budget a walk leaves when it stopped with errors unvisited.
-// It differs from 0, which a walk of exactly maxVisits errors leaves.
-const cutShort = -1
-
 // Classify reports what err says about retrying it.
 //
 // It looks for a RetryInfo method in err's chain, following Unwrap() error and
@@ -134,7 +127,7 @@ const cutShort = -1
 // worth retrying with Transient, Throttled or RetryAfter, or give them a
 // RetryInfo method.
 //
-// Classify visits at most 256 errors of a chain or tree. If it has to stop
+// Classify visits at most 256 errors of a chain or tree (errchain.Limit). If it has to stop
 // before the end (a cycle, a very deep chain, a very wide join), the part it
 // did not see may hold a Permanent mark, so its answer is never more
 // permissive than that: what it saw, merged as above, but Unsafe. An outer
@@ -145,21 +138,20 @@ func Classify(err error) Info {
 	if err == nil {
 		return Info{}
 	}
-	budget := maxVisits
-	info, ok := find(err, &budget)
-	if budget == cutShort {
+	var w errchain.Walk
+	info, ok := find(err, &w)
+	if w.CutShort() {
 		info.Safety = Unsafe
 		return info
 	}
 	if ok {
 		return info
 	}
-	budget = maxVisits
-	if isContextError(err, &budget) {
+	caller, ne, dial := stdlibErrors(err)
+	switch {
+	case caller:
 		return Info{Safety: Unsafe, Fault: FaultClient}
-	}
-	budget = maxVisits
-	if ne, dial := netError(err, &budget); ne != nil {
+	case ne != nil:
 		var info Info
 		if ne.Timeout() {
 			info = Info{Timeout: true, Fault: FaultServer}
@@ -172,102 +164,74 @@ func Classify(err error) Info {
 	return Info{}
 }
 
-// netError finds the first net.Error in err's chain, and reports whether a
+// stdlibErrors walks err's chain once for what the standard library says:
+// whether it holds context.Canceled or context.DeadlineExceeded (caller),
+// which wins over the rest, else its first net.Error and whether a
 // *net.OpError for a dial is anywhere in it (an *url.Error, itself a
-// net.Error, wraps one when an HTTP client cannot connect). It walks the chain
-// itself because errors.As would allocate on every unclassified error.
-func netError(err error, budget *int) (first net.Error, dial bool) {
-	for err != nil && *budget > 0 {
-		*budget--
+// net.Error, wraps one when an HTTP client cannot connect). It walks the
+// chain itself because errors.As would allocate on every unclassified error.
+func stdlibErrors(err error) (caller bool, first net.Error, dial bool) {
+	var w errchain.Walk
+	caller = w.Find(err, func(err error) bool {
+		if is(err, context.Canceled) || is(err, context.DeadlineExceeded) {
+			return true
+		}
 		if oe, ok := err.(*net.OpError); ok && oe.Op == "dial" {
-			if first == nil {
-				first = oe
-			}
-			return first, true
+			dial = true
 		}
 		if x, ok := err.(net.Error); ok && first == nil {
 			first = x
 		}
-		switch u := err.(type) {
-		case interface{ Unwrap() error }:
-			err = u.Unwrap()
-		case interface{ Unwrap() []error }:
-			for _, e := range u.Unwrap() {
-				ne, d := netError(e, budget)
-				if first == nil {
-					first = ne
-				}
-				if d {
-					return first, true
-				}
-			}
-			return first, false
-		default:
-			return first, false
-		}
-	}
-	return first, false
+		return false
+	})
+	return caller, first, dial
 }
 
-// find walks err's chain for RetryInfo methods. It sets *budget to cutShort
-// if it ran out before the end.
-func find(err error, budget *int) (Info, bool) {
-	for err != nil && *budget > 0 {
-		*budget--
-		if e, ok := err.(*Error); ok {
+// find walks err's chain for RetryInfo methods, within what is left of w,
+// which it cuts short if it ran out before the end. An error with one
+// hides what it wraps; the branches of a join that have one are merged.
+func find(err error, w *errchain.Walk) (merged Info, found bool) {
+	w.Each(err, func(err error) errchain.Step {
+		var info Info
+		switch e := err.(type) {
+		case *Error:
 			// Error.RetryInfo would start a new walk; continue this one, so
 			// that an Error wrapping itself cannot recurse without bound.
-			info, ok := find(e.Err, budget)
-			if e.Reason == ErrOuterLoop {
-				return info, ok // one attempt, its failure left to this caller
+			var ok bool
+			info, ok = find(e.Err, w)
+			if e.Reason != ErrOuterLoop {
+				info.Safety, ok = Unsafe, true
+			} // else one attempt, its failure left to this caller
+			if !ok {
+				return errchain.Skip
 			}
-			info.Safety = Unsafe
-			return info, true
-		}
-		if x, ok := err.(infoer); ok {
-			return x.RetryInfo(), true
-		}
-		switch u := err.(type) {
-		case interface{ Unwrap() error }:
-			err = u.Unwrap()
-		case interface{ Unwrap() []error }:
-			var (
-				merged Info
-				found  bool
-			)
-			for _, e := range u.Unwrap() {
-				info, ok := find(e, budget)
-				if !ok {
-					continue
-				}
-				if found {
-					merged = merge(merged, info)
-				} else {
-					merged, found = info, true
-				}
-			}
-			return merged, found
+		case infoer:
+			info = e.RetryInfo()
 		default:
-			return Info{}, false
+			return errchain.Descend
 		}
-	}
-	if err != nil {
-		*budget = cutShort
-	}
-	return Info{}, false
+		if found {
+			merged = merge(merged, info)
+		} else {
+			merged, found = info, true
+		}
+		return errchain.Skip
+	})
+	return merged, found
 }
 
 // isContextError reports whether err's chain holds context.Canceled or
 // context.DeadlineExceeded. It is errors.Is with a bounded walk.
-func isContextError(err error, budget *int) bool {
-	return holds(err, budget, func(err error) bool { return is(err, context.Canceled) || is(err, context.DeadlineExceeded) })
+func isContextError(err error) bool {
+	var w errchain.Walk
+	return w.Find(err, func(err error) bool { return is(err, context.Canceled) || is(err, context.DeadlineExceeded) })
 }
 
-// isDeadline reports whether err's chain, within maxVisits errors, holds
-// context.DeadlineExceeded.
+// isDeadline reports whether err's chain, within errchain.Limit errors,
+// holds context.DeadlineExceeded.
 func isDeadline(err error) bool {
-	budget := maxVisits
-	return holds(err, &budget, func(err error) bool { return is(err, context.DeadlineExceeded) })
+	var w errchain.Walk
+	return w.Find(err, func(err error) bool { return is(err, context.DeadlineExceeded) })
 }
 
 // is reports whether err itself, not its chain, is target.
@@ -277,31 +241,6 @@ func is(err, target error) bool {
 	}
 	x, ok := err.(interface{ Is(error) bool })
 	return ok && x.Is(target)
-}
-
-// holds reports whether match holds for an error of err's chain, visiting
-// at most *budget errors: errors.Is and errors.As with a bounded walk.
-func holds(err error, budget *int, match func(error) bool) bool {
-	for err != nil && *budget > 0 {
-		*budget--
-		if match(err) {
-			return true
-		}
-		switch u := err.(type) {
-		case interface{ Unwrap() error }:
-			err = u.Unwrap()
-		case interface{ Unwrap() []error }:
-			for _, e := range u.Unwrap() {
-				if holds(e, budget, match) {
-					return true
-				}
-			}
-			return false
-		default:
-			return false
-		}
-	}
-	return false
 }
 
 // merge combines two classifications cautiously.

@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/retrykit/retry/internal/errchain"
 )
 
 // ctInfoErr is an error that classifies itself with a RetryInfo method.
@@ -541,7 +543,7 @@ func TestClassifyCutShortIsNeverRetryable(t *testing.T) {
 		t.Errorf("throttle then cut: Classify = %+v, want Unsafe with Throttle", got)
 	}
 	// A complete walk is not affected: a tree of exactly the budget is walked to the end.
-	exact := make([]error, maxVisits-1)
+	exact := make([]error, errchain.Limit-1)
 	for i := range exact {
 		exact[i] = errTransient
 	}

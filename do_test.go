@@ -150,11 +150,43 @@ func TestDoAcquireFailsMakesOneAttempt(t *testing.T) {
 	if c.calls() != 1 || !errors.As(err, &re) || re.Attempts != 1 || !errors.Is(err, refusal) || !errors.Is(err, errBoom) {
 		t.Fatalf("failure: calls = %d, err = %v", c.calls(), err)
 	}
-	// A nil strategy behaves the same: one attempt.
-	c = failing(5, errTransient)
-	err = Do(context.Background(), nil, c.op)
-	if c.calls() != 1 || !errors.Is(err, ErrMaxAttempts) {
-		t.Fatalf("nil strategy: calls = %d, err = %v", c.calls(), err)
+}
+
+// errNoFirstToken is the refusal of a strategy that grants no first token.
+var errNoFirstToken = errors.New("no first token")
+
+// TestDoNilStrategyIsRefused: a nil strategy is refused, no attempt made,
+// with ErrNilStrategy, whose text says what to pass; the hooks hear of it
+// and a ticket's probe place is freed, as for a nil operation.
+func TestDoNilStrategyIsRefused(t *testing.T) {
+	b := NewBreaker(BreakerOptions{})
+	for _, path := range []string{"Do", "Do with options", "DoValue"} {
+		calls, gaveUp := 0, 0
+		op := func(context.Context) error { calls++; return nil }
+		var err error
+		switch path {
+		case "Do":
+			err = Do(context.Background(), nil, op)
+		case "Do with options":
+			tk, _ := b.Allow("")
+			err = Do(context.Background(), nil, op, Scope("svc"), WithBreaker(b), WithTicket(tk),
+				OnGiveUp(func(context.Context, *Error) { gaveUp++ }))
+			if gaveUp != 1 {
+				t.Errorf("%s: OnGiveUp called %d times, want 1", path, gaveUp)
+			}
+		case "DoValue":
+			_, err = DoValue(context.Background(), nil, func(ctx context.Context) (int, error) { return 1, op(ctx) })
+		}
+		var e *Error
+		if calls != 0 || !errors.As(err, &e) || e.Attempts != 0 || e.Reason != ErrNilStrategy || !errors.Is(err, ErrNilStrategy) {
+			t.Fatalf("%s: %d calls, %v; want no attempt and ErrNilStrategy", path, calls, err)
+		}
+		if !strings.Contains(err.Error(), "retry.No") || !strings.Contains(err.Error(), "NewAdaptive") {
+			t.Errorf("%s: %q does not say what to pass", path, err)
+		}
+		if Classify(err).Retryable() {
+			t.Errorf("%s: the refusal classifies as retryable", path)
+		}
 	}
 }
 
@@ -627,10 +659,10 @@ func TestNilContextIsBackground(t *testing.T) {
 
 // TestCallerGaveUpReasonWithoutStrategy: a caller whose context is done
 // gets the context's error as the Reason, whether its one attempt was
-// made under No or under no strategy (nil), with a ticket or without.
+// made under No or without a first token, with a ticket or without.
 func TestCallerGaveUpReasonWithoutStrategy(t *testing.T) {
 	b := NewBreaker(BreakerOptions{})
-	for _, s := range []Strategy{&No{}, nil} {
+	for _, s := range []Strategy{&No{}, &outsider{acquire: errNoFirstToken}} {
 		for _, ticketed := range []bool{false, true} {
 			ctx, cancel := context.WithCancel(context.Background())
 			opts := []Option{WithBreaker(b)}

@@ -24,8 +24,8 @@
 // *Error that wraps the operation's last error and the reason it stopped
 // (ErrMaxAttempts, ErrBudgetExhausted, ErrQuotaExhausted, ErrNotRetryable,
 // ErrRetryAfterTooLong, ErrDeadline, ErrOuterLoop, ErrNilOperation,
-// ErrInvalidToken, ErrCircuitOpen, or the context's error), so errors.Is
-// finds either. The doc of Error says when each is given.
+// ErrNilStrategy, ErrInvalidToken, ErrCircuitOpen, or the context's error),
+// so errors.Is finds either. The doc of Error says when each is given.
 //
 // # Deciding whether: classification
 //
@@ -116,27 +116,42 @@
 //
 // Retries that nest multiply: three attempts, each through a client that
 // makes three, are nine at the bottom. So Do and DoValue, when they may
-// retry, mark the context they hand their operation for each attempt, and an
-// integration that
-// finds the mark (CallerRetries) makes one attempt for a failure the caller
-// will judge anyway (an answer that says the service is failing), gives up
-// with ErrOuterLoop, and keeps its retries for the failures the caller cannot
-// see (a refused connection, a reset). The failure then goes to the caller's
+// retry, mark the context they hand their operation for each attempt (other
+// loops use WithCallerRetries), and an integration that finds the mark
+// (CallerRetries) makes one attempt for a failure the caller will judge
+// anyway (an answer that says the service is failing), gives up with
+// ErrOuterLoop, and keeps its retries for the failures the caller cannot see
+// (a refused connection, a reset). The failure then goes to the caller's
 // loop: an *Error with that reason classifies as its failure, and if the
 // operation returns an error of its own that says nothing about retrying
 // (fmt.Errorf("status %d"), say), the loop takes it as the failure it was
-// left, with that failure's hints. Any other *Error is Unsafe, so a loop
-// around a loop never retries a failure the inner loop retried already. An
-// application's loop around a retrying http.Client therefore sends a service
-// that always fails as many requests as the loop makes attempts, not their
-// product. Each attempt has a mark of its own, which ends with it: work the
-// attempt leaves running no longer sees it once the attempt has ended. A
-// failure left to an attempt is what the loop reports too: its hooks, its
-// Trace and its *Error get the operation's error classified as that failure.
-// The server side of httpretry (Handler), the forrst Server and grpcretry's
-// server interceptors mark a request that says it is a retry, so
-// that a service's own calls leave to its caller what the caller retries.
-// Unmarked, and the integrations' Independent settings, opt out.
+// left, with that failure's hints; an error that classifies itself
+// (Permanent, a cancelled context) keeps its own. So an operation that falls
+// back to a second call after a first one was left to it, and fails there
+// with an error it did not classify, is retried as the first call's failure
+// would be: mark such errors Permanent. Any other *Error is Unsafe, so a
+// loop around a loop never retries a failure the inner loop retried already.
+// An application's loop around a retrying http.Client therefore sends a
+// service that always fails as many requests as the loop makes attempts, not
+// their product.
+//
+// A loop that cannot retry, or does not mark (one attempt, No, Unmarked), is
+// transparent to the rule: the client inside it found the caller's mark, not
+// this loop's, so when that client leaves a failure to the caller, this loop
+// gives up with ErrOuterLoop too, and the failure reaches the caller that
+// retries it rather than ending as an outcome nobody may retry.
+//
+// Each attempt has a mark of its own, which ends with the attempt (returned
+// or panicked): work the attempt leaves running (a background task on a
+// derived context) then sees neither it nor the marks of the loops around
+// it, and what that work leaves reaches no loop. The loop's hooks, which run
+// between attempts, see the marks of the loops around it. A failure left to
+// an attempt is what the loop reports too: its hooks, its Trace and its
+// *Error get the operation's error classified as that failure. The server
+// side of httpretry (Handler), the forrst Server and grpcretry's server
+// interceptors mark a request that says it is a retry (the Retry-Attempt
+// header), so that a service's own calls leave to its caller what the caller
+// retries. Unmarked, and the integrations' Independent settings, opt out.
 //
 // The success path allocates nothing but the mark, one 32-byte block that
 // marks up to four attempts of a call (none with Unmarked): tokens are

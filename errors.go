@@ -29,6 +29,11 @@ var (
 	// was made. It is the Reason of the *Error they return, instead of a panic
 	// deep inside the loop.
 	ErrNilOperation = errors.New("retry: nil operation")
+	// ErrNilStrategy: Do or DoValue was given a nil Strategy, so no attempt
+	// was made: a call that silently made one attempt would hide a strategy
+	// never set, and a fresh Adaptive per call would have no health to go
+	// by. Its text says what to pass.
+	ErrNilStrategy = errors.New("retry: nil strategy: pass one, such as a retry.NewAdaptive shared by the calls to a service, or &retry.No{} for one attempt")
 )
 
 // Refusals with their details fixed in advance, so that refusing costs no
@@ -103,8 +108,9 @@ func (e *RetryAfterError) Is(target error) bool { return target == ErrRetryAfter
 // the message says which); ErrQuotaExhausted (a *QuotaError); ErrNotRetryable
 // (also a timeout Adaptive judged a sign of overload); ErrRetryAfterTooLong (a
 // *RetryAfterError); ErrDeadline; ErrOuterLoop (left to the caller's retries);
-// ErrNilOperation; ErrInvalidToken; ErrCircuitOpen (a Breaker refused the
-// next attempt, or the first: then Attempts is 0); or the context's error.
+// ErrNilOperation; ErrNilStrategy (no attempt: pass a strategy); ErrInvalidToken;
+// ErrCircuitOpen (a Breaker refused the next attempt, or the first: then
+// Attempts is 0); or the context's error.
 //
 // An Error classifies itself as Unsafe, so that a retry loop around another one
 // does not multiply the attempts: retry at one layer only. One whose Reason is

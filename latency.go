@@ -63,11 +63,11 @@ const (
 	maxStride = 1024
 )
 
-// succeeded is told of every success, with the accept count the success
+// sawSuccess is told of every success, with the accept count the success
 // brought the scope's outcomes to; it raises due when a probe is owed.
 // Counts wrap, so the comparison is of their difference: once next is
 // passed, every success raises due until an attempt takes the probe.
-func (l *latency) succeeded(count uint32) {
+func (l *latency) sawSuccess(count uint32) {
 	if int32(count-l.next.Load()) >= 0 && !l.due.Load() {
 		l.due.Store(true)
 	}

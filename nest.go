@@ -6,49 +6,6 @@ import (
 	"sync/atomic"
 )
 
-// Retry at one layer only. Retries that nest multiply: a caller that makes
-// three attempts, each of which goes through a client that makes three, sends
-// nine requests to a service that is down. So a loop that may retry marks
-// the context of each attempt it hands its operation (Do and DoValue do so
-// unless told Unmarked; other code uses WithCallerRetries), and an
-// integration that finds the mark (CallerRetries) keeps its own retries for
-// the failures its caller cannot see or judge, such as a connection refused
-// or reset before any answer, and makes one attempt for a failure its caller
-// will judge anyway, such as an answer that says the service is failing. It
-// then gives up with ErrOuterLoop, and the caller's loop classifies that
-// *Error as the failure itself, so it retries it with its own backoff and
-// quota.
-//
-// An integration that gives up with ErrOuterLoop also tells the attempt whose
-// mark it found, so that the failure is not lost when the operation turns it
-// into an error of its own: when the attempt fails with an error that says
-// nothing about retrying (Classify gives the zero Info, as for an
-// errors.New("status 503")), the loop judges it as the failure it was left,
-// with that failure's classification and hints. An error that classifies
-// itself (Permanent, a cancelled context) keeps its own. The hooks, the Trace
-// and the *Error of the loop then get the operation's error classified as
-// the failure it was left (its text; errors.Is and errors.As reach it), so
-// that they agree with what the loop did. So an operation that
-// falls back to a second call after a first one was left to it, and fails
-// there with an error it did not classify, is retried as the first call's
-// failure would be: mark such errors Permanent.
-//
-// A loop that cannot retry, or does not mark (one attempt, No, Unmarked), is
-// transparent to the rule: the client inside it found the caller's mark, not
-// this loop's, so when that client leaves a failure to the caller, this loop
-// gives up with ErrOuterLoop too, and the failure reaches the caller that
-// retries it rather than ending as an outcome nobody may retry.
-//
-// Each attempt has a mark of its own, which ends with the attempt (returned or
-// panicked): from then on, work the attempt leaves running (a background task
-// on a derived context) sees neither it nor the marks of the loops around it,
-// and what that work leaves reaches no loop. The loop's own hooks, which run between attempts, see the
-// marks of the loops around it.
-//
-// The server side of package httpretry and package forrst mark a request that
-// says it is a retry (the Retry-Attempt header), so that the service's own
-// outgoing calls leave to the caller what it retries.
-
 // ErrOuterLoop is the reason an integration gave up after one attempt because
 // its caller retries the failure (see CallerRetries): the failure is left to
 // the caller's loop, which retries it or not as its own rules say.
@@ -57,7 +14,8 @@ var ErrOuterLoop = errors.New("retry: left to the caller's retries")
 // CallerRetries reports whether the nearest mark on ctx, put there by a loop
 // (Do, DoValue) on an attempt's context or by WithCallerRetries, has not
 // ended: the caller will retry a failure of the work, so the work should not
-// retry it too. A nil ctx carries no mark.
+// retry it too. A nil ctx carries no mark. The package documentation,
+// "Retry at one layer", tells the rule.
 func CallerRetries(ctx context.Context) bool {
 	if ctx == nil {
 		return false
@@ -150,8 +108,11 @@ type (
 )
 
 func (m *mark1) Value(key any) any { return (*markBlock)(m).value(key, m) }
+
 func (m *mark2) Value(key any) any { return (*markBlock)(m).value(key, m) }
+
 func (m *mark3) Value(key any) any { return (*markBlock)(m).value(key, m) }
+
 func (m *mark4) Value(key any) any { return (*markBlock)(m).value(key, m) }
 
 // at returns the context of the block's attempt n.
@@ -241,8 +202,8 @@ func (k *marker) mark(ctx context.Context) (*markBlock, uint32) {
 }
 
 // began notes b, the block of the call's first attempt, so that the attempts
-// after it share it. The shortcuts that make a first attempt before the loop
-// call it only if the attempt failed: a success stores nothing.
+// after it share it. The fast path, which makes a first attempt before the
+// loop, calls it only if the attempt failed: a success stores nothing.
 func (k *marker) began(b *markBlock) { k.b, k.used = b, 1 }
 
 // next is mark for an attempt after the first.
@@ -272,22 +233,6 @@ func (k *marker) block(ctx context.Context) *markBlock {
 	k.spare = k.spare[1:]
 	b.Context = ctx
 	return b
-}
-
-// attempt runs a call's first attempt, with ctx marked for the attempt if k
-// marks, and returns what an inner loop left to the attempt.
-func attempt[T any](ctx context.Context, k *marker, op func(context.Context) (T, error)) (T, error, *Info) {
-	if k.batch == 0 {
-		v, err := op(ctx)
-		return v, err, nil
-	}
-	b := &markBlock{Context: ctx}
-	defer b.end(1) // when op returns, or panics
-	v, err := op((*mark1)(b))
-	if err != nil {
-		k.began(b)
-	}
-	return v, err, b.leftTo(1)
 }
 
 // leave tells the attempt whose mark is nearest on ctx, if it has not ended,
@@ -330,6 +275,8 @@ type leftError struct {
 	info Info
 }
 
-func (e *leftError) Error() string   { return e.err.Error() }
-func (e *leftError) Unwrap() error   { return e.err }
+func (e *leftError) Error() string { return e.err.Error() }
+
+func (e *leftError) Unwrap() error { return e.err }
+
 func (e *leftError) RetryInfo() Info { return e.info }

@@ -126,9 +126,9 @@ func TestDoMarksItsOperation(t *testing.T) {
 		return nil
 	}
 	for name, err := range map[string]error{
-		"No":       Do(ctx, &No{}, marked),
-		"nil":      Do(ctx, nil, marked),
-		"Unmarked": Do(ctx, &Simple{}, marked, Unmarked()),
+		"No":             Do(ctx, &No{}, marked),
+		"no first token": Do(ctx, &outsider{acquire: errNoFirstToken}, marked),
+		"Unmarked":       Do(ctx, &Simple{}, marked, Unmarked()),
 		"DoValue Unmarked": func() error {
 			_, err := DoValue(ctx, &Simple{}, func(ctx context.Context) (int, error) { return 0, marked(ctx) }, Unmarked())
 			return err
@@ -434,7 +434,7 @@ func TestLeftFailureCrossesALoopThatCannotRetry(t *testing.T) {
 		}
 		return nil
 	})
-	for name, middle := range map[string]Strategy{"No": &No{}, "one attempt": &Simple{MaxAttempts: 1}, "nil": nil} {
+	for name, middle := range map[string]Strategy{"No": &No{}, "one attempt": &Simple{MaxAttempts: 1}, "no first token": &outsider{acquire: errNoFirstToken}} {
 		t.Run(name, func(t *testing.T) {
 			outer, bottom := 0, 0
 			err := Do(context.Background(), &Simple{Backoff: Constant(0)}, func(ctx context.Context) error {

@@ -12,17 +12,17 @@ import (
 // nothing: a call whose options are all zero takes the same path as one
 // with none.
 type Option struct {
-	kind     optionKind
-	duration time.Duration
-	scope    string
-	failed   func(ctx context.Context, attempt int, err error)
-	trace    *Trace
-	vet      func(ctx context.Context, attempt int, err error) error
-	retrying func(ctx context.Context, attempt int, delay time.Duration, err error)
-	gaveUp   func(ctx context.Context, err *Error)
-	logger   *slog.Logger
-	breaker  *Breaker
-	ticket   BreakerTicket
+	kind            optionKind
+	duration        time.Duration
+	scope           string
+	onAttemptFailed func(ctx context.Context, attempt int, err error)
+	trace           *Trace
+	vet             func(ctx context.Context, attempt int, err error) error
+	retrying        func(ctx context.Context, attempt int, delay time.Duration, err error)
+	gaveUp          func(ctx context.Context, err *Error)
+	logger          *slog.Logger
+	breaker         *Breaker
+	ticket          BreakerTicket
 }
 
 type optionKind uint8
@@ -55,7 +55,7 @@ func (o *Option) inert() bool {
 	case optAttemptTimeout, optMaxElapsed:
 		return o.duration <= 0
 	case optOnAttemptFailed:
-		return o.failed == nil
+		return o.onAttemptFailed == nil
 	case optTrace:
 		return o.trace == nil
 	case optBeforeRetry:
@@ -72,21 +72,21 @@ func (o *Option) inert() bool {
 
 // config is the loop's settings after its options are applied.
 type config struct {
-	scope          string
-	attemptTimeout time.Duration
-	maxElapsed     time.Duration
-	longPoll       bool
-	failed         func(ctx context.Context, attempt int, err error)
-	trace          *Trace
-	waited         time.Duration // the call's waits between attempts so far, for the Trace
-	vet            func(ctx context.Context, attempt int, err error) error
-	retrying       func(ctx context.Context, attempt int, delay time.Duration, err error)
-	gaveUp         func(ctx context.Context, err *Error)
-	logger         *slog.Logger
-	marker         // the marks of the attempts' contexts, if the loop marks them
-	breaker        *Breaker
-	ticket         BreakerTicket // WithTicket's: the first attempt's leave, if ticketed
-	ticketed       bool          // a copy, not a pointer into opts, which would make every call's opts escape
+	scope           string
+	attemptTimeout  time.Duration
+	maxElapsed      time.Duration
+	longPoll        bool
+	onAttemptFailed func(ctx context.Context, attempt int, err error)
+	trace           *Trace
+	waited          time.Duration // the call's waits between attempts so far, for the Trace
+	vet             func(ctx context.Context, attempt int, err error) error
+	retrying        func(ctx context.Context, attempt int, delay time.Duration, err error)
+	gaveUp          func(ctx context.Context, err *Error)
+	logger          *slog.Logger
+	marker          // the marks of the attempts' contexts, if the loop marks them
+	breaker         *Breaker
+	ticket          BreakerTicket // WithTicket's: the first attempt's leave, if ticketed
+	ticketed        bool          // a copy, not a pointer into opts, which would make every call's opts escape
 }
 
 // apply sets c from opts.
@@ -104,7 +104,7 @@ func (c *config) apply(opts []Option) {
 		case optLongPoll:
 			c.longPoll = true
 		case optOnAttemptFailed:
-			c.failed = both(c.failed, o.failed)
+			c.onAttemptFailed = both(c.onAttemptFailed, o.onAttemptFailed)
 		case optTrace:
 			c.trace = c.trace.then(o.trace)
 		case optBeforeRetry:
@@ -175,7 +175,7 @@ func LongPoll() Option { return Option{kind: optLongPoll} }
 // OnAttemptFailed calls f after every failed attempt, the last one included,
 // with the attempt's number (1 for the first) and its error.
 func OnAttemptFailed(f func(ctx context.Context, attempt int, err error)) Option {
-	return Option{kind: optOnAttemptFailed, failed: f}
+	return Option{kind: optOnAttemptFailed, onAttemptFailed: f}
 }
 
 // BeforeRetry calls f after a failed attempt, before the strategy is asked

@@ -325,7 +325,7 @@ func TestInertOptionsApplyAfterTheFirstAttempt(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				s := NewStandard(StandardOptions{Backoff: Constant(3 * time.Second)})
 				_ = Do(context.Background(), s, succeed) // the strategy's own quota exists
-				b := s.local()
+				b, _ := s.quota("").(*TokenBucket)
 				if b == nil || !b.Take(b.Available()) {
 					t.Fatal("could not drain the quota")
 				}

@@ -106,7 +106,15 @@ func (s *Standard) release(st state) {
 
 func (s *Standard) begin(scope string) state { return state{bucket: s.quota(scope), scope: scope} }
 
-func (s *Standard) quick(scope string) (Quota, bool) { return s.quota(scope), true }
+func (s *Standard) quick() (Quota, bool) {
+	if q := s.opts.Bucket; q != nil {
+		return q, true
+	}
+	if b := s.scopes.unscoped.Load(); b != nil {
+		return &b.val, true
+	}
+	return nil, false
+}
 
 func (s *Standard) quota(scope string) Quota {
 	if s.opts.Bucket != nil {
@@ -127,7 +135,7 @@ func (s *Standard) next(st state, err error) (state, error) {
 	if refused != nil {
 		return st, refused
 	}
-	cost := s.cost(info)
+	cost := s.opts.cost(info)
 	if !st.bucket.Take(cost) {
 		return st, &QuotaError{Scope: st.scope, Cost: cost, Available: st.bucket.Available(), Delay: delay}
 	}
@@ -156,6 +164,15 @@ func (s *Standard) succeed(bucket Quota, retries, cost int, _ int64) {
 	bucket.Refund(n)
 }
 
+// quiet reports whether the success of a first attempt paid from q
+// records nothing: q is a full bucket, and no Budget counts requests. The
+// fast path (see fastPath) asks before it calls succeed: most successes
+// are such.
+func (s *Standard) quiet(q Quota) bool {
+	b, ok := q.(*TokenBucket)
+	return ok && s.opts.Budget == nil && b.full()
+}
+
 // Available returns the tokens left in scope's quota: in the shared Bucket if
 // one was given, else in the scope's own bucket (full if the scope is unused).
 func (s *Standard) Available(scope string) int {
@@ -172,14 +189,15 @@ func (s *Standard) policy() policy {
 	return newPolicy(s.opts.MaxAttempts, s.opts.Backoff, s.opts.ThrottleBackoff, s.opts.MaxRetryAfter)
 }
 
-// cost is what a retry after a failure classified as info takes from the quota.
-func (s *Standard) cost(info Info) int {
-	retry := orDefault(s.opts.RetryCost, DefaultRetryCost)
+// cost is what a retry after a failure classified as info takes from the
+// quota, for Standard and for an Adaptive with a quota.
+func (o *StandardOptions) cost(info Info) int {
+	retry := orDefault(o.RetryCost, DefaultRetryCost)
 	switch {
 	case info.Throttle:
-		return orDefault(s.opts.ThrottleCost, DefaultThrottleCost)
+		return orDefault(o.ThrottleCost, DefaultThrottleCost)
 	case info.Timeout:
-		return orDefault(s.opts.TimeoutCost, retry)
+		return orDefault(o.TimeoutCost, retry)
 	}
 	return retry
 }
@@ -190,23 +208,4 @@ func orDefault(v, def int) int {
 		return def
 	}
 	return v
-}
-
-// local returns the bucket of the empty scope when the strategy has no
-// shared quota and the scope exists: the common case, which Do serves
-// without an interface call.
-func (s *Standard) local() *TokenBucket {
-	if s.opts.Bucket != nil || s.opts.Budget != nil {
-		return nil // succeed handles these
-	}
-	if b := s.scopes.unscoped.Load(); b != nil {
-		return &b.val
-	}
-	return nil
-}
-
-// firstSucceeded is succeed for a first attempt paid from b, a bucket of
-// the strategy's own.
-func (s *Standard) firstSucceeded(b *TokenBucket) {
-	b.Refund(orDefault(s.opts.SuccessIncrement, 1))
 }

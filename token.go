@@ -36,42 +36,6 @@ func (t Token) Delay() time.Duration { return t.st.delay }
 // Value returns the state a strategy stored with NewToken.
 func (t Token) Value() any { return t.value }
 
-// state is what this package's strategies know about one request.
-type state struct {
-	retries int           // attempts made before the next one
-	delay   time.Duration // wait before the next attempt
-	cost    int           // tokens paid to the quota for the next attempt
-	bucket  Quota         // the quota this request pays into; nil for none
-	scope   string
-	limited bool  // the attempt holds a token of an Adaptive's send-rate limiter
-	started int64 // when the attempt began, if an Adaptive times it (a clock reading); 0 = not timed
-}
-
-// engine is implemented by this package's strategies. Their Strategy methods
-// wrap it in single-use tokens; Do drives it directly with the request's
-// state on its own stack, where no token can be reused, so that the path
-// where nothing fails costs a few nanoseconds.
-type engine interface {
-	// begin returns the state of a request's first attempt in scope: the
-	// quota that pays for its retries, and any wait before it.
-	begin(scope string) state
-	// quick returns the quota of scope and true if a request's first
-	// attempt may go at once, without begin: the success path, where even
-	// returning a state costs more than the rest.
-	quick(scope string) (Quota, bool)
-	// next decides on a retry after err and, if granted, returns the state
-	// of the next attempt. (States pass by value: a pointer handed to an
-	// interface method would move the loop's state to the heap.)
-	next(st state, err error) (state, error)
-	// succeed records that the attempt st is for succeeded. It takes the
-	// fields it needs rather than the state: copying a state that was just
-	// written field by field stalls the CPU (store forwarding fails) for
-	// longer than the whole success path takes otherwise.
-	succeed(bucket Quota, retries, cost int, started int64)
-	// release takes back a granted attempt that will not be made.
-	release(st state)
-}
-
 // issuer hands out single-use tokens without allocating. Each request borrows
 // a cell from a pool; the cell's generation advances every time a token is
 // spent, so a stale copy of a token, even one whose cell has since been

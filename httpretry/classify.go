@@ -13,6 +13,7 @@ import (
 	"syscall"
 
 	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/internal/errchain"
 )
 
 // Kind says how an attempt failed.
@@ -246,32 +247,11 @@ func h2StreamKind(code uint32) (Kind, bool, bool) {
 //     each use, so no value or type of it can be matched; its text is the
 //     same in golang.org/x/net/http2, whose client the bundled one is.
 func textKind(err error) (kind Kind, ok bool) {
-	budget := 64 // errors visited at most: a hostile tree cannot make this slow
-	var walk func(error) bool
-	walk = func(e error) bool {
-		for e != nil && budget > 0 {
-			budget--
-			if k, found := messageKind(e.Error()); found {
-				kind, ok = k, true
-				return true
-			}
-			switch u := e.(type) {
-			case interface{ Unwrap() error }:
-				e = u.Unwrap()
-			case interface{ Unwrap() []error }:
-				for _, c := range u.Unwrap() {
-					if walk(c) {
-						return true
-					}
-				}
-				return false
-			default:
-				return false
-			}
-		}
-		return false
-	}
-	walk(err)
+	var w errchain.Walk // a hostile tree cannot make this slow
+	w.Find(err, func(e error) bool {
+		kind, ok = messageKind(e.Error())
+		return ok
+	})
 	return kind, ok
 }
 

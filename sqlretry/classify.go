@@ -6,6 +6,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/internal/errchain"
 )
 
 // stage is where in a run of a transaction an error happened.
@@ -221,24 +222,23 @@ func (f found) conflict() bool {
 		(f.code == serializationFailure || f.code == deadlockDetected)
 }
 
-// maxVisits bounds a walk, so that a cyclic chain cannot hang it.
-const maxVisits = 256
-
 // inspect walks err's chain, depth first, for a SQLSTATE, noting a failed
 // COMMIT on the way, and stopping at a mark (a RetryInfo method other than
 // this package's own) or a loop's give-up.
 func inspect(err error) found {
-	var f found
-	budget := maxVisits
-	walk(err, &f, &budget)
+	var (
+		f found
+		w errchain.Walk // bounded: a cyclic chain cannot hang it
+	)
+	walk(err, &f, &w)
 	return f
 }
 
-// walk visits err and its chain; it reports whether it found what ends the
-// walk.
-func walk(err error, f *found, budget *int) bool {
-	for err != nil && *budget > 0 {
-		*budget--
+// walk visits err and its chain within what is left of w; it reports
+// whether it found what ends the walk.
+func walk(err error, f *found, w *errchain.Walk) bool {
+	var visit func(error) errchain.Step
+	visit = func(err error) errchain.Step {
 		if err == pgx.ErrTxCommitRollback {
 			f.rolledBack = true
 		}
@@ -254,45 +254,33 @@ func walk(err error, f *found, budget *int) bool {
 			f.foreign = f.foreign || e.foreign
 			f.begin = f.begin || e.stage == stageBegin
 			f.aborted = f.aborted || e.aborted
-			err = e.err
-			continue
 		case *InDoubtError:
 			f.inDoubt = true
-			err = e.Err
-			continue
 		case *retry.Error:
 			if e.Reason == retry.ErrOuterLoop {
-				err = e.Err // one attempt, its failure left to this loop
-				continue
+				// One attempt, its failure left to this loop: its Err
+				// alone, not its Reason.
+				if w.Each(e.Err, visit) {
+					return errchain.Stop
+				}
+				return errchain.Skip
 			}
 			// The give-up of a loop: Unsafe, whatever it wraps.
 			info := retry.Classify(e)
 			f.mark = &info
-			return true
+			return errchain.Stop
 		case sqlStater:
 			f.code = e.SQLState()
 			f.relayed = relayed(e)
-			return true
+			return errchain.Stop
 		case interface{ RetryInfo() retry.Info }:
 			info := e.RetryInfo()
 			f.mark = &info
-			return true
+			return errchain.Stop
 		}
-		switch u := err.(type) {
-		case interface{ Unwrap() error }:
-			err = u.Unwrap()
-		case interface{ Unwrap() []error }:
-			for _, e := range u.Unwrap() {
-				if walk(e, f, budget) {
-					return true
-				}
-			}
-			return false
-		default:
-			return false
-		}
+		return errchain.Descend // *txError and *InDoubtError wrap what they say
 	}
-	return false
+	return w.Each(err, visit)
 }
 
 // relayed reports whether the server reported e on behalf of a remote server

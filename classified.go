@@ -2,15 +2,16 @@ package retry
 
 import "time"
 
-// marked is an error with a classification attached by one of the helpers.
-type marked struct {
+// classified is an error with a classification attached by one of the helpers
+// (WithInfo, Permanent, Transient, Throttled, RetryAfter).
+type classified struct {
 	err  error
 	info Info
 }
 
-func (m *marked) Error() string   { return m.err.Error() }
-func (m *marked) Unwrap() error   { return m.err }
-func (m *marked) RetryInfo() Info { return m.info }
+func (m *classified) Error() string   { return m.err.Error() }
+func (m *classified) Unwrap() error   { return m.err }
+func (m *classified) RetryInfo() Info { return m.info }
 
 // WithInfo returns an error that wraps err and classifies as info, whatever
 // err itself says. It returns nil if err is nil.
@@ -18,7 +19,7 @@ func WithInfo(err error, info Info) error {
 	if err == nil {
 		return nil
 	}
-	return &marked{err: err, info: info}
+	return &classified{err: err, info: info}
 }
 
 // Permanent marks err as never to be retried (Unsafe). The rest of err's
@@ -29,7 +30,7 @@ func Permanent(err error) error {
 	}
 	info := Classify(err)
 	info.Safety = Unsafe
-	return &marked{err: err, info: info}
+	return &classified{err: err, info: info}
 }
 
 // Transient marks err as safe to retry: the failure is expected to pass and
@@ -41,7 +42,7 @@ func Transient(err error) error {
 	}
 	info := Classify(err)
 	info.Safety = Safe
-	return &marked{err: err, info: info}
+	return &classified{err: err, info: info}
 }
 
 // Throttled marks err as a throttling error that is safe to retry: the service
@@ -54,7 +55,7 @@ func Throttled(err error) error {
 	info := Classify(err)
 	info.Safety = Safe
 	info.Throttle = true
-	return &marked{err: err, info: info}
+	return &classified{err: err, info: info}
 }
 
 // RetryAfter marks err as safe to retry no sooner than d from now, as a
@@ -68,5 +69,5 @@ func RetryAfter(err error, d time.Duration) error {
 	info := Classify(err)
 	info.Safety = Safe
 	info.RetryAfter = max(d, 0)
-	return &marked{err: err, info: info}
+	return &classified{err: err, info: info}
 }
