@@ -106,8 +106,12 @@ func (a *Adaptive) success(sc *adaptiveScope) {
 	}
 }
 
-func (a *Adaptive) quick(scope string) (Quota, bool) {
-	sc := a.quota(scope).(*adaptiveScope)
+func (a *Adaptive) quick() (Quota, bool) {
+	b := a.scopes.unscoped.Load()
+	if b == nil {
+		return nil, false
+	}
+	sc := &b.val
 	return sc, !sc.limiting.Load() && !sc.latency.due.Load()
 }
 
@@ -268,6 +272,19 @@ func (a *Adaptive) cost(info Info) int {
 
 func (a *Adaptive) succeed(bucket Quota, retries, cost int, started int64) {
 	sc := bucket.(*adaptiveScope)
+	if retries == 0 && started == 0 && sc.quota == nil && a.opts.Budget == nil {
+		// The common case, first: nothing to refund.
+		a.success(sc)
+		if sc.limiting.Load() {
+			a.tell(sc, a.now(), false)
+		}
+		return
+	}
+	a.succeedSlow(sc, retries, cost, started)
+}
+
+// succeedSlow is succeed but for its common case.
+func (a *Adaptive) succeedSlow(sc *adaptiveScope, retries, cost int, started int64) {
 	if retries == 0 {
 		a.deposit()
 		sc.Refund(orDefault(a.opts.SuccessIncrement, 1))

@@ -726,7 +726,7 @@ func TestAdaptiveAllowedIsStillBounded(t *testing.T) {
 // limiting" when the attempt began, and skipped the tell at its end).
 func TestDoAndDoValueTellTheLimiterAlike(t *testing.T) {
 	// fastNow: the next call's first attempt goes on the fast path.
-	fastNow := func(a *Adaptive) bool { _, now := quickFirst(a); return now }
+	fastNow := func(a *Adaptive) bool { _, now := a.quick(); return now }
 	limiting := map[string]bool{}
 	for _, name := range []string{"Do", "DoValue"} {
 		clk := newHandClock()

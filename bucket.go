@@ -54,6 +54,10 @@ func (b *TokenBucket) Take(n int) bool {
 	}
 }
 
+// full reports whether the bucket is at its capacity, where a refund
+// changes nothing.
+func (b *TokenBucket) full() bool { return b.level.Load() >= b.capacity }
+
 // Refund puts n tokens back, up to the bucket's capacity. Refunding zero or
 // fewer tokens changes nothing.
 func (b *TokenBucket) Refund(n int) {

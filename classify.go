@@ -147,10 +147,11 @@ func Classify(err error) Info {
 	if ok {
 		return info
 	}
-	if isContextError(err) {
+	caller, ne, dial := stdlibErrors(err)
+	switch {
+	case caller:
 		return Info{Safety: Unsafe, Fault: FaultClient}
-	}
-	if ne, dial := netError(err); ne != nil {
+	case ne != nil:
 		var info Info
 		if ne.Timeout() {
 			info = Info{Timeout: true, Fault: FaultServer}
@@ -163,67 +164,60 @@ func Classify(err error) Info {
 	return Info{}
 }
 
-// netError finds the first net.Error in err's chain, and reports whether a
+// stdlibErrors walks err's chain once for what the standard library says:
+// whether it holds context.Canceled or context.DeadlineExceeded (caller),
+// which wins over the rest, else its first net.Error and whether a
 // *net.OpError for a dial is anywhere in it (an *url.Error, itself a
-// net.Error, wraps one when an HTTP client cannot connect). It walks the chain
-// itself because errors.As would allocate on every unclassified error.
-func netError(err error) (first net.Error, dial bool) {
+// net.Error, wraps one when an HTTP client cannot connect). It walks the
+// chain itself because errors.As would allocate on every unclassified error.
+func stdlibErrors(err error) (caller bool, first net.Error, dial bool) {
 	var w errchain.Walk
-	w.Find(err, func(err error) bool {
-		if oe, ok := err.(*net.OpError); ok && oe.Op == "dial" {
-			if first == nil {
-				first = oe
-			}
-			dial = true
+	caller = w.Find(err, func(err error) bool {
+		if is(err, context.Canceled) || is(err, context.DeadlineExceeded) {
 			return true
+		}
+		if oe, ok := err.(*net.OpError); ok && oe.Op == "dial" {
+			dial = true
 		}
 		if x, ok := err.(net.Error); ok && first == nil {
 			first = x
 		}
 		return false
 	})
-	return first, dial
+	return caller, first, dial
 }
 
 // find walks err's chain for RetryInfo methods, within what is left of w,
-// which it cuts short if it ran out before the end.
-func find(err error, w *errchain.Walk) (Info, bool) {
-	for err != nil && w.Visit() {
-		if e, ok := err.(*Error); ok {
+// which it cuts short if it ran out before the end. An error with one
+// hides what it wraps; the branches of a join that have one are merged.
+func find(err error, w *errchain.Walk) (merged Info, found bool) {
+	w.Each(err, func(err error) errchain.Step {
+		var info Info
+		switch e := err.(type) {
+		case *Error:
 			// Error.RetryInfo would start a new walk; continue this one, so
 			// that an Error wrapping itself cannot recurse without bound.
-			info, ok := find(e.Err, w)
-			if e.Reason == ErrOuterLoop {
-				return info, ok // one attempt, its failure left to this caller
+			var ok bool
+			info, ok = find(e.Err, w)
+			if e.Reason != ErrOuterLoop {
+				info.Safety, ok = Unsafe, true
+			} // else one attempt, its failure left to this caller
+			if !ok {
+				return errchain.Skip
 			}
-			info.Safety = Unsafe
-			return info, true
+		case infoer:
+			info = e.RetryInfo()
+		default:
+			return errchain.Descend
 		}
-		if x, ok := err.(infoer); ok {
-			return x.RetryInfo(), true
+		if found {
+			merged = merge(merged, info)
+		} else {
+			merged, found = info, true
 		}
-		next, joined := errchain.Unwrap(err)
-		if joined != nil {
-			var (
-				merged Info
-				found  bool
-			)
-			for _, e := range joined {
-				info, ok := find(e, w)
-				if !ok {
-					continue
-				}
-				if found {
-					merged = merge(merged, info)
-				} else {
-					merged, found = info, true
-				}
-			}
-			return merged, found
-		}
-		err = next
-	}
-	return Info{}, false
+		return errchain.Skip
+	})
+	return merged, found
 }
 
 // isContextError reports whether err's chain holds context.Canceled or

@@ -16,18 +16,23 @@ type state struct {
 	started int64 // when the attempt began, if an Adaptive times it (a clock reading); 0 = not timed
 }
 
-// engine is implemented by this package's strategies. Their Strategy methods
-// wrap it in single-use tokens; Do drives it directly with the request's
-// state on its own stack, where no token can be reused, so that the path
-// where nothing fails costs a few nanoseconds.
+// engine is the one protocol between the loop and this package's
+// strategies. Their Strategy methods wrap it in single-use tokens (see
+// issuer); Do and DoValue drive it directly with the request's state on
+// their own stack, where no token can be reused: the fast path (fastPath)
+// with quick and succeed, called without an interface call, and the loop
+// (driver) with the rest, so that the path where nothing fails costs a few
+// nanoseconds.
 type engine interface {
 	// begin returns the state of a request's first attempt in scope: the
 	// quota that pays for its retries, and any wait before it.
 	begin(scope string) state
-	// quick returns the quota of scope and true if a request's first
-	// attempt may go at once, without begin: the success path, where even
-	// returning a state costs more than the rest.
-	quick(scope string) (Quota, bool)
+	// quick returns the quota of the empty scope and true if a request's
+	// first attempt there may go at once, without begin: the fast path
+	// (see fastPath), where even returning a state costs more than the
+	// rest. It reads no clock and creates nothing: false sends the call to
+	// the loop, whose begin does.
+	quick() (Quota, bool)
 	// next decides on a retry after err and, if granted, returns the state
 	// of the next attempt. (States pass by value: a pointer handed to an
 	// interface method would move the loop's state to the heap.)
@@ -155,36 +160,4 @@ func builtin(s Strategy) engine {
 		return e
 	}
 	return nil
-}
-
-// quickFirst is engine.quick for the empty scope, called on the fast path
-// (see fastFirst) without an interface call: false if s is not exactly one
-// of this package's strategies (see builtin).
-func quickFirst(s Strategy) (Quota, bool) {
-	switch s := s.(type) {
-	case *Standard:
-		return s.quick("")
-	case *Adaptive:
-		return s.quick("")
-	case *Simple:
-		return s.quick("")
-	case *No:
-		return s.quick("")
-	}
-	return nil, false
-}
-
-// succeedFirst is engine.succeed for a first attempt that quickFirst let go
-// and that succeeded, without an interface call.
-func succeedFirst(s Strategy, q Quota) {
-	switch s := s.(type) {
-	case *Standard:
-		s.succeed(q, 0, 0, 0)
-	case *Adaptive:
-		s.succeed(q, 0, 0, 0)
-	case *Simple:
-		s.succeed(q, 0, 0, 0)
-	case *No:
-		s.succeed(q, 0, 0, 0)
-	}
 }

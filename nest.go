@@ -108,8 +108,11 @@ type (
 )
 
 func (m *mark1) Value(key any) any { return (*markBlock)(m).value(key, m) }
+
 func (m *mark2) Value(key any) any { return (*markBlock)(m).value(key, m) }
+
 func (m *mark3) Value(key any) any { return (*markBlock)(m).value(key, m) }
+
 func (m *mark4) Value(key any) any { return (*markBlock)(m).value(key, m) }
 
 // at returns the context of the block's attempt n.
@@ -199,8 +202,8 @@ func (k *marker) mark(ctx context.Context) (*markBlock, uint32) {
 }
 
 // began notes b, the block of the call's first attempt, so that the attempts
-// after it share it. The shortcuts that make a first attempt before the loop
-// call it only if the attempt failed: a success stores nothing.
+// after it share it. The fast path, which makes a first attempt before the
+// loop, calls it only if the attempt failed: a success stores nothing.
 func (k *marker) began(b *markBlock) { k.b, k.used = b, 1 }
 
 // next is mark for an attempt after the first.
@@ -230,22 +233,6 @@ func (k *marker) block(ctx context.Context) *markBlock {
 	k.spare = k.spare[1:]
 	b.Context = ctx
 	return b
-}
-
-// attempt runs a call's first attempt, with ctx marked for the attempt if k
-// marks, and returns what an inner loop left to the attempt.
-func attempt[T any](ctx context.Context, k *marker, op func(context.Context) (T, error)) (T, error, *Info) {
-	if k.batch == 0 {
-		v, err := op(ctx)
-		return v, err, nil
-	}
-	b := &markBlock{Context: ctx}
-	defer b.end(1) // when op returns, or panics
-	v, err := op((*mark1)(b))
-	if err != nil {
-		k.began(b)
-	}
-	return v, err, b.leftTo(1)
 }
 
 // leave tells the attempt whose mark is nearest on ctx, if it has not ended,
@@ -288,6 +275,8 @@ type leftError struct {
 	info Info
 }
 
-func (e *leftError) Error() string   { return e.err.Error() }
-func (e *leftError) Unwrap() error   { return e.err }
+func (e *leftError) Error() string { return e.err.Error() }
+
+func (e *leftError) Unwrap() error { return e.err }
+
 func (e *leftError) RetryInfo() Info { return e.info }

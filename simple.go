@@ -59,7 +59,7 @@ func (s *Simple) Next(retries int, prev time.Duration, err error) (time.Duration
 
 func (s *Simple) begin(scope string) state { return state{scope: scope} }
 
-func (s *Simple) quick(string) (Quota, bool) { return nil, true }
+func (s *Simple) quick() (Quota, bool) { return nil, true }
 
 func (s *Simple) next(st state, err error) (state, error) {
 	p := newPolicy(s.MaxAttempts, s.Backoff, s.Backoff, s.MaxRetryAfter)
@@ -95,7 +95,7 @@ func (n *No) RecordSuccess(t Token) error { return n.tokens.record(n, t) }
 
 func (n *No) begin(scope string) state { return state{scope: scope} }
 
-func (n *No) quick(string) (Quota, bool) { return nil, true }
+func (n *No) quick() (Quota, bool) { return nil, true }
 
 func (n *No) next(st state, err error) (state, error) {
 	p := newPolicy(1, nil, nil, 0)

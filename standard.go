@@ -106,7 +106,15 @@ func (s *Standard) release(st state) {
 
 func (s *Standard) begin(scope string) state { return state{bucket: s.quota(scope), scope: scope} }
 
-func (s *Standard) quick(scope string) (Quota, bool) { return s.quota(scope), true }
+func (s *Standard) quick() (Quota, bool) {
+	if q := s.opts.Bucket; q != nil {
+		return q, true
+	}
+	if b := s.scopes.unscoped.Load(); b != nil {
+		return &b.val, true
+	}
+	return nil, false
+}
 
 func (s *Standard) quota(scope string) Quota {
 	if s.opts.Bucket != nil {
@@ -154,6 +162,15 @@ func (s *Standard) succeed(bucket Quota, retries, cost int, _ int64) {
 		return
 	}
 	bucket.Refund(n)
+}
+
+// quiet reports whether the success of a first attempt paid from q
+// records nothing: q is a full bucket, and no Budget counts requests. The
+// fast path (see fastPath) asks before it calls succeed: most successes
+// are such.
+func (s *Standard) quiet(q Quota) bool {
+	b, ok := q.(*TokenBucket)
+	return ok && s.opts.Budget == nil && b.full()
 }
 
 // Available returns the tokens left in scope's quota: in the shared Bucket if

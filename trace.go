@@ -82,7 +82,7 @@ var errGoexit = errors.New("retry: the attempt's goroutine exited (runtime.Goexi
 // attempt that did not return (see Trace); an attempt that returns costs it
 // one flag. attemptStart and attemptDone run outside the flag's span, so a
 // hook's own panic is not taken for the attempt's.
-func tracedAttempt[T any](ctx context.Context, c *config, n int, op func(context.Context) (T, error)) (v T, err error, timedOut bool, left *Info) {
+func tracedAttempt(ctx context.Context, c *config, n int, op func(context.Context) error) (err error, timedOut bool, left *Info) {
 	actx := c.trace.attemptStart(ctx, c.scope, n)
 	if c.trace.AttemptStart != nil {
 		c.alone = true // the attempt's context is the Trace's: its mark cannot share a block
@@ -93,10 +93,10 @@ func tracedAttempt[T any](ctx context.Context, c *config, n int, op func(context
 			c.attemptPanicked(ctx, actx, n, recover())
 		}
 	}()
-	v, err, timedOut, left = call(actx, c, op)
+	err, timedOut, left = call(actx, c, op)
 	returned = true
 	c.trace.attemptDone(actx, c.scope, n, judged(err, left))
-	return v, err, timedOut, left
+	return err, timedOut, left
 }
 
 // attemptPanicked tells the Trace that attempt n, run in actx, did not

@@ -232,10 +232,11 @@ func inspect(err error) found {
 	return f
 }
 
-// walk visits err and its chain; it reports whether it found what ends the
-// walk.
+// walk visits err and its chain within what is left of w; it reports
+// whether it found what ends the walk.
 func walk(err error, f *found, w *errchain.Walk) bool {
-	for err != nil && w.Visit() {
+	var visit func(error) errchain.Step
+	visit = func(err error) errchain.Step {
 		if err == pgx.ErrTxCommitRollback {
 			f.rolledBack = true
 		}
@@ -251,39 +252,33 @@ func walk(err error, f *found, w *errchain.Walk) bool {
 			f.foreign = f.foreign || e.foreign
 			f.begin = f.begin || e.stage == stageBegin
 			f.aborted = f.aborted || e.aborted
-			err = e.err
-			continue
 		case *InDoubtError:
 			f.inDoubt = true
-			err = e.Err
-			continue
 		case *retry.Error:
 			if e.Reason == retry.ErrOuterLoop {
-				err = e.Err // one attempt, its failure left to this loop
-				continue
+				// One attempt, its failure left to this loop: its Err
+				// alone, not its Reason.
+				if w.Each(e.Err, visit) {
+					return errchain.Stop
+				}
+				return errchain.Skip
 			}
 			// The give-up of a loop: Unsafe, whatever it wraps.
 			info := retry.Classify(e)
 			f.mark = &info
-			return true
+			return errchain.Stop
 		case sqlStater:
 			f.code = e.SQLState()
 			f.relayed = relayed(e)
-			return true
+			return errchain.Stop
 		case interface{ RetryInfo() retry.Info }:
 			info := e.RetryInfo()
 			f.mark = &info
-			return true
+			return errchain.Stop
 		}
-		next, joined := errchain.Unwrap(err)
-		for _, e := range joined {
-			if walk(e, f, w) {
-				return true
-			}
-		}
-		err = next
+		return errchain.Descend // *txError and *InDoubtError wrap what they say
 	}
-	return false
+	return w.Each(err, visit)
 }
 
 // relayed reports whether the server reported e on behalf of a remote server

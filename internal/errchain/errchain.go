@@ -34,32 +34,52 @@ func (w *Walk) Visit() bool {
 // not cut short.
 func (w *Walk) CutShort() bool { return w.cut }
 
-// Unwrap returns what err wraps: next for Unwrap() error, joined for
-// Unwrap() []error, and neither at the end of a chain.
-func Unwrap(err error) (next error, joined []error) {
-	switch u := err.(type) {
-	case interface{ Unwrap() error }:
-		return u.Unwrap(), nil
-	case interface{ Unwrap() []error }:
-		return nil, u.Unwrap()
+// A Step is what a walk does after visiting an error (see Each).
+type Step uint8
+
+const (
+	// Descend goes on to the errors it wraps.
+	Descend Step = iota
+	// Skip goes on with the next branch of a join, not into what it wraps.
+	Skip
+	// Stop ends the walk.
+	Stop
+)
+
+// Each calls visit on err and the errors of its chain, depth first within
+// what is left of w, and reports whether visit stopped the walk.
+func (w *Walk) Each(err error, visit func(error) Step) bool {
+	for err != nil && w.Visit() {
+		switch visit(err) {
+		case Stop:
+			return true
+		case Skip:
+			return false
+		}
+		switch u := err.(type) {
+		case interface{ Unwrap() error }:
+			err = u.Unwrap()
+		case interface{ Unwrap() []error }:
+			for _, e := range u.Unwrap() {
+				if w.Each(e, visit) {
+					return true
+				}
+			}
+			return false
+		default:
+			return false
+		}
 	}
-	return nil, nil
+	return false
 }
 
 // Find reports whether match holds for an error of err's chain, visited
 // depth first within what is left of w: errors.Is and errors.As, bounded.
 func (w *Walk) Find(err error, match func(error) bool) bool {
-	for err != nil && w.Visit() {
+	return w.Each(err, func(err error) Step {
 		if match(err) {
-			return true
+			return Stop
 		}
-		next, joined := Unwrap(err)
-		for _, e := range joined {
-			if w.Find(e, match) {
-				return true
-			}
-		}
-		err = next
-	}
-	return false
+		return Descend
+	})
 }

@@ -57,15 +57,27 @@ func TestExactlyTheLimitIsNotCutShort(t *testing.T) {
 	}
 }
 
-func TestUnwrap(t *testing.T) {
-	inner := errors.New("inner")
-	if next, joined := Unwrap(fmt.Errorf("x: %w", inner)); next != inner || joined != nil {
-		t.Fatalf("Unwrap of a wrapper = %v, %v", next, joined)
+func TestEachSkipsAndStops(t *testing.T) {
+	leaf := errors.New("leaf")
+	hidden := fmt.Errorf("hidden: %w", leaf)
+	err := errors.Join(fmt.Errorf("a: %w", hidden), errors.New("b"), errors.New("c"))
+	var seen []string
+	var w Walk
+	stopped := w.Each(err, func(e error) Step {
+		seen = append(seen, e.Error())
+		switch {
+		case e == hidden:
+			return Skip // not into leaf; on with "b"
+		case e.Error() == "b":
+			return Stop
+		}
+		return Descend
+	})
+	if !stopped {
+		t.Fatal("Each did not report the stop")
 	}
-	if next, joined := Unwrap(errors.Join(inner, inner)); next != nil || len(joined) != 2 {
-		t.Fatalf("Unwrap of a join = %v, %v", next, joined)
-	}
-	if next, joined := Unwrap(inner); next != nil || joined != nil {
-		t.Fatalf("Unwrap of a leaf = %v, %v", next, joined)
+	want := []string{err.Error(), "a: hidden: leaf", "hidden: leaf", "b"}
+	if fmt.Sprint(seen) != fmt.Sprint(want) {
+		t.Fatalf("visited %q, want %q", seen, want)
 	}
 }
