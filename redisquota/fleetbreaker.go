@@ -28,7 +28,7 @@ import (
 // the attempt that finds it so asks Redis for a probe's place, for at most
 // the Timeout (100 ms), and the process asks again no sooner than Redis's
 // answer says a place may be free. A background goroutine sends, every
-// FlushInterval (100 ms), each active scope's counts and probe verdicts in
+// FlushInterval (100 ms), each scope's counts and probe verdicts in
 // one script call, and takes in the circuits' states; when the fleet's
 // window meets the rule it asks Redis to open the circuit at once, so that
 // every process sees it open within two FlushIntervals of the failures
