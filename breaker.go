@@ -5,6 +5,8 @@ import (
 	"errors"
 	"strconv"
 	"time"
+
+	"github.com/retrykit/retry/internal/sharedcircuit"
 )
 
 // ErrCircuitOpen is the Reason of the *Error that Do and DoValue return when
@@ -172,6 +174,7 @@ type Breaker struct {
 	opts   BreakerOptions
 	scopes scopes[breakerScope, *breakerScope]
 	clock  clock
+	shared sharedcircuit.Store // the circuit shared beyond the process, if bound (see sharedbreaker.go)
 }
 
 // NewBreaker returns a Breaker with the given options.

@@ -18,6 +18,8 @@ type breakerScope struct {
 	step      atomic.Uint64 // successes pending that ask for a placement (see place): 1 to breakerPlaceEvery
 	born      atomic.Int64  // when the scope was first consulted, a reading of the breaker's clock
 	closings  atomic.Uint64 // how often the circuit closed: which closed spell an attempt began in
+	failures  atomic.Uint64 // failures counted while closed (wrapping): a shared circuit's store sends them
+	name      string        // the scope's name, for a shared circuit's store
 
 	mu      sync.Mutex    // guards what follows and every change of state
 	window  breakerWindow // counted attempts and successes while closed
@@ -26,9 +28,10 @@ type breakerScope struct {
 	passed  int           // probes of this round that succeeded
 	granted int64         // when this round's last probe was let through
 	openFor time.Duration // the current open spell; 0 = OpenFor
+	fleet   fleetCircuit  // the shared circuit's part, for a bound breaker (see sharedbreaker.go)
 }
 
-func (sc *breakerScope) init(scopeConfig) {}
+func (sc *breakerScope) init(cfg scopeConfig) { sc.name = cfg.name }
 
 // idle: a closed circuit loses at most a window of counts when dropped.
 func (sc *breakerScope) idle() bool { return BreakerState(sc.state.Load()) == BreakerClosed }
@@ -75,7 +78,7 @@ func (b *Breaker) at(scope string) breakerAt {
 	if b == nil {
 		return breakerAt{}
 	}
-	sc := b.scopes.get(scope, scopeConfig{}, defaultMaxScopes)
+	sc := b.scopes.get(scope, scopeConfig{name: scope}, defaultMaxScopes)
 	if sc.born.Load() == 0 {
 		// A new scope: its first successes are spread from now (see place).
 		sc.born.CompareAndSwap(0, max(b.now(), 1))
@@ -125,6 +128,9 @@ func (a breakerAt) refusedFor() time.Duration {
 	now := a.b.now()
 	sc.mu.Lock()
 	defer sc.mu.Unlock()
+	if a.b.sharing() && sc.fleet.claimAfter > now {
+		return time.Duration(sc.fleet.claimAfter - now)
+	}
 	if BreakerState(sc.state.Load()) != BreakerHalfOpen || len(sc.out)+sc.passed < a.b.probes() {
 		return 0
 	}
@@ -159,6 +165,9 @@ func (a breakerAt) consult() pass {
 	now := a.b.now()
 	if BreakerState(sc.state.Load()) == BreakerOpen && now < sc.until.Load() {
 		return refused
+	}
+	if p, ok := a.consultShared(now); ok {
+		return p
 	}
 	sc.mu.Lock()
 	defer sc.mu.Unlock()
@@ -243,6 +252,10 @@ func (a breakerAt) report(p pass, v verdict) {
 		}
 		return
 	}
+	if p.shared() {
+		a.reportShared(p, v)
+		return
+	}
 	sc.mu.Lock()
 	defer sc.mu.Unlock()
 	i := slices.Index(sc.out, p)
@@ -281,8 +294,12 @@ func (a breakerAt) trip(p pass) {
 		return
 	}
 	a.place(now, false)
+	sc.failures.Add(1)
 	slot := now / a.b.slotWidth()
 	sc.window.add(slot, 1, 0)
+	if a.b.sharing() {
+		return // the shared circuit opens, on every process's counts
+	}
 	if attempts, successes := sc.window.sum(slot); a.b.trips(attempts, successes) {
 		sc.openFor = a.b.firstSpell(attempts)
 		a.open(now)

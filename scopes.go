@@ -30,6 +30,7 @@ type scopeConfig struct {
 	// when it was made; nil for one that does not.
 	clock *clock
 	now   func() time.Time
+	name  string // the scope's name
 }
 
 // scopes holds one state per scope, created on first use. The number of
@@ -257,4 +258,12 @@ func (b *TokenBucket) inherit(old any) {
 	if o, ok := old.(*TokenBucket); ok {
 		b.level.Store(min(b.level.Load(), o.level.Load()))
 	}
+}
+
+// each calls yield for every scope held, "" first, until it returns false.
+func (s *scopes[T, P]) each(yield func(name string, v *T) bool) {
+	if b := s.unscoped.Load(); b != nil && !yield("", &b.val) {
+		return
+	}
+	s.byName.Range(func(k, v any) bool { return yield(k.(string), &v.(*scoped[T]).val) })
 }

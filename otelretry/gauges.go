@@ -81,6 +81,13 @@ func WithBudget(name string, b *retry.Budget) Option {
 // call are not told its breaker: an instrumentation per breaker keeps the
 // observations to the scopes each one serves. A nil b is ignored.
 //
+// A circuit a fleet shares through Redis (redisquota.FleetBreaker; pass its
+// Breaker) is observed the same way: b.State reports the fleet's circuit as
+// this process last synchronised it (within FlushInterval, 100 ms), open
+// where other processes' failures opened it, and the process's own circuit
+// while Redis cannot be reached. Summed over the fleet's processes, the
+// open series then counts the processes that see the circuit open.
+//
 // The state is a state metric as the OpenTelemetry semantic conventions
 // design one ("State Metrics", how-to-write-conventions): an observable
 // UpDownCounter with unit 1 and one series per state, retry.breaker.state =

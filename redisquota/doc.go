@@ -1,7 +1,8 @@
 // Package redisquota is a retry quota shared by a fleet of processes through
 // Redis: a retry.Quota that every process calling a service takes its retry
 // tokens from, so that the fleet as a whole, not each process on its own,
-// stops retrying when the service is failing.
+// stops retrying when the service is failing; and a circuit breaker whose
+// circuits the fleet shares (FleetBreaker).
 //
 // A retry quota (the token bucket of Smithy's retry guidance,
 // https://smithy.io/2.0/guides/client-guidance/retries.html) keeps one
@@ -129,6 +130,25 @@
 // Standalone Redis, Sentinel (redis.NewFailoverClient) and Cluster
 // (redis.NewClusterClient) clients all work; the tests run a standalone
 // server, a one-node cluster and a Sentinel.
+//
+// # A circuit shared by a fleet
+//
+// A FleetBreaker is a circuit breaker whose circuits every process with the
+// same name shares: the fleet's counted attempts open and close one circuit
+// per scope, by retry.Breaker's rules, and while it is open Probes attempts
+// pass per spell in the whole fleet. Its Breaker is a *retry.Breaker, which
+// retry.WithBreaker and every integration take unchanged:
+//
+//	fb, err := redisquota.NewFleetBreaker(client, "payments-api", retry.BreakerOptions{})
+//	...
+//	defer fb.Close()
+//	err = retry.Do(ctx, strategy, op, retry.WithBreaker(fb.Breaker()))
+//
+// It fails as the quota does: the request path answers from the process's
+// copy of each circuit, synchronised in the background every FlushInterval,
+// and only a probe's claim, when an open spell ends, waits on Redis, for at
+// most Timeout; while Redis cannot be reached each process goes on with its
+// own circuits, and rejoins when it answers. See FleetBreaker.
 //
 // # Tests
 //

@@ -171,23 +171,7 @@ func New(client redis.UniversalClient, key string, opts Options) *Quota {
 	if v := reflect.ValueOf(client); !v.IsValid() || v.Kind() == reflect.Pointer && v.IsNil() {
 		return newQuota(func(context.Context, []string, ...any) (reply, error) { return reply{}, errNilClient }, key, opts)
 	}
-	// go-redis ignores a context's deadline unless the client was built
-	// with ContextTimeoutEnabled: by default a call to a Redis that does not
-	// answer (paused, stopped with SIGSTOP, a half-open connection) waits
-	// for the client's ReadTimeout, 5 s, and retries. The quota does not
-	// rely on the deadline: syncLocked stops waiting at Timeout whatever the
-	// client does (see trip). For the goroutine running the call to end
-	// about as soon, a *redis.Client (standalone or Sentinel) is used
-	// through WithTimeout, a clone sharing its connection pool whose socket
-	// deadlines are Timeout. It is not closed: closing it would close the
-	// caller's pool. Other clients (Cluster, Ring) end such a call at their
-	// own ReadTimeout, or at Timeout if ContextTimeoutEnabled is set.
-	var scripter redis.Scripter = client
-	if c, ok := client.(interface {
-		WithTimeout(time.Duration) *redis.Client
-	}); ok {
-		scripter = c.WithTimeout(opts.Timeout)
-	}
+	scripter := bounded(client, opts.Timeout)
 	run := func(ctx context.Context, keys []string, args ...any) (reply, error) {
 		v, err := syncScript.Run(ctx, scripter, keys, args...).Int64Slice()
 		if err != nil {
@@ -199,6 +183,28 @@ func New(client redis.UniversalClient, key string, opts Options) *Quota {
 		return reply{v[0], v[1], v[2], v[3], v[4], v[5]}, nil
 	}
 	return newQuota(run, key, opts)
+}
+
+// bounded returns client as the quota and the fleet breaker call it.
+//
+// go-redis ignores a context's deadline unless the client was built
+// with ContextTimeoutEnabled: by default a call to a Redis that does not
+// answer (paused, stopped with SIGSTOP, a half-open connection) waits
+// for the client's ReadTimeout, 5 s, and retries. The quota does not
+// rely on the deadline: syncLocked stops waiting at Timeout whatever the
+// client does (see trip). For the goroutine running the call to end
+// about as soon, a *redis.Client (standalone or Sentinel) is used
+// through WithTimeout, a clone sharing its connection pool whose socket
+// deadlines are Timeout. It is not closed: closing it would close the
+// caller's pool. Other clients (Cluster, Ring) end such a call at their
+// own ReadTimeout, or at Timeout if ContextTimeoutEnabled is set.
+func bounded(client redis.UniversalClient, timeout time.Duration) redis.Scripter {
+	if c, ok := client.(interface {
+		WithTimeout(time.Duration) *redis.Client
+	}); ok {
+		return c.WithTimeout(timeout)
+	}
+	return client
 }
 
 func newQuota(run runner, key string, opts Options) *Quota {
@@ -681,14 +687,7 @@ func (q *Quota) keyed(err error) error {
 func (q *Quota) failLocked(err error) error {
 	err = q.keyed(err)
 	q.failures++
-	// Equal jitter: at least half the exponential step, so that a fleet
-	// cut off at once comes back spread out, never in lockstep.
-	// The doubling stops at ReconnectMax before it can overflow.
-	step := q.opts.ReconnectMax
-	if n := min(q.failures-1, 16); q.opts.FlushInterval <= step>>n {
-		step = q.opts.FlushInterval << n
-	}
-	q.nextProbe = time.Now().Add(step/2 + time.Duration(q.opts.Rand()*float64(step/2)))
+	q.nextProbe = time.Now().Add(q.opts.reconnectDelay(q.failures))
 	if !q.fallback.Load() && !q.closed.Load() {
 		q.fallback.Store(true)
 		q.logger.Warn("redisquota: Redis is unavailable; falling back to a local quota",
@@ -696,4 +695,17 @@ func (q *Quota) failLocked(err error) error {
 	}
 	q.nudge() // the loop sets its timer to the next attempt
 	return err
+}
+
+// reconnectDelay is the wait before trying Redis again after failures
+// failed calls in a row: exponential from FlushInterval to ReconnectMax,
+// with equal jitter (at least half the step), so that a fleet cut off at
+// once comes back spread out, never in lockstep.
+func (o Options) reconnectDelay(failures int) time.Duration {
+	// The doubling stops at ReconnectMax before it can overflow.
+	step := o.ReconnectMax
+	if n := min(max(failures, 1)-1, 16); o.FlushInterval <= step>>n {
+		step = o.FlushInterval << n
+	}
+	return step/2 + time.Duration(o.Rand()*float64(step/2))
 }

@@ -32,6 +32,11 @@ type Policy struct {
 type Env struct {
 	Rand func() float64
 	Now  func() time.Time
+	// After calls f d from now on the virtual clock, before any event
+	// that comes later: a library's background work (a shared store's
+	// syncs). Only Run's runs have it; it is nil in the layered and OCC
+	// scenarios.
+	After func(d time.Duration, f func())
 }
 
 // Epoch is the virtual clock's reading when a run starts.
@@ -74,6 +79,8 @@ func Policies() []Policy {
 		{Name: Default + ", one shared", New: shared(adaptive)},
 		{Name: Breaker + ", per client", New: perClient(adaptive), Breaker: perClient(breaker)},
 		{Name: Breaker + ", one shared", New: shared(adaptive), Breaker: shared(breaker)},
+		{Name: FleetBreaker + ", 100ms sync", New: perClient(adaptive), Breaker: fleetBreaker(100 * time.Millisecond)},
+		{Name: FleetBreaker + ", 1s sync", New: perClient(adaptive), Breaker: fleetBreaker(time.Second)},
 		{Name: "avast/retry-go v4/v5 defaults: 10 att., 100ms·2^n", RetryAfter: IgnoreRetryAfter, New: shared(func(env Env) retry.Strategy {
 			rnd := env.Rand
 			// avast/retry-go's defaults (v4.7.0, v5.1.1): 10 attempts,

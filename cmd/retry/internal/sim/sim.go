@@ -124,6 +124,7 @@ type runner struct {
 	fleet      *fleet                   // the replicas, in a replica scenario; nil otherwise
 	limiter    float64                  // Throttle: the tokens in the server's rate-limit bucket
 	lastRefill time.Duration
+	timers     timers // the calls the policy scheduled (Env.After)
 
 	res       Result
 	latencies histogram
@@ -167,6 +168,7 @@ func (r *runner) run() (Result, error) {
 		}
 		e := r.q.pop()
 		at, id := e.at(), e.id()
+		r.runTimers(at)
 		r.clock = at
 		switch e.kind() {
 		case evIssue:
@@ -195,7 +197,7 @@ func (r *runner) setup() {
 	r.arrivals = rand.New(rand.NewPCG(s.Seed, 1))
 	r.server = rand.New(rand.NewPCG(s.Seed, 2))
 	r.jitter = rand.New(rand.NewPCG(s.Seed, 3))
-	env := Env{Rand: r.jitter.Float64, Now: func() time.Time { return Epoch.Add(r.clock) }}
+	env := Env{Rand: r.jitter.Float64, Now: func() time.Time { return Epoch.Add(r.clock) }, After: r.after}
 	r.strategy = r.p.New(env)
 	if r.p.Breaker != nil {
 		r.breaker = r.p.Breaker(env)

@@ -88,16 +88,18 @@ the run to its half, as in outage:
   flapping           every replica is down 1s in every 2 of the incident
 
 Rows (every scenario but occ and layers): naive retries; retrykit's
-Standard, with a quota per client or one shared, with a retry budget, and
-Adaptive, the default, also with a circuit breaker at its defaults
+Standard, with a quota per client or one shared, with a retry budget,
+and Adaptive, the default, also with a circuit breaker at its defaults
 (retry.Breaker: per client, or one shared; while its circuit is open a
-request fails at once, without an attempt); AWS's adaptive retry mode as
-the AWS SDKs ship it; and the documented defaults of three Go libraries,
-written with retrykit's parts: avast/retry-go v4.7 and v5.1,
-hashicorp/go-retryablehttp v0.7.8 (which waits a 429's or 503's
-Retry-After instead of its backoff) and cenkalti/backoff v5.0.3 (which,
-like retry-go, does not read Retry-After by default). --policies picks
-rows by words of their names.
+request fails at once, without an attempt), and with a breaker per
+client bound to one circuit the fleet shares in a store (redisquota's
+FleetBreaker, in memory), which each client syncs with every 100ms or
+1s; AWS's adaptive retry mode as the AWS SDKs ship it; and the
+documented defaults of three Go libraries, written with retrykit's
+parts: avast/retry-go v4.7 and v5.1, hashicorp/go-retryablehttp v0.7.8
+(which waits a 429's or 503's Retry-After instead of its backoff) and
+cenkalti/backoff v5.0.3 (which, like retry-go, does not read Retry-After
+by default). --policies picks rows by words of their names.
 
 Columns:
   amplification  attempts sent per request issued, over the run and during

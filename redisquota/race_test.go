@@ -1,0 +1,5 @@
+//go:build race
+
+package redisquota_test
+
+const raceEnabled = true
