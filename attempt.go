@@ -12,7 +12,7 @@ import (
 // attempts after it (see marker.began), and what an inner loop left to the
 // attempt. It is a function of its own so that the mark ends when the
 // attempt does, returned or panicked, not when the call does.
-func firstAttempt(ctx context.Context, op func(context.Context) error) (error, *markBlock, *Info) {
+func firstAttempt(ctx context.Context, op func(context.Context) error) (error, *markBlock, *leftFailure) {
 	b := &markBlock{Context: ctx}
 	defer b.end(1)
 	err := op((*mark1)(b))
@@ -24,7 +24,7 @@ func firstAttempt(ctx context.Context, op func(context.Context) error) (error, *
 // whether the attempt timed out (see call) and what an inner loop left to it.
 // Only a traced attempt has the defer that tells the Trace of an attempt that
 // panicked (see tracedAttempt): an untraced one pays nothing for it.
-func runAttempt(ctx context.Context, c *config, n int, op func(context.Context) error) (error, bool, *Info) {
+func runAttempt(ctx context.Context, c *config, n int, op func(context.Context) error) (error, bool, *leftFailure) {
 	if c.trace != nil {
 		return tracedAttempt(ctx, c, n, op)
 	}
@@ -35,7 +35,7 @@ func runAttempt(ctx context.Context, c *config, n int, op func(context.Context) 
 // bounded by AttemptTimeout if it is positive. It reports whether the attempt
 // failed because that bound expired while ctx was alive, and what an inner
 // loop left to the attempt. The mark ends when the attempt ends.
-func call(ctx context.Context, c *config, op func(context.Context) error) (err error, timedOut bool, left *Info) {
+func call(ctx context.Context, c *config, op func(context.Context) error) (err error, timedOut bool, left *leftFailure) {
 	if c.batch > 0 {
 		b, n := c.mark(ctx)
 		defer b.end(n) // when op returns, or panics

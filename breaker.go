@@ -150,7 +150,12 @@ func (s BreakerState) String() string {
 // these count as neither, so that a breaker does not trip against a healthy
 // service because its callers give up, ask for what is not there or are
 // asked to slow down. Each attempt is one verdict: a call's retries are
-// attempts of their own. A probe that ends as neither frees its place for
+// attempts of their own, and loops that nest and share a breaker count a
+// request's failure once, where it was made: an attempt of a loop that
+// marks its attempts (see CallerRetries) whose failure a loop inside it
+// counted with the same breaker counts nothing more. (A success is still
+// counted by each such loop; a loop that does not mark, between two, counts
+// its attempt's failure again.) A probe that ends as neither frees its place for
 // another probe without deciding anything. A probe whose verdict never
 // comes (its operation panicked, or hangs) does not hold the circuit
 // half-open for ever: once every probe place is taken and OpenFor has

@@ -1785,3 +1785,50 @@ func TestBreakerDefaultSpellFollowsTheRate(t *testing.T) {
 		})
 	}
 }
+
+// TestBreakerNestedLoopsCountEachRequestOnce: an application's retry.Do
+// with WithBreaker(b) around an inner retry.Do with the same b: the outer
+// attempt whose failure is the inner loop's counts nothing more. With
+// MinAttempts 4, three outer attempts make three requests and leave the
+// circuit closed; counted by both loops, the second opened it and the
+// third was refused. Three loops that retry, all with b: each request is
+// still counted once.
+func TestBreakerNestedLoopsCountEachRequestOnce(t *testing.T) {
+	for _, depth := range []int{2, 3} {
+		perOuter := 1 // requests per outer attempt
+		if depth == 3 {
+			perOuter = 2 // the middle loop makes two attempts
+		}
+		b := NewBreaker(BreakerOptions{MinAttempts: 3*perOuter + 1, Window: time.Minute})
+		requests := 0
+		inner := func(ctx context.Context) error {
+			return Do(ctx, &No{}, func(context.Context) error {
+				requests++
+				return errBrk500
+			}, WithBreaker(b))
+		}
+		op := func(ctx context.Context) error {
+			if err := inner(ctx); err != nil {
+				return Transient(err) // the application's own judgement
+			}
+			return nil
+		}
+		if depth == 3 {
+			middle := op
+			op = func(ctx context.Context) error {
+				if err := Do(ctx, &Simple{MaxAttempts: 2, Backoff: Constant(0)}, middle, WithBreaker(b)); err != nil {
+					return Transient(err)
+				}
+				return nil
+			}
+		}
+		err := Do(context.Background(), &Simple{MaxAttempts: 3, Backoff: Constant(0)}, op, WithBreaker(b))
+		if requests != 3*perOuter || errors.Is(err, ErrCircuitOpen) || b.State("") != BreakerClosed {
+			t.Fatalf("%d loops: %d requests, %v, circuit %v; want %d requests, each counted once", depth, requests, err, b.State(""), 3*perOuter)
+		}
+		_ = inner(context.Background())
+		if b.State("") != BreakerOpen {
+			t.Fatalf("%d loops: one request more left the circuit %v, want open", depth, b.State(""))
+		}
+	}
+}

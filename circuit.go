@@ -230,7 +230,11 @@ func (a breakerAt) reportFailure(ctx context.Context, p pass, err error) {
 }
 
 func (a breakerAt) countFailure(ctx context.Context, p pass, err error) {
-	a.report(p, verdictOf(ctx, err))
+	v := verdictOf(ctx, err)
+	a.report(p, v)
+	if v == verdictFailure {
+		counted(ctx, a.b)
+	}
 }
 
 // report is the verdict v of an attempt made with p, but for the common

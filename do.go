@@ -119,7 +119,7 @@ func fastPath(ctx context.Context, s Strategy, op func(context.Context) error, o
 	var (
 		err   error
 		marks *markBlock
-		left  *Info
+		left  *leftFailure
 	)
 	if batch == 0 {
 		err = op(ctx) // unmarked: op is called as it is
@@ -218,8 +218,8 @@ func resume(ctx context.Context, s Strategy, op func(context.Context) error, c *
 type first struct {
 	st   state
 	err  error
-	left *Info // what an inner loop left to the attempt
-	p    pass  // the breaker's pass it was made with
+	left *leftFailure // what inner loops told the attempt
+	p    pass         // the breaker's pass it was made with
 }
 
 // run is the loop itself. It has no defers, which keeps its many returns
@@ -255,7 +255,7 @@ func run(ctx context.Context, s Strategy, op func(context.Context) error, c *con
 		var (
 			opErr    error
 			timedOut bool
-			left     *Info
+			left     *leftFailure
 		)
 		var p pass
 		at := brk // the circuit the attempt went through
@@ -286,7 +286,14 @@ func run(ctx context.Context, s Strategy, op func(context.Context) error, c *con
 		opErr = judged(opErr, left)
 		lastErr = opErr
 		classified := timing(ctx, opErr, timedOut)
-		at.reportFailure(ctx, p, classified)
+		if left.countedBy(at.b) && !p.probe() {
+			// A loop inside the attempt counted this request's failure
+			// with the same breaker: counted once, and the loops around
+			// are told so.
+			counted(ctx, at.b)
+		} else {
+			at.reportFailure(ctx, p, classified)
+		}
 		c.attemptFailed(ctx, attempt, opErr)
 		if err := ctx.Err(); err != nil {
 			// The caller gave up. The token is abandoned rather than refreshed:

@@ -63,14 +63,33 @@ const markSlots = 4
 // the block's latest, and the block is as small as one mark.
 type markBlock struct {
 	context.Context                             // the context the attempts are made in
-	left            atomic.Pointer[leftFailure] // the latest failure an inner loop left
+	left            atomic.Pointer[leftFailure] // what inner loops told the latest attempt
 	ended           atomic.Uint32               // the block's attempts that have ended
 }
 
-// leftFailure is a failure an inner loop left to attempt n of a block.
+// leftFailure is what inner loops told attempt n of a block: a failure
+// one of them left to it (a give-up with ErrOuterLoop), if left, and the
+// breaker that counted the failure of a request made within the attempt,
+// if any (see counted).
 type leftFailure struct {
-	n    uint32
-	info Info
+	n       uint32
+	info    Info
+	left    bool
+	counted *Breaker
+}
+
+// failure returns the failure an inner loop left, or nil.
+func (l *leftFailure) failure() *Info {
+	if l == nil || !l.left {
+		return nil
+	}
+	return &l.info
+}
+
+// countedBy reports whether b counted the failure of a request made within
+// the attempt: its loop's verdict on the attempt would count it again.
+func (l *leftFailure) countedBy(b *Breaker) bool {
+	return l != nil && b != nil && l.counted == b
 }
 
 // live reports whether the mark of the block's attempt n has not ended:
@@ -82,10 +101,10 @@ func (b *markBlock) live(n uint32) bool { return b.ended.Load() == n-1 }
 // stays there, out of the next attempt's reach.
 func (b *markBlock) end(n uint32) { b.ended.Store(n) }
 
-// leftTo returns the failure an inner loop left to the block's attempt n.
-func (b *markBlock) leftTo(n uint32) *Info {
+// leftTo returns what inner loops told the block's attempt n, or nil.
+func (b *markBlock) leftTo(n uint32) *leftFailure {
 	if l := b.left.Load(); l != nil && l.n == n {
-		return &l.info
+		return l
 	}
 	return nil
 }
@@ -239,18 +258,37 @@ func (k *marker) block(ctx context.Context) *markBlock {
 // that a failure with info was left to it (a give-up with ErrOuterLoop).
 func leave(ctx context.Context, info Info) {
 	if b, n := markOf(ctx); b != nil {
-		b.leave(n, &leftFailure{n, info})
+		b.tell(n, func(l *leftFailure) { l.info, l.left = info, true })
 	}
 }
 
-// leave stores l, a failure left to the block's attempt n, if n's mark has
-// not ended. A store that comes late, from work attempt n left running that
-// found the mark live just before it ended, never replaces what was left to
-// a later attempt, which reads only its own.
-func (b *markBlock) leave(n uint32, l *leftFailure) {
+// counted tells the attempt whose mark is nearest on ctx, if it has not
+// ended, that br counted the failure of a request made within it: the loop
+// that made the attempt, if it consults br too, does not count the
+// attempt's failure again, which is that request's (one request, one
+// verdict, however many loops share a breaker).
+func counted(ctx context.Context, br *Breaker) {
+	if b, n := markOf(ctx); b != nil {
+		b.tell(n, func(l *leftFailure) { l.counted = br })
+	}
+}
+
+// tell records in what inner loops told the block's attempt n what set
+// sets, if n's mark has not ended. A store that comes late, from work
+// attempt n left running that found the mark live just before it ended,
+// never replaces what a later attempt was told, which reads only its own.
+func (b *markBlock) tell(n uint32, set func(*leftFailure)) {
 	for b.live(n) {
 		old := b.left.Load()
-		if old != nil && old.n > n || b.left.CompareAndSwap(old, l) {
+		if old != nil && old.n > n {
+			return
+		}
+		l := &leftFailure{n: n}
+		if old != nil && old.n == n {
+			*l = *old
+		}
+		set(l)
+		if b.left.CompareAndSwap(old, l) {
 			return
 		}
 	}
@@ -261,7 +299,8 @@ func (b *markBlock) leave(n uint32, l *leftFailure) {
 // itself, unless an inner loop left the attempt a failure and err says
 // nothing about retrying, when it is err classified as that failure (err's
 // text, and errors.Is and errors.As reach err).
-func judged(err error, left *Info) error {
+func judged(err error, told *leftFailure) error {
+	left := told.failure()
 	if left == nil || Classify(err) != (Info{}) {
 		return err
 	}

@@ -526,13 +526,12 @@ func TestLeftFailureIsTheAttemptsOwn(t *testing.T) {
 // own: it must not replace it.
 func TestLateLeaveKeepsTheLaterAttemptsFailure(t *testing.T) {
 	b := &markBlock{Context: context.Background()}
-	late := &leftFailure{1, Info{Safety: Unsafe}}
 	b.end(1)
-	b.leave(2, &leftFailure{2, Info{Safety: Safe, Fault: FaultServer}})
+	b.tell(2, func(l *leftFailure) { l.info, l.left = Info{Safety: Safe, Fault: FaultServer}, true })
 	b.ended.Store(0) // attempt 1's work saw its mark live, then stores
-	b.leave(1, late)
+	b.tell(1, func(l *leftFailure) { l.info, l.left = Info{Safety: Unsafe}, true })
 	b.ended.Store(1)
-	if got := b.leftTo(2); got == nil || got.Safety != Safe {
+	if got := b.leftTo(2).failure(); got == nil || got.Safety != Safe {
 		t.Fatalf("attempt 2's left failure %+v, want its own, not attempt 1's late one", got)
 	}
 	if b.leftTo(1) != nil {

@@ -216,9 +216,9 @@ func OnGiveUp(f func(ctx context.Context, err *Error)) Option {
 // first waits until the circuit lets probes through (never past the
 // context's deadline), so that a caller polling in a loop cannot spin. A
 // nil b is the zero Option. Of several WithBreaker options, the last
-// applies. Give a breaker to one loop of those that nest (the caller's, or
-// the client's inside it, such as httpretry.Transport's Breaker): two that
-// consult the same one in the same scope count one request twice.
+// applies. Loops that nest may share a breaker (the caller's, and the
+// client's inside it, such as httpretry.Transport's Breaker): a request's
+// failure is counted once, by the loop that made the request (see Breaker).
 func WithBreaker(b *Breaker) Option {
 	if b == nil {
 		return Option{}

@@ -82,7 +82,7 @@ var errGoexit = errors.New("retry: the attempt's goroutine exited (runtime.Goexi
 // attempt that did not return (see Trace); an attempt that returns costs it
 // one flag. attemptStart and attemptDone run outside the flag's span, so a
 // hook's own panic is not taken for the attempt's.
-func tracedAttempt(ctx context.Context, c *config, n int, op func(context.Context) error) (err error, timedOut bool, left *Info) {
+func tracedAttempt(ctx context.Context, c *config, n int, op func(context.Context) error) (err error, timedOut bool, left *leftFailure) {
 	actx := c.trace.attemptStart(ctx, c.scope, n)
 	if c.trace.AttemptStart != nil {
 		c.alone = true // the attempt's context is the Trace's: its mark cannot share a block

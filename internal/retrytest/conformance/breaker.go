@@ -112,3 +112,34 @@ func breaker(t *testing.T, in Integration) {
 		}
 	})
 }
+
+// breakerSharedWithTheCaller runs an application's loop, with a Breaker,
+// around a client of the integration that consults the same Breaker: each
+// request the server saw is one verdict, however many loops share the
+// breaker. With MinAttempts 4, three outer attempts against a server that
+// always fails reach it three times (one request each, by the rule of one
+// layer) and leave the circuit closed with three failures counted; the
+// fourth request opens it. Counted by both loops, the second outer attempt
+// opened it and the third was refused.
+func breakerSharedWithTheCaller(t *testing.T, in Integration) {
+	srv := in.Serve(t, always(Unavailable))
+	in.inTime(t, func(t *testing.T) {
+		var clock retrytest.Clock
+		b := retry.NewBreaker(retry.BreakerOptions{MinAttempts: 4, Window: time.Minute, Now: clock.Now})
+		call := srv.Client(t, Config{Breaker: b})
+		scope := srv.Scope()
+		outer := func() error {
+			return retry.Do(context.Background(), simple(3), func(ctx context.Context) error {
+				return call(ctx).appErr()
+			}, retry.WithBreaker(b), retry.Scope(scope))
+		}
+		err := outer()
+		if got := srv.Calls(); got != 3 || errors.Is(err, retry.ErrCircuitOpen) || b.State(scope) != retry.BreakerClosed {
+			t.Fatalf("three outer attempts: %d requests, %v, circuit %v; want 3 requests, each counted once, and a closed circuit", got, err, b.State(scope))
+		}
+		_ = outer()
+		if got := srv.Calls(); got != 4 || b.State(scope) != retry.BreakerOpen {
+			t.Fatalf("a fourth request: %d requests in all, circuit %v; want it to open the circuit after the 4th", got, b.State(scope))
+		}
+	})
+}

@@ -127,6 +127,7 @@ func Run(t *testing.T, in Integration) {
 	t.Run("AllowedTimeout", func(t *testing.T) { allowedTimeout(t, in) })
 	t.Run("ClientFaults", func(t *testing.T) { clientFaults(t, in) })
 	t.Run("Breaker", func(t *testing.T) { breaker(t, in) })
+	t.Run("BreakerSharedWithTheCaller", func(t *testing.T) { breakerSharedWithTheCaller(t, in) })
 }
 
 // gap skips the running test if the integration is known not to pass it.
