@@ -61,13 +61,13 @@ func (sc *adaptiveScope) inherit(old any) {
 	sc.streak.Store(o.streak.Load())
 	sc.alone.Store(o.alone.Load())
 	sc.worked.Store(o.worked.Load())
-	for i := range rollingSlots {
+	for i := range sc.timeouts.slots {
 		sc.timeouts.slots[i].Store(o.timeouts.slots[i].Load())
 	}
 	sc.outcomes.total.Store(o.outcomes.total.Load())
 	sc.outcomes.taken.Store(o.outcomes.taken.Load())
 	sc.outcomes.placed.at.Store(o.outcomes.placed.at.Load())
-	for i := range rollingSlots {
+	for i := range sc.outcomes.attempts.slots {
 		sc.outcomes.attempts.slots[i].Store(o.outcomes.attempts.slots[i].Load())
 		sc.outcomes.accepts.slots[i].Store(o.outcomes.accepts.slots[i].Load())
 	}

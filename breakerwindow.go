@@ -3,16 +3,12 @@ package retry
 // breakerWindow counts a closed circuit's attempts and successes over a
 // sliding window of breakerSlots slots, each a tenth of Window wide, the
 // current one included: a count stays counted for at least Window, and at
-// most a tenth more. It is read and written under its scope's mu, only on
-// failures and on every breakerPlaceEvery-th success.
+// most a tenth more. Its counts are rolling ones, Adaptive's and Budget's
+// kind; it is written under its scope's mu, on failures and when successes
+// are placed.
 type breakerWindow struct {
-	slots  [breakerSlots]breakerSlot
-	placed int64 // when successes were last placed; 0 = never
-}
-
-type breakerSlot struct {
-	index               int64 // which slot of time it counts: its start over its width
-	attempts, successes float64
+	attempts, successes rolling
+	placed              int64 // when successes were last placed; 0 = never
 }
 
 // breakerSlots: Window in tenths, and the current tenth.
@@ -20,23 +16,16 @@ const breakerSlots = rollingSlots + 1
 
 // add counts in the slot of time index, which must be within the window.
 func (w *breakerWindow) add(index int64, attempts, successes float64) {
-	s := &w.slots[index%breakerSlots]
-	if s.index != index {
-		*s = breakerSlot{index: index}
+	w.attempts.add(index, int64(attempts*milli))
+	if successes > 0 {
+		w.successes.add(index, int64(successes*milli))
 	}
-	s.attempts += attempts
-	s.successes += successes
 }
 
 // sum returns the counts of the window whose newest slot is index.
 func (w *breakerWindow) sum(index int64) (attempts, successes float64) {
-	for i := index; i > index-breakerSlots && i >= 0; i-- {
-		if s := &w.slots[i%breakerSlots]; s.index == i {
-			attempts += s.attempts
-			successes += s.successes
-		}
-	}
-	return attempts, successes
+	return float64(w.attempts.sumLast(index, breakerSlots)) / milli,
+		float64(w.successes.sumLast(index, breakerSlots)) / milli
 }
 
 // place puts the successes counted since the last placement in the

@@ -15,11 +15,13 @@ const rollingSlots = 10
 const milli = 1000
 
 // rolling counts events over a sliding window of rollingSlots slots, without
-// a lock. Each slot packs its index (its epoch) with its count, so that a slot
-// is reused and counted in one atomic step. Slot indexes are absolute (time
-// divided by the slot's width), so the zero value is ready to use.
+// a lock: Adaptive's and Budget's windows, and, with the current slot kept
+// besides rollingSlots whole ones (sumLast), a Breaker's. Each slot packs its
+// index (its epoch) with its count, so that a slot is reused and counted in
+// one atomic step. Slot indexes are absolute (time divided by the slot's
+// width), so the zero value is ready to use.
 type rolling struct {
-	slots [rollingSlots]atomic.Uint64
+	slots [rollingSlots + 1]atomic.Uint64
 }
 
 // The low 40 bits of a slot count thousandths, the high 24 hold the slot's
@@ -35,7 +37,7 @@ const (
 // add adds delta thousandths (which may be negative) to slot, resetting it
 // first if it holds an older slot. Counts never go below zero.
 func (r *rolling) add(slot int64, delta int64) {
-	w := &r.slots[slot%rollingSlots]
+	w := &r.slots[slot%int64(len(r.slots))]
 	for {
 		old := w.Load()
 		count := int64(0)
@@ -56,7 +58,7 @@ func (r *rolling) add(slot int64, delta int64) {
 func (r *rolling) remove(slot int64, n int64) {
 	for i := int64(0); i < rollingSlots && slot-i >= 0 && n > 0; i++ {
 		s := slot - i
-		w := &r.slots[s%rollingSlots]
+		w := &r.slots[s%int64(len(r.slots))]
 		for {
 			old := w.Load()
 			if int64(old>>countBits) != s&epochMask {
@@ -72,14 +74,18 @@ func (r *rolling) remove(slot int64, n int64) {
 }
 
 // sum returns the thousandths counted in the window that ends with slot.
-func (r *rolling) sum(slot int64) int64 {
+func (r *rolling) sum(slot int64) int64 { return r.sumLast(slot, rollingSlots) }
+
+// sumLast returns the thousandths counted in the n slots (at most
+// rollingSlots+1) that end with slot.
+func (r *rolling) sumLast(slot int64, n int64) int64 {
 	var total int64
-	for i := range int64(rollingSlots) {
+	for i := range n {
 		s := slot - i
 		if s < 0 {
 			break
 		}
-		w := r.slots[s%rollingSlots].Load()
+		w := r.slots[s%int64(len(r.slots))].Load()
 		if int64(w>>countBits) == s&epochMask {
 			total += int64(w & countMask)
 		}
