@@ -75,10 +75,9 @@ type fleetScope struct {
 	attempts, successes uint64 // the circuit's counts when last sent
 	open                time.Duration
 	openEpoch           uint64
-	round               uint64 // the round of the verdicts to send
-	pass, fail, free    int
-	spell               time.Duration // the fleet's spell, as last seen
-	gen                 uint64        // the last sync that saw the scope
+	probes              sharedcircuit.Tally // the verdicts to send
+	spell               time.Duration       // the fleet's spell, as last seen
+	gen                 uint64              // the last sync that saw the scope
 }
 
 var _ sharedcircuit.Store = (*FleetBreaker)(nil)
@@ -212,19 +211,7 @@ func (f *FleetBreaker) Claim(scope string) (sharedcircuit.Claim, bool) {
 func (f *FleetBreaker) Verdict(scope string, round uint64, v sharedcircuit.Verdict) {
 	f.mu.Lock()
 	s := f.scope(scope)
-	if round > s.round {
-		s.round, s.pass, s.fail, s.free = round, 0, 0, 0
-	}
-	if round == s.round {
-		switch v {
-		case sharedcircuit.VerdictSuccess:
-			s.pass++
-		case sharedcircuit.VerdictFailure:
-			s.fail++
-		default:
-			s.free++
-		}
-	}
+	s.probes.Add(round, v)
 	f.mu.Unlock()
 	f.nudge()
 }
@@ -319,8 +306,9 @@ func (f *FleetBreaker) sync(now time.Time) (again bool) {
 			open = s.open
 		}
 		next := f.h.NextSpell(s.spell)
-		args = append(args, epoch, da, ds, open.Milliseconds(), s.round, s.pass, s.fail, s.free, next.Milliseconds())
-		s.open, s.pass, s.fail, s.free = 0, 0, 0, 0
+		args = append(args, epoch, da, ds, open.Milliseconds(), s.probes.Round, s.probes.Pass, s.probes.Fail, s.probes.Free, next.Milliseconds())
+		s.open = 0
+		s.probes.Sent()
 		keys = append(keys, CircuitKey(f.name, name))
 		entries = append(entries, entry{c, s})
 		return true

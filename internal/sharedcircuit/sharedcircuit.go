@@ -90,3 +90,32 @@ type Breaker interface {
 // Bind binds b, a *retry.Breaker not yet used, to s, and returns it as the
 // store sees it. Package retry sets it at init.
 var Bind func(b any, s Store) Breaker
+
+// Tally is what a process keeps of a scope's probe verdicts until it sends
+// them: the counts of the latest round it heard of. A verdict of an older
+// round decides nothing, and is dropped.
+type Tally struct {
+	Round            uint64
+	Pass, Fail, Free int
+}
+
+// Add counts v, the verdict of a probe of round.
+func (t *Tally) Add(round uint64, v Verdict) {
+	if round > t.Round {
+		*t = Tally{Round: round}
+	}
+	if round != t.Round {
+		return
+	}
+	switch v {
+	case VerdictSuccess:
+		t.Pass++
+	case VerdictFailure:
+		t.Fail++
+	default:
+		t.Free++
+	}
+}
+
+// Sent clears the counts once they are sent; the round stays.
+func (t *Tally) Sent() { t.Pass, t.Fail, t.Free = 0, 0, 0 }

@@ -196,9 +196,8 @@ type processScope struct {
 	attempts, successes uint64 // the circuit's counts when last sent
 	open                time.Duration
 	openEpoch           uint64
-	round               uint64
-	pass, fail, free    int
-	spell               time.Duration // the fleet's spell, as last seen
+	probes              sharedcircuit.Tally // the verdicts to send
+	spell               time.Duration       // the fleet's spell, as last seen
 }
 
 var _ sharedcircuit.Store = (*storeProcess)(nil)
@@ -228,19 +227,7 @@ func (p *storeProcess) Claim(scope string) (sharedcircuit.Claim, bool) {
 // FleetBreaker.Verdict nudges its loop.
 func (p *storeProcess) Verdict(scope string, round uint64, v sharedcircuit.Verdict) {
 	s := p.scope(scope)
-	if round > s.round {
-		s.round, s.pass, s.fail, s.free = round, 0, 0, 0
-	}
-	if round == s.round {
-		switch v {
-		case sharedcircuit.VerdictSuccess:
-			s.pass++
-		case sharedcircuit.VerdictFailure:
-			s.fail++
-		default:
-			s.free++
-		}
-	}
+	s.probes.Add(round, v)
 	p.schedule(0)
 }
 
@@ -285,9 +272,10 @@ func (p *storeProcess) sync() {
 		}
 		scopes = append(scopes, syncing{name, c, s, processSync{
 			seen: epoch, attempts: da, successes: ds, open: open,
-			round: s.round, pass: s.pass, fail: s.fail, free: s.free, next: p.h.NextSpell(s.spell),
+			round: s.probes.Round, pass: s.probes.Pass, fail: s.probes.Fail, free: s.probes.Free, next: p.h.NextSpell(s.spell),
 		}})
-		s.open, s.pass, s.fail, s.free = 0, 0, 0, 0
+		s.open = 0
+		s.probes.Sent()
 		return true
 	})
 	width := max(p.h.Window()/10, time.Millisecond)
