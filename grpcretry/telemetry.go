@@ -22,17 +22,26 @@ func tellRPC(ctx context.Context, method string, cc *grpc.ClientConn, opts []grp
 	if s == nil {
 		return nil
 	}
-	m := ""
+	m, target := CallLabels(method, cc, opts)
+	callinfo.TellRPC(s, m, target)
+	return s
+}
+
+// CallLabels returns the labels gRFC A66 gives a call's telemetry: its
+// method without the leading slash ("grpc.health.v1.Health/Check") if opts
+// hold grpc.StaticMethod(), as the code protoc-gen-go-grpc generates does,
+// and "" otherwise (recorded as "other"), so that arbitrary method names
+// cannot grow a metric's labels without bound; and cc's canonical target
+// ("dns:///example.com:443"), "" for a nil cc.
+func CallLabels(method string, cc *grpc.ClientConn, opts []grpc.CallOption) (m, target string) {
 	for _, o := range opts {
 		if _, ok := o.(grpc.StaticMethodCallOption); ok {
 			m = strings.TrimPrefix(method, "/")
 			break
 		}
 	}
-	target := ""
 	if cc != nil {
 		target = cc.CanonicalTarget()
 	}
-	callinfo.TellRPC(s, m, target)
-	return s
+	return m, target
 }

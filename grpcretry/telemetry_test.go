@@ -193,3 +193,26 @@ func TestTellsEnclosingCall(t *testing.T) {
 		}
 	}
 }
+
+// TestCallLabels: a call's method is a label only when the call says it is
+// static (gRFC A66), and the target is the channel's canonical one.
+func TestCallLabels(t *testing.T) {
+	cc, err := grpc.NewClient("passthrough:///example.com:443", grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	for _, tc := range []struct {
+		opts      []grpc.CallOption
+		cc        *grpc.ClientConn
+		m, target string
+	}{
+		{[]grpc.CallOption{grpc.StaticMethod()}, cc, "pkg.Svc/Do", "passthrough:///example.com:443"},
+		{nil, cc, "", "passthrough:///example.com:443"},
+		{[]grpc.CallOption{grpc.WaitForReady(true), grpc.StaticMethod()}, nil, "pkg.Svc/Do", ""},
+	} {
+		if m, target := CallLabels("/pkg.Svc/Do", tc.cc, tc.opts); m != tc.m || target != tc.target {
+			t.Errorf("CallLabels(%v) = %q, %q; want %q, %q", tc.opts, m, target, tc.m, tc.target)
+		}
+	}
+}

@@ -43,7 +43,6 @@ package grpcotel
 import (
 	"context"
 	"strconv"
-	"strings"
 
 	"github.com/retrykit/retry/grpcretry"
 	"github.com/retrykit/retry/otelretry"
@@ -73,16 +72,9 @@ func UnaryClientInterceptor(in *otelretry.Instrumentation) grpc.UnaryClientInter
 
 // tell tells in of one call sent in ctx.
 func tell(in *otelretry.Instrumentation, ctx context.Context, method string, cc *grpc.ClientConn, opts []grpc.CallOption) {
-	m := otelretry.Unknown
-	for _, o := range opts {
-		if _, ok := o.(grpc.StaticMethodCallOption); ok {
-			m = strings.TrimPrefix(method, "/")
-			break
-		}
-	}
-	target := ""
-	if cc != nil {
-		target = cc.CanonicalTarget()
+	m, target := grpcretry.CallLabels(method, cc, opts)
+	if m == "" {
+		m = otelretry.Unknown
 	}
 	previous := 0
 	if v := metadata.ValueFromOutgoingContext(ctx, grpcretry.PreviousAttemptsKey); len(v) > 0 {
