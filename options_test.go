@@ -57,7 +57,6 @@ func TestDoAttemptTimeout(t *testing.T) {
 		}
 	})
 }
-
 func TestDoMaxElapsed(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		start := time.Now()
@@ -77,7 +76,6 @@ func TestDoMaxElapsed(t *testing.T) {
 		}
 	})
 }
-
 func TestDoHooks(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var events []string
@@ -110,7 +108,6 @@ func TestDoHooks(t *testing.T) {
 		}
 	})
 }
-
 func TestDoLongPoll(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		empty := NewTokenBucket(14)
@@ -138,7 +135,6 @@ func TestDoLongPoll(t *testing.T) {
 		}
 	})
 }
-
 func TestDoLog(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var buf bytes.Buffer
@@ -166,7 +162,6 @@ func TestDoLog(t *testing.T) {
 		}
 	})
 }
-
 func TestDoScope(t *testing.T) {
 	s := NewStandard(StandardOptions{Backoff: Constant(0)})
 	_ = Do(context.Background(), s, failing(1, errTransient).op, Scope("a"))
@@ -407,5 +402,276 @@ func TestScopeOf(t *testing.T) {
 		if tt.wantOK && c.scope != got {
 			t.Errorf("%s: the loop applies scope %q, ScopeOf says %q", tt.name, c.scope, got)
 		}
+	}
+}
+
+// A first attempt let through before the loop (WithTicket) is judged by
+// the circuit it went through, not by the circuit as the loop finds it:
+// the loop that follows makes it even if the circuit opened meanwhile, its
+// failure does not take the place of a probe once the circuit lets probes
+// through, and a refusal's ticket refuses the call.
+func TestWithTicket(t *testing.T) {
+	open := func(k *brk) {
+		k.t.Helper()
+		for range 20 {
+			_ = k.call("", errBrk500)
+		}
+		k.want("", BreakerOpen)
+	}
+	ticketed := func(k *brk, tk BreakerTicket, s Strategy, errs ...error) (int, error) {
+		n := 0
+		_, err := DoValue(context.Background(), s, func(context.Context) (int, error) {
+			n++
+			return 0, errs[min(n, len(errs))-1]
+		}, WithBreaker(k.b), WithTicket(tk))
+		return n, err
+	}
+	t.Run("the circuit opened meanwhile", func(t *testing.T) {
+		k := newBrk(t, BreakerOptions{})
+		tk, err := k.b.Allow("")
+		if err != nil {
+			t.Fatal(err)
+		}
+		open(k)
+		if n, err := ticketed(k, tk, &No{}, nil); n != 1 || err != nil {
+			t.Fatalf("the attempt let through before the circuit opened: %d calls, %v; want 1 and success", n, err)
+		}
+		// The zero ticket lets the first attempt through; its retry asks
+		// the circuit as it is.
+		n, err := ticketed(k, BreakerTicket{}, &Simple{MaxAttempts: 3, Backoff: Constant(0)}, errBrk500)
+		var e *Error
+		if !errors.As(err, &e) || n != 1 || e.Attempts != 1 || !errors.Is(err, ErrCircuitOpen) || !errors.Is(err, errBrk500) {
+			t.Fatalf("a failed ticketed attempt in an open circuit: %d calls, %v; want its retry refused after 1 attempt", n, err)
+		}
+	})
+	t.Run("a stale attempt is no probe", func(t *testing.T) {
+		// A strategy that grants no first token makes one attempt outside
+		// the loop's own.
+		for _, s := range []Strategy{&No{}, &outsider{acquire: errNoFirstToken}} {
+			k := newBrk(t, BreakerOptions{})
+			tk, _ := k.b.Allow("")
+			open(k)
+			k.clock.Advance(DefaultBreakerOpenFor)
+			k.want("", BreakerHalfOpen)
+			if n, err := ticketed(k, tk, s, errBrk500); n != 1 || !errors.Is(err, errBrk500) {
+				t.Fatalf("%T: the stale attempt: %d calls, %v", s, n, err)
+			}
+			k.want("", BreakerHalfOpen) // not reopened: the probe's place is free
+			if err := k.call("", nil); err != nil {
+				t.Fatalf("%T: the probe after the stale failure: %v", s, err)
+			}
+			k.want("", BreakerClosed)
+		}
+	})
+	t.Run("a refusal's ticket", func(t *testing.T) {
+		k := newBrk(t, BreakerOptions{})
+		open(k)
+		tk, err := k.b.Allow("")
+		if !errors.Is(err, ErrCircuitOpen) {
+			t.Fatalf("Allow in an open circuit: %v", err)
+		}
+		// The circuit lets probes through by the time the loop runs: the
+		// call is refused all the same, as its attempt was.
+		k.clock.Advance(DefaultBreakerOpenFor)
+		var gaveUp []*Error
+		n := 0
+		err = Do(context.Background(), &Simple{}, func(context.Context) error { n++; return nil },
+			WithBreaker(k.b), WithTicket(tk), OnGiveUp(func(_ context.Context, e *Error) { gaveUp = append(gaveUp, e) }))
+		var e *Error
+		if !errors.As(err, &e) || n != 0 || e.Attempts != 0 || e.Reason != ErrCircuitOpen || len(gaveUp) != 1 || gaveUp[0] != e {
+			t.Fatalf("a call with a refusal's ticket: %d calls, %v, hook told %v; want no attempt, ErrCircuitOpen, the hook told", n, err, gaveUp)
+		}
+		// The refusal's ticket reports nothing: counted, its 40 successes
+		// would keep 20 fresh failures under the failure rate.
+		if err := k.call("", nil); err != nil {
+			t.Fatal(err)
+		}
+		k.want("", BreakerClosed)
+		for range 40 * breakerPlaceEvery {
+			tk.Done(context.Background(), nil)
+		}
+		open(k)
+	})
+	// probe opens k's circuit, lets it turn half-open, and takes its one
+	// probe place.
+	probe := func(k *brk) BreakerTicket {
+		k.t.Helper()
+		open(k)
+		k.clock.Advance(DefaultBreakerOpenFor)
+		tk, err := k.b.Allow("")
+		if err != nil || !tk.Probe() {
+			k.t.Fatalf("Allow in a half-open circuit: %v, a probe's: %v", err, tk.Probe())
+		}
+		if _, err := k.b.Allow(""); !errors.Is(err, ErrCircuitOpen) {
+			k.t.Fatalf("a second probe while the first is out: %v", err)
+		}
+		return tk
+	}
+	t.Run("no first wait", func(t *testing.T) {
+		// The attempt began: a first delay of the strategy's (Adaptive's
+		// while its limiter is on) is not waited, and cannot misreport it
+		// as not made.
+		k := newBrk(t, BreakerOptions{})
+		tk := probe(k)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		n := 0
+		err := Do(ctx, delayedFirst{time.Hour}, func(context.Context) error { n++; return nil }, WithBreaker(k.b), WithTicket(tk))
+		if err != nil || n != 1 {
+			t.Fatalf("a ticketed call whose strategy delays its first attempt an hour: %v, %d calls; want the attempt's success", err, n)
+		}
+		k.want("", BreakerClosed) // the probe's verdict
+	})
+	t.Run("a nil operation releases the ticket", func(t *testing.T) {
+		k := newBrk(t, BreakerOptions{})
+		tk := probe(k)
+		if err := Do(context.Background(), &No{}, nil, WithBreaker(k.b), WithTicket(tk)); !errors.Is(err, ErrNilOperation) {
+			t.Fatalf("a nil operation: %v", err)
+		}
+		if err := k.call("", nil); err != nil {
+			t.Fatalf("the probe after the released one: %v", err)
+		}
+		k.want("", BreakerClosed)
+	})
+	t.Run("Release and Probe", func(t *testing.T) {
+		k := newBrk(t, BreakerOptions{})
+		closed, _ := k.b.Allow("")
+		tk := probe(k)
+		refusal, _ := k.b.Allow("")
+		if closed.Probe() || refusal.Probe() || (BreakerTicket{}).Probe() {
+			t.Fatalf("Probe of a closed circuit's ticket %v, a refusal's %v, the zero ticket's %v; want false", closed.Probe(), refusal.Probe(), (BreakerTicket{}).Probe())
+		}
+		closed.Release() // nothing to free, nothing counted
+		refusal.Release()
+		(BreakerTicket{}).Release()
+		k.want("", BreakerHalfOpen)
+		tk.Release()
+		k.want("", BreakerHalfOpen) // released: no verdict
+		if err := k.call("", nil); err != nil {
+			t.Fatalf("the probe after the released one: %v", err)
+		}
+		k.want("", BreakerClosed)
+	})
+	t.Run("a caller that gave up", func(t *testing.T) {
+		// The attempt began before the loop: its outcome is collected
+		// (the caller's cancellation, counted as neither, which frees
+		// the probe's place) and reported as the call's one attempt.
+		k := newBrk(t, BreakerOptions{})
+		tk := probe(k)
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		n := 0
+		err := Do(ctx, &No{}, func(ctx context.Context) error { n++; return ctx.Err() }, WithBreaker(k.b), WithTicket(tk))
+		var e *Error
+		if !errors.As(err, &e) || n != 1 || e.Attempts != 1 || !errors.Is(err, context.Canceled) {
+			t.Fatalf("a cancelled ticketed call: %v, %d calls; want its attempt's outcome, 1 attempt", err, n)
+		}
+		if err := k.call("", nil); err != nil {
+			t.Fatalf("the probe after the cancelled one: %v", err)
+		}
+		k.want("", BreakerClosed)
+		// A refusal's ticket made no attempt: the caller's give-up is
+		// reported as before any attempt.
+		open(k)
+		refusal, _ := k.b.Allow("")
+		n = 0
+		err = Do(ctx, &No{}, func(ctx context.Context) error { n++; return nil }, WithBreaker(k.b), WithTicket(refusal))
+		if !errors.As(err, &e) || n != 0 || e.Attempts != 0 || e.Reason != context.Canceled {
+			t.Fatalf("a cancelled call with a refusal's ticket: %v, %d calls; want no attempt", err, n)
+		}
+	})
+}
+
+// delayedFirst is a Strategy whose first token carries a delay, as
+// Adaptive's does while its client-side limiter is on, and that never
+// retries.
+type delayedFirst struct{ d time.Duration }
+
+func (s delayedFirst) AcquireInitialToken(string) (Token, error) { return NewToken(0, s.d, nil), nil }
+func (delayedFirst) RefreshToken(Token, error) (Token, error)    { return Token{}, ErrMaxAttempts }
+func (delayedFirst) RecordSuccess(Token) error                   { return nil }
+
+// TestWithTicketSeveralReleasesAllButTheLast: of several WithTicket options
+// the last applies, and the others' probe places are freed, not held until
+// OpenFor gives them out again.
+func TestWithTicketSeveralReleasesAllButTheLast(t *testing.T) {
+	k := newBrk(t, BreakerOptions{Probes: 2})
+	k.probing()
+	first, _ := k.b.Allow("")
+	last, _ := k.b.Allow("")
+	if !first.Probe() || !last.Probe() {
+		t.Fatalf("probes: %v, %v", first.Probe(), last.Probe())
+	}
+	err := Do(context.Background(), &No{}, func(context.Context) error { return errBrk404 }, WithBreaker(k.b), WithTicket(first), WithTicket(last))
+	if !errors.Is(err, errBrk404) {
+		t.Fatal(err)
+	}
+	free := 0
+	for range 4 {
+		if tk, err := k.b.Allow(""); err == nil && tk.Probe() {
+			free++
+		}
+	}
+	if free != 2 {
+		t.Fatalf("%d probe places free after the call, want both", free)
+	}
+}
+
+// TestWithTicketTwiceTheSameTicket: the same ticket given twice (an
+// integration appending the caller's options and its own WithTicket of the
+// same probe) must not free the probe's place before its attempt is made:
+// with Probes 1, a second caller is let through beside it, and the probe's
+// success must still be counted.
+func TestWithTicketTwiceTheSameTicket(t *testing.T) {
+	k := newBrk(t, BreakerOptions{Probes: 1})
+	k.probing()
+	tk, _ := k.b.Allow("")
+	if !tk.Probe() {
+		t.Fatal("not a probe")
+	}
+	others := 0
+	err := Do(context.Background(), &No{}, func(context.Context) error {
+		// While the probe's attempt runs, its place is held.
+		if o, err := k.b.Allow(""); err == nil {
+			others++
+			o.Release()
+		}
+		return nil
+	}, WithBreaker(k.b), WithTicket(tk), WithTicket(tk))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if others != 0 {
+		t.Errorf("%d other attempts let through while the only probe ran", others)
+	}
+	k.want("", BreakerClosed)
+}
+
+// TestWithTicketGivenAgainAfterAnother: WithTicket(a), WithTicket(b),
+// WithTicket(a): a applies and must not have been released.
+func TestWithTicketGivenAgainAfterAnother(t *testing.T) {
+	k := newBrk(t, BreakerOptions{Probes: 2})
+	k.probing()
+	a, _ := k.b.Allow("")
+	b, _ := k.b.Allow("")
+	others := 0
+	err := Do(context.Background(), &No{}, func(context.Context) error {
+		var got []BreakerTicket
+		for range 3 {
+			if o, err := k.b.Allow(""); err == nil {
+				others++
+				got = append(got, o)
+			}
+		}
+		for _, o := range got {
+			o.Release()
+		}
+		return nil
+	}, WithBreaker(k.b), WithTicket(a), WithTicket(b), WithTicket(a))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if others != 1 {
+		t.Errorf("%d other attempts let through while a probe ran, want 1 (b's place)", others)
 	}
 }

@@ -5,17 +5,18 @@ import (
 	"errors"
 	"slices"
 	"strconv"
+	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
+	"github.com/retrykit/retry"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
-
-	"github.com/retrykit/retry"
 )
 
 // slowFirst makes the first attempt wait until it is cancelled (and says so
@@ -191,4 +192,168 @@ func TestHedgedCallLeavesAnsweredFailuresToTheCaller(t *testing.T) {
 	if err == nil || attempts != 3 || srv.calls.Load() != 3 {
 		t.Fatalf("%v after %d attempts and %d calls, want 3 and 3", err, attempts, srv.calls.Load())
 	}
+}
+
+// slow answers after d.
+func slow(d time.Duration, clk *clock) func(context.Context, int, *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
+	return func(ctx context.Context, n int, _ *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
+		if clk != nil {
+			clk.mark()
+		}
+		time.Sleep(d)
+		return ok(n)
+	}
+}
+
+// TestVirtualHedgeDelays: hedges go out at the hedging delay, one after the
+// other, up to MaxAttempts; the first answer wins.
+func TestVirtualHedgeDelays(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		clk := newClock()
+		srv := &server{unary: func(ctx context.Context, n int, _ *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
+			clk.mark()
+			if n < 3 {
+				<-ctx.Done() // the first two never answer
+				return nil, ctx.Err()
+			}
+			time.Sleep(5 * time.Millisecond)
+			return ok(n)
+		}}
+		c := vclient(t, srv, WithStrategy(simple(3)), WithIdempotentMethods(method), WithHedging(Hedging{Delay: 20 * time.Millisecond, MaxAttempts: 3}))
+		start := time.Now()
+		r, err := c.UnaryCall(context.Background(), &testpb.SimpleRequest{})
+		if err != nil || string(r.GetPayload().GetBody()) != "3" || time.Since(start) != 45*time.Millisecond {
+			t.Fatalf("%v, %v after %v", r, err, time.Since(start))
+		}
+		if got := clk.times(); !equalDurations(got, []time.Duration{0, 20 * time.Millisecond, 40 * time.Millisecond}) {
+			t.Fatalf("copies at %v", got)
+		}
+	})
+}
+
+// TestVirtualHedgePushback: after a retryable failure with a pushback, the
+// next hedge goes out when the pushback says, not at once.
+func TestVirtualHedgePushback(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		clk := newClock()
+		srv := &server{unary: func(ctx context.Context, n int, _ *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
+			clk.mark()
+			if n == 1 {
+				grpc.SetTrailer(ctx, metadata.Pairs(PushbackKey, "300"))
+				return nil, status.Error(codes.Unavailable, "later")
+			}
+			return ok(n)
+		}}
+		c := vclient(t, srv, WithStrategy(simple(3)), WithIdempotentMethods(method), WithHedging(Hedging{Delay: time.Hour}))
+		if _, err := c.UnaryCall(context.Background(), &testpb.SimpleRequest{}); err != nil {
+			t.Fatal(err)
+		}
+		if got := clk.times(); !equalDurations(got, []time.Duration{0, 300 * time.Millisecond}) {
+			t.Fatalf("copies at %v", got)
+		}
+	})
+}
+
+// TestVirtualHedgeOnlyIdempotent: a method not declared idempotent is not
+// hedged.
+func TestVirtualHedgeOnlyIdempotent(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := &server{unary: slow(30*time.Millisecond, nil)}
+		c := vclient(t, srv, WithStrategy(simple(3)), WithHedging(Hedging{Delay: time.Millisecond}))
+		if _, err := c.UnaryCall(context.Background(), &testpb.SimpleRequest{}); err != nil || srv.calls.Load() != 1 {
+			t.Fatalf("%v after %d attempts", err, srv.calls.Load())
+		}
+	})
+}
+
+// TestVirtualHedgeQuota: a winning hedge gets its tokens back, and a hedge
+// the quota cannot pay for is not sent.
+func TestVirtualHedgeQuota(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := retry.NewTokenBucket(20)
+		srv := &server{unary: func(ctx context.Context, n int, _ *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
+			if n == 1 {
+				time.Sleep(time.Second)
+			}
+			return ok(n)
+		}}
+		c := vclient(t, srv, WithStrategy(simple(3)), WithIdempotentMethods(method), WithHedging(Hedging{Delay: time.Millisecond, Quota: q, Cost: 15}))
+		if r, err := c.UnaryCall(context.Background(), &testpb.SimpleRequest{}); err != nil || string(r.GetPayload().GetBody()) != "2" {
+			t.Fatalf("%v, %v", r, err)
+		}
+		if q.Available() != 20 {
+			t.Fatalf("a winning hedge left the quota at %d, want 20", q.Available())
+		}
+		q.Take(10) // 10 left: less than a hedge costs
+		start := time.Now()
+		if r, err := c.UnaryCall(context.Background(), &testpb.SimpleRequest{}); err != nil || string(r.GetPayload().GetBody()) != "1" || time.Since(start) != time.Second {
+			t.Fatalf("with a short quota: %v, %v after %v", r, err, time.Since(start))
+		}
+	})
+}
+
+// TestVirtualHedgeBudget: a budget that allows no retry allows no hedge.
+func TestVirtualHedgeBudget(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := &server{unary: slow(20*time.Millisecond, nil)}
+		b := retry.NewBudget(retry.BudgetOptions{Ratio: -1, MinPerSecond: -1})
+		c := vclient(t, srv, WithStrategy(simple(3)), WithIdempotentMethods(method), WithHedging(Hedging{Delay: time.Millisecond, Budget: b}))
+		if _, err := c.UnaryCall(context.Background(), &testpb.SimpleRequest{}); err != nil || srv.calls.Load() != 1 {
+			t.Fatalf("%v after %d attempts", err, srv.calls.Load())
+		}
+	})
+}
+
+// TestVirtualHedgeOffWhileThrottled: while Adaptive's send-rate limiter is
+// limiting the scope, no hedge is sent.
+func TestVirtualHedgeOffWhileThrottled(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := &server{unary: slow(20*time.Millisecond, nil)}
+		a := retry.NewAdaptive(retry.AdaptiveOptions{})
+		// One throttle starts the limiter; the retry's wait (1 s of
+		// throttling backoff) does not fit the deadline, so nothing waits.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+		defer cancel()
+		retry.Do(ctx, a, func(context.Context) error { return retry.Throttled(errors.New("slow down")) }, retry.Scope("throttled"))
+		if _, limiting := a.Rate("throttled"); !limiting {
+			t.Fatal("the limiter is not limiting after a throttle")
+		}
+		c := vclient(t, srv, WithStrategy(a), WithIdempotentMethods(method), WithScope(func(*grpc.ClientConn, string) string { return "throttled" }),
+			WithHedging(Hedging{Delay: time.Millisecond}))
+		if _, err := c.UnaryCall(context.Background(), &testpb.SimpleRequest{}); err != nil || srv.calls.Load() != 1 {
+			t.Fatalf("%v after %d attempts", err, srv.calls.Load())
+		}
+	})
+}
+
+// TestVirtualHedgeCallerDeadline: hedges run under the caller's deadline,
+// and all of them end with it.
+func TestVirtualHedgeCallerDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		clk := newClock()
+		var ended []time.Duration
+		var mu sync.Mutex
+		srv := &server{unary: func(ctx context.Context, _ int, _ *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
+			clk.mark()
+			<-ctx.Done()
+			mu.Lock()
+			ended = append(ended, time.Since(clk.start))
+			mu.Unlock()
+			return nil, ctx.Err()
+		}}
+		c := vclient(t, srv, WithStrategy(simple(3)), WithIdempotentMethods(method), WithHedging(Hedging{Delay: 5 * time.Millisecond, MaxAttempts: 3}))
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		defer cancel()
+		_, err := c.UnaryCall(ctx, &testpb.SimpleRequest{})
+		if status.Code(err) != codes.DeadlineExceeded || !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("%v", err)
+		}
+		synctest.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		if got := clk.times(); !equalDurations(got, []time.Duration{0, 5 * time.Millisecond, 10 * time.Millisecond}) ||
+			!equalDurations(ended, []time.Duration{100 * time.Millisecond, 100 * time.Millisecond, 100 * time.Millisecond}) {
+			t.Fatalf("copies at %v, ended at %v", got, ended)
+		}
+	})
 }

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/test/bufconn"
 )
 
 // server is the test service on a real grpc.Server: each handler is a
@@ -45,25 +46,20 @@ func (s *server) attempt(ctx context.Context) int {
 	n, _ := strconv.Atoi(v)
 	return n + 1
 }
-
 func (s *server) seen() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]string(nil), s.previous...)
 }
-
 func (s *server) UnaryCall(ctx context.Context, req *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
 	return s.unary(ctx, s.attempt(ctx), req)
 }
-
 func (s *server) StreamingOutputCall(req *testpb.StreamingOutputCallRequest, st testpb.TestService_StreamingOutputCallServer) error {
 	return s.output(s.attempt(st.Context()), req, st)
 }
-
 func (s *server) StreamingInputCall(st testpb.TestService_StreamingInputCallServer) error {
 	return s.input(s.attempt(st.Context()), st)
 }
-
 func (s *server) FullDuplexCall(st testpb.TestService_FullDuplexCallServer) error {
 	return s.duplex(s.attempt(st.Context()), st)
 }
@@ -116,7 +112,6 @@ func (r *recorder) AcquireInitialToken(scope string) (retry.Token, error) {
 	t, err := r.inner.AcquireInitialToken(scope)
 	return retry.NewToken(0, 0, t), err
 }
-
 func (r *recorder) RefreshToken(t retry.Token, err error) (retry.Token, error) {
 	next, err := r.inner.RefreshToken(t.Value().(retry.Token), err)
 	if err != nil {
@@ -127,11 +122,9 @@ func (r *recorder) RefreshToken(t retry.Token, err error) (retry.Token, error) {
 	r.mu.Unlock()
 	return retry.NewToken(next.RetryCount(), 0, next), nil
 }
-
 func (r *recorder) RecordSuccess(t retry.Token) error {
 	return r.inner.RecordSuccess(t.Value().(retry.Token))
 }
-
 func (r *recorder) got() []time.Duration {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -149,3 +142,71 @@ func ok(n int) (*testpb.SimpleResponse, error) {
 }
 
 const method = "/grpc.testing.TestService/UnaryCall"
+
+// The tests that dial through vclient run in virtual time: a synctest bubble
+// holds a real grpc.Server and ClientConn joined by an in-memory listener (a
+// bubble cannot hold sockets), so that waits, deadlines, attempt timeouts and
+// hedging delays are exact and cost no real time.
+
+// vclient serves srv in the current bubble and dials it through both
+// interceptors built from opts. Everything is closed by t's cleanup.
+func vclient(t *testing.T, srv *server, opts ...Option) testpb.TestServiceClient {
+	t.Helper()
+	return bufClient(t, srv,
+		grpc.WithUnaryInterceptor(UnaryClientInterceptor(opts...)),
+		grpc.WithStreamInterceptor(StreamClientInterceptor(opts...)))
+}
+
+// bufClient serves srv over bufconn and dials it with grpc's retry off and
+// opts. Everything is closed by t's cleanup.
+func bufClient(t *testing.T, srv testpb.TestServiceServer, opts ...grpc.DialOption) testpb.TestServiceClient {
+	t.Helper()
+	lis := bufconn.Listen(1 << 20)
+	gs := grpc.NewServer()
+	testpb.RegisterTestServiceServer(gs, srv)
+	go gs.Serve(lis)
+	opts = append([]grpc.DialOption{
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDisableRetry(),
+	}, opts...)
+	cc, err := grpc.NewClient("passthrough:///bufconn", opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cc.Close()
+		gs.Stop()
+	})
+	return testpb.NewTestServiceClient(cc)
+}
+
+// clock records when each attempt reached the server, in virtual time.
+type clock struct {
+	mu    sync.Mutex
+	start time.Time
+	at    []time.Duration
+}
+
+func newClock() *clock { return &clock{start: time.Now()} }
+func (c *clock) mark() {
+	c.mu.Lock()
+	c.at = append(c.at, time.Since(c.start))
+	c.mu.Unlock()
+}
+func (c *clock) times() []time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]time.Duration(nil), c.at...)
+}
+func equalDurations(a, b []time.Duration) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}

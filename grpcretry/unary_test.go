@@ -5,7 +5,9 @@ import (
 	"errors"
 	"net"
 	"slices"
+	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/retrykit/retry"
@@ -15,6 +17,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 )
@@ -450,4 +453,188 @@ func TestCallDoneBeforeItsFirstAttempt(t *testing.T) {
 	if n := srv.calls.Load(); n != 0 {
 		t.Fatalf("the server saw %d calls", n)
 	}
+}
+
+// seenOptions is a unary interceptor chained below the retrying one: it
+// records, for each attempt, how many grpc.Header, grpc.Trailer and
+// grpc.Peer options the attempt carried, and the trailer pointers.
+type seenOptions struct {
+	mu       sync.Mutex
+	headers  []int
+	trailers [][]*metadata.MD
+	peers    []int
+}
+
+func (s *seenOptions) intercept(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	var h, p int
+	var tr []*metadata.MD
+	for _, o := range opts {
+		switch o := o.(type) {
+		case grpc.HeaderCallOption:
+			h++
+		case grpc.TrailerCallOption:
+			tr = append(tr, o.TrailerAddr)
+		case grpc.PeerCallOption:
+			p++
+		}
+	}
+	s.mu.Lock()
+	s.headers, s.trailers, s.peers = append(s.headers, h), append(s.trailers, tr), append(s.peers, p)
+	s.mu.Unlock()
+	return invoker(ctx, method, req, reply, cc, opts...)
+}
+
+// An attempt carries no grpc.Header option of the interceptor's (its copy of
+// the headers would cost every successful call), and one grpc.Trailer (for
+// the pushback) and one grpc.Peer (did it leave the client?): the caller's
+// own, if it gave them, which then serve both. The caller's options see the
+// last attempt, and the pushback read through the caller's trailer is
+// obeyed.
+func TestAttemptsCaptureOnlyTheTrailerAndPeer(t *testing.T) {
+	srv := &server{unary: func(ctx context.Context, n int, _ *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
+		if n == 1 {
+			// Trailers-Only: headers set here would go out first.
+			grpc.SetTrailer(ctx, metadata.Pairs(PushbackKey, "250"))
+			return nil, status.Error(codes.Unavailable, "later")
+		}
+		grpc.SetHeader(ctx, metadata.Pairs("attempt", string(rune('0'+n))))
+		return ok(n)
+	}}
+	for _, own := range []bool{false, true} {
+		seen := &seenOptions{}
+		rec := &recorder{inner: &retry.Simple{MaxAttempts: 2, Backoff: retry.Constant(time.Second)}}
+		c := dial(t, serve(t, srv), grpc.WithChainUnaryInterceptor(UnaryClientInterceptor(WithStrategy(rec)), seen.intercept))
+		srv.calls.Store(0)
+		var header, trailer metadata.MD
+		var p peer.Peer
+		var opts []grpc.CallOption
+		if own {
+			opts = []grpc.CallOption{grpc.Header(&header), grpc.Trailer(&trailer), grpc.Peer(&p)}
+		}
+		if _, err := c.UnaryCall(context.Background(), &testpb.SimpleRequest{}, opts...); err != nil {
+			t.Fatalf("caller's options %v: %v", own, err)
+		}
+		if got := rec.got(); !slices.Equal(got, []time.Duration{250 * time.Millisecond}) {
+			t.Errorf("caller's options %v: delays %v, want the pushback's 250ms", own, got)
+		}
+		wantHeaders, wantPeers := []int{0, 0}, []int{1, 1}
+		if own {
+			wantHeaders = []int{1, 1} // the caller's
+		}
+		if !slices.Equal(seen.headers, wantHeaders) || !slices.Equal(seen.peers, wantPeers) {
+			t.Errorf("caller's options %v: grpc.Header per attempt %v, grpc.Peer %v; want %v and %v", own, seen.headers, seen.peers, wantHeaders, wantPeers)
+		}
+		for i, tr := range seen.trailers {
+			if len(tr) != 1 || own && tr[0] != &trailer {
+				t.Errorf("caller's options %v: attempt %d carried trailer options %v, want one (the caller's, if it gave one)", own, i+1, tr)
+			}
+		}
+		if own && (header.Get("attempt")[0] != "2" || p.Addr == nil || len(trailer[PushbackKey]) != 0) {
+			t.Errorf("the caller's options hold header %v, peer %v, trailer %v; want the second attempt's", header, p.Addr, trailer)
+		}
+	}
+}
+
+// TestVirtualPushbackWait: the retry after a pushback of 250 ms reaches the
+// server 250 ms after the failure.
+func TestVirtualPushbackWait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		clk := newClock()
+		srv := &server{unary: func(ctx context.Context, n int, _ *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
+			clk.mark()
+			if n == 1 {
+				grpc.SetTrailer(ctx, metadata.Pairs(PushbackKey, "250"))
+				return nil, status.Error(codes.Unavailable, "later")
+			}
+			return ok(n)
+		}}
+		c := vclient(t, srv, WithStrategy(simple(2)))
+		if _, err := c.UnaryCall(context.Background(), &testpb.SimpleRequest{}); err != nil {
+			t.Fatal(err)
+		}
+		if got := clk.times(); !equalDurations(got, []time.Duration{0, 250 * time.Millisecond}) {
+			t.Fatalf("attempts at %v", got)
+		}
+	})
+}
+
+// TestVirtualAttemptTimeout: an attempt is cut at exactly the attempt
+// timeout, and the retry of an idempotent method follows at once.
+func TestVirtualAttemptTimeout(t *testing.T) {
+	for _, idem := range []bool{true, false} {
+		synctest.Test(t, func(t *testing.T) {
+			clk := newClock()
+			srv := &server{unary: func(ctx context.Context, n int, _ *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
+				clk.mark()
+				if n == 1 {
+					<-ctx.Done()
+					return nil, ctx.Err()
+				}
+				return ok(n)
+			}}
+			var info retry.Info
+			opts := []Option{WithStrategy(simple(2)), WithAttemptTimeout(100 * time.Millisecond),
+				WithRetryOptions(retry.OnAttemptFailed(func(_ context.Context, _ int, err error) { info = retry.Classify(err) }))}
+			if idem {
+				opts = append(opts, WithIdempotentMethods("/grpc.testing.TestService/"))
+			}
+			c := vclient(t, srv, opts...)
+			_, err := c.UnaryCall(context.Background(), &testpb.SimpleRequest{})
+			if !info.Timeout || info.Fault != retry.FaultServer {
+				t.Errorf("idempotent %v: attempt timeout classified %+v", idem, info)
+			}
+			want := []time.Duration{0}
+			if idem {
+				want = append(want, 100*time.Millisecond)
+			}
+			if idem != (err == nil) || (!idem && status.Code(err) != codes.DeadlineExceeded) || !equalDurations(clk.times(), want) {
+				t.Errorf("idempotent %v: %v, attempts at %v", idem, err, clk.times())
+			}
+		})
+	}
+	// Adaptive does not retry timeouts by default.
+	synctest.Test(t, func(t *testing.T) {
+		srv := &server{unary: func(ctx context.Context, n int, _ *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
+			<-ctx.Done()
+			return nil, ctx.Err()
+		}}
+		c := vclient(t, srv, WithAttemptTimeout(10*time.Millisecond), WithIdempotentMethods(method))
+		if _, err := c.UnaryCall(context.Background(), &testpb.SimpleRequest{}); err == nil || srv.calls.Load() != 1 {
+			t.Fatalf("the default Adaptive retried a timeout: %v, %d calls", err, srv.calls.Load())
+		}
+	})
+}
+
+// TestVirtualCallerDeadline: a wait that could not end before the caller's
+// deadline is not started, and the caller's DEADLINE_EXCEEDED is not
+// retried.
+func TestVirtualCallerDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := &server{unary: func(ctx context.Context, n int, _ *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
+			grpc.SetTrailer(ctx, metadata.Pairs(PushbackKey, "10000"))
+			return nil, status.Error(codes.Unavailable, "down")
+		}}
+		c := vclient(t, srv, WithStrategy(simple(5)))
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		start := time.Now()
+		_, err := c.UnaryCall(ctx, &testpb.SimpleRequest{})
+		if !errors.Is(err, retry.ErrDeadline) || srv.calls.Load() != 1 || time.Since(start) != 0 {
+			t.Fatalf("a 10 s pushback under a 5 s deadline: %v after %d calls and %v", err, srv.calls.Load(), time.Since(start))
+		}
+	})
+	synctest.Test(t, func(t *testing.T) {
+		srv := &server{unary: func(ctx context.Context, _ int, _ *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
+			<-ctx.Done()
+			return nil, status.Error(codes.DeadlineExceeded, "too slow")
+		}}
+		c := vclient(t, srv, WithStrategy(simple(5)), WithIdempotentMethods(method))
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+		defer cancel()
+		start := time.Now()
+		_, err := c.UnaryCall(ctx, &testpb.SimpleRequest{})
+		if status.Code(err) != codes.DeadlineExceeded || !errors.Is(err, context.DeadlineExceeded) || srv.calls.Load() != 1 || time.Since(start) != 20*time.Millisecond {
+			t.Fatalf("the caller's deadline: %v after %d calls and %v", err, srv.calls.Load(), time.Since(start))
+		}
+	})
 }
