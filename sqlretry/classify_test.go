@@ -154,3 +154,24 @@ type cyclic struct{ next error }
 
 func (c *cyclic) Error() string { return "cyclic" }
 func (c *cyclic) Unwrap() error { return c.next }
+
+// TestInDoubtErrorReads: an *InDoubtError says its id and cause, is
+// ErrInDoubt, and one made without a cause still has a message rather than
+// a panic.
+func TestInDoubtErrorReads(t *testing.T) {
+	for _, tc := range []struct {
+		err  *InDoubtError
+		want string
+	}{
+		{&InDoubtError{XID: 7, Err: io.ErrUnexpectedEOF}, "sqlretry: transaction 7 outcome unknown: unexpected EOF"},
+		{&InDoubtError{Err: io.ErrUnexpectedEOF}, "sqlretry: transaction outcome unknown: unexpected EOF"},
+		{&InDoubtError{}, "sqlretry: transaction outcome unknown: no cause given"},
+	} {
+		if got := tc.err.Error(); got != tc.want {
+			t.Errorf("Error() = %q, want %q", got, tc.want)
+		}
+		if !errors.Is(tc.err, ErrInDoubt) {
+			t.Errorf("%v is not ErrInDoubt", tc.err)
+		}
+	}
+}

@@ -35,13 +35,19 @@ type InDoubtError struct {
 	Err error  // why the outcome is unknown: the COMMIT's failure, and the resolution's
 }
 
+// Error reads "sqlretry: transaction 1234 outcome unknown: " and the cause.
 func (e *InDoubtError) Error() string {
-	if e.XID == 0 {
-		return "sqlretry: transaction outcome unknown: " + e.Err.Error()
+	cause := "no cause given"
+	if e.Err != nil {
+		cause = e.Err.Error()
 	}
-	return "sqlretry: transaction " + strconv.FormatUint(e.XID, 10) + " outcome unknown: " + e.Err.Error()
+	if e.XID == 0 {
+		return "sqlretry: transaction outcome unknown: " + cause
+	}
+	return "sqlretry: transaction " + strconv.FormatUint(e.XID, 10) + " outcome unknown: " + cause
 }
 
+// Unwrap returns the cause, for errors.Is and errors.As.
 func (e *InDoubtError) Unwrap() error { return e.Err }
 
 // Is reports whether target is ErrInDoubt.

@@ -51,6 +51,7 @@ const (
 
 var answerNames = [...]string{"no answer", "OK", "Unavailable", "Timeout", "AllowedTimeout", "ClientFault", "another answer"}
 
+// String names the answer, for test messages.
 func (a Answer) String() string {
 	if a < 0 || int(a) >= len(answerNames) {
 		return fmt.Sprintf("Answer(%d)", int(a))

@@ -98,6 +98,7 @@ type WatchedText struct {
 	changed chan struct{} // closed at the next write
 }
 
+// Write appends p and wakes an Await waiting for a change.
 func (w *WatchedText) Write(p []byte) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -108,6 +109,7 @@ func (w *WatchedText) Write(p []byte) (int, error) {
 	return w.b.Write(p)
 }
 
+// String returns the text written so far.
 func (w *WatchedText) String() string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -141,6 +143,7 @@ func (w *WatchedText) Await(t *testing.T, s string) {
 // FileText is a file whose String is its content.
 type FileText string
 
+// String returns the file's content, "" if it cannot be read.
 func (f FileText) String() string {
 	data, _ := os.ReadFile(string(f))
 	return string(data)
