@@ -35,6 +35,11 @@ type adaptiveScope struct {
 }
 
 func (sc *adaptiveScope) init(cfg scopeConfig) {
+	// A scope's first attempt is timed: the baseline its timeouts are
+	// judged by starts with its first success, not its second, which a
+	// process that sends seldom makes a window later (and a fleet of such
+	// processes would have no baseline before an incident).
+	sc.latency.due.Store(true)
 	if cfg.clock != nil {
 		sc.outcomes.placed.begin(cfg.clock.read(cfg.now))
 	}

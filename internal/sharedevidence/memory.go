@@ -17,10 +17,19 @@ type Memory struct {
 type memoryScope struct {
 	slots    [Tenths]memorySlot
 	streak   int64
-	streakAt time.Duration // when the streak was last reported
+	streakAt time.Duration // when an attempt last added to the streak or reset it
 	worked   time.Duration // when a retry last worked, if hasWorked
 	// hasWorked: some report said a retry worked.
 	hasWorked bool
+	// typical is the fleet's typical latency of a success, in
+	// nanoseconds: each tenth's mean latency, once the tenth is over,
+	// moves it by the part of the window since the last tenth that had
+	// any, as Adaptive's own typical latency moves with each probe. So a
+	// climb shows against the baseline before it for about a window,
+	// rather than being averaged in at once. folded is the last tenth
+	// taken into it.
+	typical float64
+	folded  int64
 }
 
 // memorySlot is a tenth of the window as the store counts it.
@@ -61,14 +70,14 @@ func (k *memoryScope) sync(now, window, width time.Duration, cur int64, r Report
 	s.probeNanos += r.ProbeNanos
 
 	if now-k.streakAt > window {
-		k.streak = 0 // no report in a window: those who failed are gone
+		k.streak = 0 // nothing failed or was accepted in a window: those who failed are gone
 	}
-	if r.Reset {
-		k.streak = r.Tail
-	} else {
-		k.streak += r.Tail
+	switch {
+	case r.Reset:
+		k.streak, k.streakAt = r.Tail, now
+	case r.Tail > 0:
+		k.streak, k.streakAt = k.streak+r.Tail, now
 	}
-	k.streakAt = now
 	if r.WorkedAgo >= 0 && (!k.hasWorked || now-r.WorkedAgo > k.worked) {
 		k.worked, k.hasWorked = now-r.WorkedAgo, true
 	}
@@ -77,8 +86,9 @@ func (k *memoryScope) sync(now, window, width time.Duration, cur int64, r Report
 	if k.hasWorked && now-k.worked <= window {
 		v.WorkedAgo = now - k.worked
 	}
+	k.fold(cur)
+	v.Typical = k.typical
 	newest := -1
-	var probes, nanos uint64
 	for i := range k.slots {
 		s := &k.slots[i]
 		if s.tenth <= cur-Tenths || s.tenth > cur {
@@ -87,12 +97,7 @@ func (k *memoryScope) sync(now, window, width time.Duration, cur int64, r Report
 		v.Attempts += float64(s.attempts)
 		v.Accepts += float64(s.accepts)
 		v.Timeouts += float64(s.timeouts)
-		if s.probes == 0 {
-			continue
-		}
-		probes += s.probes
-		nanos += s.probeNanos
-		if newest < 0 || s.tenth > k.slots[newest].tenth {
+		if s.probes > 0 && (newest < 0 || s.tenth > k.slots[newest].tenth) {
 			newest = i
 		}
 	}
@@ -100,9 +105,28 @@ func (k *memoryScope) sync(now, window, width time.Duration, cur int64, r Report
 		n := &k.slots[newest]
 		v.Latest = float64(n.probeNanos) / float64(n.probes)
 		v.LatestAgo = max(now-time.Duration(n.tenth+1)*width, 0)
-		if rest := probes - n.probes; rest > 0 {
-			v.Typical = float64(nanos-n.probeNanos) / float64(rest)
-		}
+	}
+	if v.Latest == 0 {
+		v.Typical = 0 // no recent success to judge
 	}
 	return v
+}
+
+// fold takes the tenths that ended before cur, and had successes timed,
+// into the typical latency, oldest first.
+func (k *memoryScope) fold(cur int64) {
+	for t := max(k.folded+1, cur-Tenths+1); t < cur; t++ {
+		s := &k.slots[t%Tenths]
+		if s.tenth != t || s.probes == 0 {
+			continue
+		}
+		mean := float64(s.probeNanos) / float64(s.probes)
+		if k.typical == 0 {
+			k.typical = mean
+		} else {
+			weight := min(float64(t-k.folded)/Tenths, 1)
+			k.typical += (mean - k.typical) * weight
+		}
+		k.folded = t
+	}
 }

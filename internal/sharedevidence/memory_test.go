@@ -9,7 +9,7 @@ import (
 // window old (a process that died leaves nothing behind), resets the
 // fleet's streak at an accepted attempt and adds to it otherwise, keeps
 // the newest retry that worked, and tells the newest tenth's latency from
-// the rest's.
+// the typical latency of the tenths before it.
 func TestMemoryWindow(t *testing.T) {
 	const window = 10 * time.Second
 	var m Memory
@@ -49,8 +49,11 @@ func TestMemoryWindow(t *testing.T) {
 	if v.Attempts != 9 || v.Accepts != 1 || v.Timeouts != 2 || v.WorkedAgo != at(9.8) {
 		t.Fatalf("at 110.8 s (the first report's tenth gone): %+v", v)
 	}
-	if v.Typical != 0 || v.Latest != 9e6 {
-		t.Fatalf("at 110.8 s, the older probes gone: %+v", v)
+	// The typical latency moved towards tenth 101's mean by a tenth of
+	// the way once that tenth was over (as Adaptive's own typical moves
+	// by the time since the last probe over the window).
+	if v.Typical != 1.8e6 || v.Latest != 9e6 {
+		t.Fatalf("at 110.8 s: typical %v, latest %v; want 1.8ms, 9ms", v.Typical, v.Latest)
 	}
 	v = sync(at(111.2), Report{Scope: "s"})
 	if v.Attempts != 5 || v.Timeouts != 0 || v.WorkedAgo >= 0 || v.Latest != 0 {
@@ -62,5 +65,16 @@ func TestMemoryWindow(t *testing.T) {
 	}
 	if v := sync(at(130), Report{Scope: "other", Attempts: 1, Tail: 1}); v.Attempts != 1 || v.Streak != 1 {
 		t.Fatalf("another scope: %+v", v)
+	}
+	// Reports with nothing in them (processes that sync, idle) do not keep
+	// a dead process's failures in a row alive.
+	sync(at(200), Report{Scope: "x", Attempts: 5, Tail: 5})
+	for s := 202.0; s <= 210; s += 2 {
+		if v := sync(at(s), Report{Scope: "x"}); v.Streak != 5 {
+			t.Fatalf("at %v s: streak %d, want 5", s, v.Streak)
+		}
+	}
+	if v := sync(at(210.5), Report{Scope: "x"}); v.Streak != 0 {
+		t.Fatalf("a window after the last failure, idle reports between: streak %d, want 0", v.Streak)
 	}
 }

@@ -44,10 +44,12 @@ type View struct {
 	// WorkedAgo is how long before the answer a retry last succeeded in
 	// the fleet, within the window; negative if none did.
 	WorkedAgo time.Duration
-	// Typical and Latest are the mean latency of the fleet's measured
-	// successes in the window but its newest tenth that has any, and in
-	// that tenth; LatestAgo is how long before the answer that tenth
-	// ended. Zero when there are none.
+	// Typical is the fleet's typical latency of a success: each tenth's
+	// mean, once the tenth is over, moves it by the tenth's share of the
+	// window, as each probe moves Adaptive's own. Latest is the mean
+	// latency of the newest tenth that timed any success, and LatestAgo
+	// how long before the answer that tenth ended. All zero when no
+	// success was timed in the window.
 	Typical, Latest float64
 	LatestAgo       time.Duration
 }
