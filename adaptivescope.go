@@ -27,6 +27,11 @@ type adaptiveScope struct {
 	worked   atomic.Int64 // when a retry last succeeded, a reading of the strategy's clock
 	timeouts rolling      // attempts that timed out, over the window
 	latency  latency      // of successful attempts, probed
+	// timedOut counts every attempt that timed out, and fleet holds the
+	// fleet's view of the scope, for a strategy bound to a fleet's
+	// evidence (see sharedadaptive.go).
+	timedOut atomic.Uint64
+	fleet    atomic.Pointer[fleetView]
 }
 
 func (sc *adaptiveScope) init(cfg scopeConfig) {
@@ -61,6 +66,7 @@ func (sc *adaptiveScope) inherit(old any) {
 	sc.streak.Store(o.streak.Load())
 	sc.alone.Store(o.alone.Load())
 	sc.worked.Store(o.worked.Load())
+	sc.timedOut.Store(o.timedOut.Load())
 	for i := range sc.timeouts.slots {
 		sc.timeouts.slots[i].Store(o.timeouts.slots[i].Load())
 	}
