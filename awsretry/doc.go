@@ -58,10 +58,18 @@
 // parent of the SDK's own); a retry's AttemptStart is told when the retry
 // is granted, before its wait, not after it. A hook that panics leaves
 // nothing held: the panic reaches the SDK's caller, and a retry that will
-// not be made gives back its token and its breaker ticket.
+// not be made gives back its token and its breaker ticket. Nor does a
+// caller who gives up during the SDK's wait before a retry, after which
+// the SDK tells a retryer nothing: the Retryer watches the context, hands
+// the retry's token and ticket back, and tells the hooks that the retry
+// they saw start ended with the caller's error, and the call with it.
 //
 // The SDK's attempt number reaches a retryer only through its own Standard
 // retryer, which GetAttemptToken consults to tell a first attempt from a
-// retry. The strategy bounds the attempts (MaxAttempts returns 0): set them
+// retry: the SDK keeps it under a key of its own, and writes the
+// Amz-Sdk-Request header only after GetAttemptToken, so no public function
+// reads it, and no context value the SDK makes public tells one call's
+// attempts from another's. Should the SDK change, every retry test of this
+// package fails. The strategy bounds the attempts (MaxAttempts returns 0): set them
 // in the strategy, not with the client's RetryMaxAttempts.
 package awsretry
