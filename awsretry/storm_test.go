@@ -119,7 +119,7 @@ func getTable(ctx context.Context, c *dynamodb.Client, table string) error {
 // clients made 2 or 3 calls each, and 1.11 on an idle one (18 calls each),
 // with the same 2 retries a client. The SDK's retryers retry every call
 // alike, each on its own: 20 clients of each run beside the 200, the same
-// load each; under the race detector, 50 clients and 10 of each.
+// load each; under the race detector, 25 clients and 5 of each.
 func TestOutageSendsLittleMoreThanOffered(t *testing.T) {
 	if testing.Short() {
 		t.Skip("an outage of 2 s")
@@ -130,7 +130,7 @@ func TestOutageSendsLittleMoreThanOffered(t *testing.T) {
 		// The same load a client, for fewer of them: the ratio is each
 		// client's, and the race detector makes an SDK call too costly for
 		// 200 of them to keep the pace on a small machine.
-		clients, sdkClients = 50, 10
+		clients, sdkClients = 25, 5
 	}
 	var mu sync.Mutex
 	sent := map[string]int64{} // by table: by retryer
