@@ -75,7 +75,7 @@ func NewFleetBreaker(rdb redis.UniversalClient, name string, opts retry.BreakerO
 }
 
 func newFleetBreaker(rdb redis.UniversalClient, name string, opts retry.BreakerOptions, o Options) (*FleetBreaker, error) {
-	if rdb == nil {
+	if isNil(rdb) {
 		return nil, errors.New("redisquota: NewFleetBreaker: nil Redis client")
 	}
 	if name == "" {
