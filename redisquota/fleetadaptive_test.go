@@ -3,8 +3,11 @@ package redisquota_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -353,5 +356,66 @@ func TestFleetAdaptiveRedisAway(t *testing.T) {
 				t.Errorf("logged %d fallbacks and %d rejoins; want one each per process:\n%s", n, m, &l)
 			}
 		})
+	}
+}
+
+// TestFleetAdaptiveOneCallPerSync: four goroutines sending as fast as they
+// can in eight scopes make no call to Redis of their own: the process
+// makes one script call per FlushInterval, whatever the request rate.
+func TestFleetAdaptiveOneCallPerSync(t *testing.T) {
+	r := startRedis(t)
+	admin := redis.NewClient(&redis.Options{Addr: r.Addr})
+	defer admin.Close()
+	const interval = 50 * time.Millisecond
+	f := adaptives(t, r.Addr, uniqueName("calls"), 1, retry.AdaptiveOptions{}, redisquota.Options{FlushInterval: interval, Timeout: upTimeout})[0]
+	if err := admin.ConfigResetStat(t.Context()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	var (
+		wg       sync.WaitGroup
+		requests atomic.Int64
+	)
+	start := time.Now()
+	for g := range 4 {
+		wg.Go(func() {
+			for i := 0; time.Since(start) < 500*time.Millisecond; i++ {
+				scope := fmt.Sprint("scope-", (g+i)%8)
+				if i%10 == 0 {
+					_ = failAttempt(t, f.Strategy(), scope, errDown)
+				} else {
+					succeedAttempt(t, f.Strategy(), scope, 0)
+				}
+				requests.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	f.Close()
+	stats, err := admin.Info(t.Context(), "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := 0
+	for line := range strings.Lines(stats) {
+		for _, cmd := range []string{"cmdstat_evalsha:", "cmdstat_eval:"} {
+			if rest, ok := strings.CutPrefix(line, cmd); ok {
+				var n int
+				if _, err := fmt.Sscanf(rest, "calls=%d", &n); err != nil {
+					t.Fatalf("%q: %v", line, err)
+				}
+				calls += n
+			}
+		}
+	}
+	// One a sync, and one more for the script's first load (EVALSHA
+	// answered NOSCRIPT, then EVAL).
+	most := int(elapsed/interval) + 3
+	t.Logf("%d requests in %v: %d script calls (at most %d)", requests.Load(), elapsed.Round(time.Millisecond), calls, most)
+	if calls > most || calls == 0 {
+		t.Errorf("%d script calls in %v with a FlushInterval of %v; want one a sync, at most %d", calls, elapsed, interval, most)
+	}
+	if requests.Load() < 1000 {
+		t.Errorf("only %d requests: the test shows nothing", requests.Load())
 	}
 }
