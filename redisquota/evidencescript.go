@@ -12,8 +12,10 @@ import (
 // kept by the rule of sharedevidence.Memory (evidencescript_test.go holds
 // the two to the same answers):
 //
-//	k, z        the fleet's failures in a row, and when a report last
-//	            came (µs): a window without one resets the streak
+//	k, z        the fleet's failures in a row, and when a failure or an
+//	            accept last changed it (µs): a window without one resets it
+//	y, f        the fleet's typical latency of a success (whole ns), and
+//	            the last tenth folded into it
 //	w           when a retry last worked in the fleet (µs); absent = never
 //	iK          slot K (0 to 9): the tenth of the window it counts (time
 //	            over the window's tenth)
@@ -38,11 +40,10 @@ import (
 // report), the tail of failures in a row, how long ago a retry worked (µs,
 // -1 = none reported), probes, and their latencies' sum (ns).
 //
-// Reply, per key, ten integers: the window's attempts, accepts and
+// Reply, per key, nine integers: the window's attempts, accepts and
 // timeouts; the streak; how long ago a retry last worked within the window
 // (µs, -1 = none); the probes and their sum (ns) in the newest tenth that
-// has any, and in the rest of the window; how long ago that tenth ended
-// (µs).
+// has any; the typical latency (ns); how long ago that tenth ended (µs).
 var evidenceSyncScript = redis.NewScript(`
 local now = tonumber(ARGV[1])
 if now == 0 then
@@ -71,21 +72,34 @@ for i, key in ipairs(KEYS) do
   h['a' .. s], h['c' .. s], h['t' .. s] = h['a' .. s] + da, h['c' .. s] + dc, h['t' .. s] + dt
   h['p' .. s], h['n' .. s] = h['p' .. s] + dp, h['n' .. s] + dn
 
-  local streak = h['k'] or 0
-  if now - (h['z'] or 0) > window then
+  local streak, streakAt = h['k'] or 0, h['z'] or 0
+  if now - streakAt > window then
     streak = 0
   end
   if reset then
-    streak = tail
-  else
-    streak = streak + tail
+    streak, streakAt = tail, now
+  elseif tail > 0 then
+    streak, streakAt = streak + tail, now
   end
   local worked = h['w']
   if ago >= 0 and (worked == nil or now - ago > worked) then
     worked = now - ago
   end
+  local typical, folded = h['y'] or 0, h['f'] or 0
+  for t = math.max(folded + 1, cur - tenths + 1), cur - 1 do
+    local j = tostring(t % tenths)
+    if h['i' .. j] == t and h['p' .. j] > 0 then
+      local mean = h['n' .. j] / h['p' .. j]
+      if typical == 0 then
+        typical = math.floor(mean)
+      else
+        typical = math.floor(typical + (mean - typical) * math.min((t - folded) / tenths, 1))
+      end
+      folded = t
+    end
+  end
   redis.call('HSET', key, 'i' .. s, cur, 'a' .. s, h['a' .. s], 'c' .. s, h['c' .. s], 't' .. s, h['t' .. s],
-    'p' .. s, h['p' .. s], 'n' .. s, h['n' .. s], 'k', streak, 'z', now)
+    'p' .. s, h['p' .. s], 'n' .. s, h['n' .. s], 'k', streak, 'z', streakAt, 'y', typical, 'f', folded)
   if worked ~= nil then
     redis.call('HSET', key, 'w', worked)
   end
@@ -95,7 +109,7 @@ for i, key in ipairs(KEYS) do
   if worked ~= nil and now - worked <= window then
     wa = now - worked
   end
-  local attempts, accepts, timeouts, probes, nanos = 0, 0, 0, 0, 0
+  local attempts, accepts, timeouts = 0, 0, 0
   local newest = nil
   for j = 0, tenths - 1 do
     local tenth = h['i' .. j]
@@ -103,12 +117,8 @@ for i, key in ipairs(KEYS) do
       attempts = attempts + h['a' .. j]
       accepts = accepts + h['c' .. j]
       timeouts = timeouts + h['t' .. j]
-      if h['p' .. j] > 0 then
-        probes = probes + h['p' .. j]
-        nanos = nanos + h['n' .. j]
-        if newest == nil or tenth > h['i' .. newest] then
-          newest = j
-        end
+      if h['p' .. j] > 0 and (newest == nil or tenth > h['i' .. newest]) then
+        newest = j
       end
     end
   end
@@ -117,7 +127,7 @@ for i, key in ipairs(KEYS) do
     np, nn = h['p' .. newest], h['n' .. newest]
     latestAgo = math.max(now - (h['i' .. newest] + 1) * width, 0)
   end
-  for _, v in ipairs({attempts, accepts, timeouts, streak, wa, np, nn, probes - np, nanos - nn, latestAgo}) do
+  for _, v in ipairs({attempts, accepts, timeouts, streak, wa, np, nn, typical, latestAgo}) do
     reply[#reply + 1] = v
   end
 end
@@ -125,7 +135,7 @@ return reply
 `)
 
 // evidenceReply is how many integers the script answers per scope.
-const evidenceReply = 10
+const evidenceReply = 9
 
 // EvidenceKey returns the Redis key of the evidence of a FleetAdaptive
 // named name in scope: a hash, whose TTL every sync that reports the scope
@@ -176,10 +186,8 @@ func evidenceViews(views []sharedevidence.View, v []int64, n int) ([]sharedevide
 		}
 		if r[5] > 0 {
 			view.Latest = float64(r[6]) / float64(r[5])
-			view.LatestAgo = time.Duration(r[9]) * time.Microsecond
-			if r[7] > 0 {
-				view.Typical = float64(r[8]) / float64(r[7])
-			}
+			view.Typical = float64(r[7])
+			view.LatestAgo = time.Duration(r[8]) * time.Microsecond
 		}
 		views = append(views, view)
 	}

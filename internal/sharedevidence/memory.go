@@ -1,6 +1,9 @@
 package sharedevidence
 
-import "time"
+import (
+	"math"
+	"time"
+)
 
 // Tenths is how many slots a store cuts the window into, as Adaptive's own
 // windows: evidence leaves the fleet's window a tenth at a time.
@@ -120,12 +123,13 @@ func (k *memoryScope) fold(cur int64) {
 		if s.tenth != t || s.probes == 0 {
 			continue
 		}
+		// Whole nanoseconds, as a store whose numbers are integers keeps it.
 		mean := float64(s.probeNanos) / float64(s.probes)
 		if k.typical == 0 {
-			k.typical = mean
+			k.typical = math.Floor(mean)
 		} else {
 			weight := min(float64(t-k.folded)/Tenths, 1)
-			k.typical += (mean - k.typical) * weight
+			k.typical = math.Floor(k.typical + (mean-k.typical)*weight)
 		}
 		k.folded = t
 	}
