@@ -102,19 +102,20 @@ type Process struct {
 	batch []Report
 	held  []Counts // the counts each report of batch was made from
 	of    []Scope  // the scope each report of batch was made from
-	gen   map[string]uint64
 	syncs uint64
 }
 
-// sent is what a process last sent of a scope, and the scope it read.
+// sent is what a process last sent of a scope, the scope it read, and the
+// last sync that saw the scope.
 type sent struct {
 	Counts
-	of Scope
+	of  Scope
+	gen uint64
 }
 
 // NewProcess returns the side of a process whose strategy is s.
 func NewProcess(s Strategy) *Process {
-	return &Process{s: s, sent: map[string]sent{}, gen: map[string]uint64{}}
+	return &Process{s: s, sent: map[string]sent{}}
 }
 
 // Window is the strategy's window.
@@ -157,17 +158,19 @@ func (p *Process) Reports() []Report {
 		if c.Worked != 0 && c.Worked != last.Worked {
 			r.WorkedAgo = time.Duration(max(now-c.Worked, 0))
 		}
-		p.gen[scope] = p.syncs
+		if known {
+			was.gen = p.syncs
+			p.sent[scope] = was
+		}
 		p.batch = append(p.batch, r)
 		p.held = append(p.held, c)
 		p.of = append(p.of, s)
 		return true
 	})
-	for scope, g := range p.gen {
-		if g != p.syncs {
+	for scope, was := range p.sent {
+		if was.gen != p.syncs {
 			// The strategy dropped the scope: a new one of the name starts
 			// from nothing.
-			delete(p.gen, scope)
 			delete(p.sent, scope)
 		}
 	}
@@ -178,7 +181,7 @@ func (p *Process) Reports() []Report {
 // its answer came back: they are not sent again.
 func (p *Process) Sent() {
 	for i, r := range p.batch {
-		p.sent[r.Scope] = sent{p.held[i], p.of[i]}
+		p.sent[r.Scope] = sent{p.held[i], p.of[i], p.syncs}
 	}
 }
 

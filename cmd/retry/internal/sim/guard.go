@@ -18,10 +18,12 @@ import (
 const BytesPerRequest = 320
 
 // BytesPerClient is about what a client costs a run at most: a strategy of
-// its own, in the rows with one per client (Adaptive's, with its scopes, the
-// largest: measured, about 2.2 KB), and a circuit breaker of its own in
-// the breaker's row (about 0.6 KB more).
-const BytesPerClient = 4096
+// its own, in the rows with one per client (Adaptive's, with its scopes:
+// measured, about 2.9 KB with the garbage collector's headroom), a circuit
+// breaker of its own in the breaker's rows, and in the fleet rows (a
+// breaker bound to a store, an Adaptive sharing its evidence) the store's
+// side of the process and its timer: measured, about 6 KB.
+const BytesPerClient = 8192
 
 // fallbackMaxRequests is the guard where the memory available cannot be
 // read.

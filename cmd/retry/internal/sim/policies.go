@@ -77,6 +77,8 @@ func Policies() []Policy {
 		{Name: "AWS adaptive mode, per client", New: perClient(awsAdaptive)},
 		{Name: Default + ", per client", New: perClient(adaptive)},
 		{Name: Default + ", one shared", New: shared(adaptive)},
+		{Name: FleetAdaptive + ", 100ms sync", New: fleetAdaptive(100 * time.Millisecond)},
+		{Name: FleetAdaptive + ", 1s sync", New: fleetAdaptive(time.Second)},
 		{Name: Breaker + ", per client", New: perClient(adaptive), Breaker: perClient(breaker)},
 		{Name: Breaker + ", one shared", New: shared(adaptive), Breaker: shared(breaker)},
 		{Name: FleetBreaker + ", 100ms sync", New: perClient(adaptive), Breaker: fleetBreaker(100 * time.Millisecond)},

@@ -133,7 +133,7 @@ func TestTokenlessRunsMatchTokens(t *testing.T) {
 	}}
 	tokenless := 0
 	for _, p := range append(Policies(), bounded) {
-		step := sharedStepper(p.New(Env{Rand: rand.New(rand.NewPCG(1, 1)).Float64, Now: func() time.Time { return Epoch }}), 20)
+		step := sharedStepper(p.New(Env{Rand: rand.New(rand.NewPCG(1, 1)).Float64, Now: func() time.Time { return Epoch }, After: func(time.Duration, func()) {}}), 20)
 		if step == nil {
 			continue
 		}

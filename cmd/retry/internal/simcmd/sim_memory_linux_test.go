@@ -105,3 +105,18 @@ func TestSimClientsMemoryWithinGuard(t *testing.T) {
 			clients, rate*seconds, grown/1e6, guard/1e6)
 	}
 }
+
+// The fleet rows give each client a process's side of a store and a timer
+// of its own besides its strategy: the guard counts them too.
+func TestSimFleetClientsMemoryWithinGuard(t *testing.T) {
+	heavy(t, "two runs of 100,000 clients sharing a store, about 25 s")
+	base, _ := peakMemory(t, "sim", "--quiet", "--policies", "no retries")
+	const clients, rate, seconds = 100000, 50000, 2
+	peak, _ := peakMemory(t, "sim", "--quiet", "--clients", fmt.Sprint(clients), "--rate", fmt.Sprint(rate),
+		"--duration", fmt.Sprint(seconds), "--policies", "fleet-shared, 1s,fleet breaker, 1s")
+	guard := float64(rate*seconds*sim.BytesPerRequest + clients*sim.BytesPerClient)
+	if grown := float64(peak - base); grown > guard {
+		t.Errorf("%d clients, %d requests: the run took %.0f MB more than a small one; the guard counts %.0f MB",
+			clients, rate*seconds, grown/1e6, guard/1e6)
+	}
+}

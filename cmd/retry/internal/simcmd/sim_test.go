@@ -198,6 +198,7 @@ func TestSimPolicies(t *testing.T) {
 	all, picked := rows(full), rows(some)
 	want := []string{"no retries", "AWS adaptive mode, per client", "Adaptive (default), per client", "Adaptive (default), one shared",
 		"Adaptive + Breaker, per client", "Adaptive + Breaker, one shared",
+		"Adaptive, fleet-shared, 100ms sync", "Adaptive, fleet-shared, 1s sync",
 		"Adaptive + fleet breaker, 100ms sync", "Adaptive + fleet breaker, 1s sync"}
 	if len(picked) != len(want)+1 { // and the header
 		t.Errorf("--policies picked %d rows, want %d:\n%s", len(picked)-1, len(want), some)
