@@ -148,7 +148,12 @@
 // a NOTIFY alone (PostgreSQL assigns its id during COMMIT) and writes made
 // only through postgres_fdw (which WithForeignWrites covers). A run cut
 // short in fn, before COMMIT, is not resolved: it is not run again, as
-// WithRetryOptions says.
+// WithRetryOptions says. pgx's QueryTracer of the connection sees that
+// COMMIT as one query, with its command tag or error, as it sees pgx's own
+// Commit (the id query in the same write is not shown); through Tx it also
+// sees a "commit" fail with "conn busy": the driver's Commit, by which
+// database/sql's transaction is told that it ended, finds the connection
+// still held by the pipeline and sends nothing.
 //
 // # The default strategy
 //

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/retrykit/retry"
 )
@@ -208,7 +207,7 @@ func Tx(ctx context.Context, db *sql.DB, fn func(ctx context.Context, tx *sql.Tx
 			return &txError{stage: stageBegin, err: err}
 		}
 		defer conn.Close()
-		pc := pgxConnOf(conn)
+		pconn := pgxConnOf(conn)
 		// The transaction's context ends with ctx, so that database/sql
 		// rolls back on its own as before, but not once COMMIT is under way:
 		// the pipeline of commitReadingID holds pgx's connection then, which
@@ -220,14 +219,14 @@ func Tx(ctx context.Context, db *sql.DB, fn func(ctx context.Context, tx *sql.Tx
 		if err != nil {
 			return &txError{stage: stageBegin, err: err}
 		}
-		ends := watchEnds(conn, pc)
+		ends := watchEnds(conn, pconn)
 		defer ends.done(conn) // after a panic of fn's too: the trace is fn's only
 		if err := runSQL(ctx, tx, fn); err != nil {
 			// Read before the ROLLBACK, which ends the transaction too.
 			// Once ctx has ended, database/sql's own rollback may have been
 			// read as an end: the answer is then ignored, as below.
 			ended := ends.done(conn) && ctx.Err() == nil
-			if pc == nil {
+			if pconn == nil {
 				ended = noTransaction(ctx, tx, err)
 			}
 			// database/sql rolls back on its own when ctx ends; this
@@ -245,7 +244,7 @@ func Tx(ctx context.Context, db *sql.DB, fn func(ctx context.Context, tx *sql.Tx
 			_ = tx.Rollback()
 			return &txError{stage: stageCommit, err: ctx.Err()}
 		}
-		xid, read, err := commitReadingID(ctx, pc, tx.Commit)
+		xid, read, err := commitReadingID(ctx, pconn, tx.Commit, tx.Commit)
 		if err != nil {
 			return c.settle(call, ctx, &txError{stage: stageCommit, err: err, foreign: c.foreign}, xid, read, status)
 		}
@@ -257,11 +256,11 @@ func Tx(ctx context.Context, db *sql.DB, fn func(ctx context.Context, tx *sql.Tx
 // not pgx's stdlib. It is used only while database/sql does not use it:
 // under conn's lock (endWatch), or by commitReadingID once fn has returned
 // and the transaction's context cannot end.
-func pgxConnOf(conn *sql.Conn) *pgconn.PgConn {
-	var pc *pgconn.PgConn
+func pgxConnOf(conn *sql.Conn) *pgx.Conn {
+	var pc *pgx.Conn
 	_ = conn.Raw(func(dc any) error {
-		if c, ok := dc.(interface{ Conn() *pgx.Conn }); ok && c.Conn() != nil {
-			pc = c.Conn().PgConn()
+		if c, ok := dc.(interface{ Conn() *pgx.Conn }); ok {
+			pc = c.Conn()
 		}
 		return nil
 	})
@@ -338,7 +337,7 @@ func PgxTx(ctx context.Context, db Beginner, fn func(ctx context.Context, tx pgx
 	status := xactStatusOf(db)
 	call := ctx
 	return c.do(ctx, func(ctx context.Context) error {
-		tx, pc, release, err := begin(ctx, db, c.pgxOpts)
+		tx, pconn, release, err := begin(ctx, db, c.pgxOpts)
 		if err != nil {
 			return &txError{stage: stageBegin, err: err}
 		}
@@ -355,8 +354,8 @@ func PgxTx(ctx context.Context, db Beginner, fn func(ctx context.Context, tx pgx
 			}
 			return &txError{stage: stageFn, err: err}
 		}
-		// pgx closes a connection whose COMMIT failed mid-transaction.
-		xid, read, err := commitReadingID(ctx, pc, func() error { return tx.Commit(ctx) })
+		// A connection whose COMMIT failed mid-transaction is closed.
+		xid, read, err := commitReadingID(ctx, pconn, func() error { return tx.Commit(ctx) }, nil)
 		if err != nil {
 			return c.settle(call, ctx, &txError{stage: stageCommit, err: err, foreign: c.foreign}, xid, read, status)
 		}
@@ -367,10 +366,10 @@ func PgxTx(ctx context.Context, db Beginner, fn func(ctx context.Context, tx pgx
 // begin begins a transaction on db. For pgx's own Beginners it begins on a
 // *pgx.Conn (a pool's acquired for the run, given back by release), and
 // returns its connection, on which commitReadingID commits: a *pgxpool.Tx
-// gives its connection back to the pool in Commit, which commitReadingID's
-// use of the driver's Commit would make it close. A Beginner of one's own
+// gives its connection back to the pool only in its Commit or Rollback,
+// which commitReadingID does not call. A Beginner of one's own
 // is used as it is, with no connection to read the id on.
-func begin(ctx context.Context, db Beginner, opts pgx.TxOptions) (tx pgx.Tx, pc *pgconn.PgConn, release func(), err error) {
+func begin(ctx context.Context, db Beginner, opts pgx.TxOptions) (tx pgx.Tx, pc *pgx.Conn, release func(), err error) {
 	switch db := db.(type) {
 	case *pgxpool.Pool:
 		c, err := db.Acquire(ctx)
@@ -396,11 +395,11 @@ func begin(ctx context.Context, db Beginner, opts pgx.TxOptions) (tx pgx.Tx, pc 
 
 // idPipe is the connection on which commitReadingID commits, nil when the
 // caller's options commit with a statement of their own (CommitQuery).
-func idPipe(c *pgx.Conn, opts pgx.TxOptions) *pgconn.PgConn {
+func idPipe(c *pgx.Conn, opts pgx.TxOptions) *pgx.Conn {
 	if opts.CommitQuery != "" {
 		return nil
 	}
-	return c.PgConn()
+	return c
 }
 
 // xactStatusOf asks pg_xact_status on another connection of db: a pool's; a

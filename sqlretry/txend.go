@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"sync/atomic"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
 )
@@ -37,10 +38,11 @@ type endWatch struct {
 // driver is not pgx's stdlib (then it returns nil, and Tx falls back to its
 // probe). It traces while database/sql holds conn's lock, as fn's statements
 // will, so that no statement is in flight.
-func watchEnds(conn *sql.Conn, pc *pgconn.PgConn) *endWatch {
-	if pc == nil {
+func watchEnds(conn *sql.Conn, pconn *pgx.Conn) *endWatch {
+	if pconn == nil || pconn.PgConn() == nil {
 		return nil
 	}
+	pc := pconn.PgConn()
 	w := &endWatch{pc: pc}
 	_ = conn.Raw(func(any) error {
 		pc.Frontend().Trace(w, pgproto3.TracerOptions{SuppressTimestamps: true})
