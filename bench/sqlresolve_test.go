@@ -4,8 +4,10 @@ import (
 	"context"
 	"database/sql"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver
 	"github.com/retrykit/retry/sqlretry"
 )
@@ -68,4 +70,97 @@ func BenchmarkSQLResolvingCommit(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkSQLResolvingCommitPaired runs, in each iteration, the short
+// transaction of BenchmarkSQLResolvingCommit once in each way, in an order
+// that rotates from one iteration to the next, all on one connection of
+// the local server for each API (a pool of one, a *sql.DB of one), and
+// reports time ratios: PgxTx/plain-resolving is PgxTx with the id read
+// over PgxTx without it (a CommitQuery of the caller's), the cost of
+// resolution; PgxTx/pgx-resolving and Tx/database-sql are sqlretry's whole
+// cost over the same transaction without it (Tx cannot be asked not to
+// read the id). The runs of one iteration see the same load on a shared
+// machine, where separate benchmarks, run one after another, do not; and
+// the same backend, whose caches and plans they share. -count 10 and
+// benchstat give each ratio's median and its confidence interval.
+func BenchmarkSQLResolvingCommitPaired(b *testing.B) {
+	ctx := context.Background()
+	pool := postgres(b)
+	if _, err := pool.Exec(ctx, "DROP TABLE IF EXISTS bench_resolve_paired; CREATE TABLE bench_resolve_paired (id int PRIMARY KEY, n bigint); INSERT INTO bench_resolve_paired VALUES (1, 0)"); err != nil {
+		b.Fatal(err)
+	}
+	const update = "UPDATE bench_resolve_paired SET n = n + 1 WHERE id = 1"
+	cfg, err := pgxpool.ParseConfig(pgCluster.DSN)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg.MaxConns = 1
+	one, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer one.Close()
+	db, err := sql.Open("pgx", pgCluster.DSN)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	db.SetMaxIdleConns(1)
+	db.SetConnMaxIdleTime(0)
+	pgxFn := func(ctx context.Context, tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, update)
+		return err
+	}
+	sqlFn := func(ctx context.Context, tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, update)
+		return err
+	}
+	runs := []struct {
+		name string
+		run  func() error
+	}{
+		{"PgxTx-resolving", func() error { return sqlretry.PgxTx(ctx, one, pgxFn) }},
+		{"PgxTx-plain", func() error {
+			return sqlretry.PgxTx(ctx, one, pgxFn, sqlretry.WithPgxTxOptions(pgx.TxOptions{CommitQuery: "COMMIT"}))
+		}},
+		{"pgx", func() error { return pgx.BeginFunc(ctx, one, func(tx pgx.Tx) error { return pgxFn(ctx, tx) }) }},
+		{"Tx-resolving", func() error { return sqlretry.Tx(ctx, db, sqlFn) }},
+		{"database-sql", func() error {
+			tx, err := db.BeginTx(ctx, nil)
+			if err != nil {
+				return err
+			}
+			if err := sqlFn(ctx, tx); err != nil {
+				_ = tx.Rollback()
+				return err
+			}
+			return tx.Commit()
+		}},
+	}
+	for _, r := range runs { // connect, and warm the backends up
+		for range 100 {
+			if err := r.run(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	total := make([]time.Duration, len(runs))
+	first := 0
+	for b.Loop() {
+		for k := range runs {
+			i := (first + k) % len(runs)
+			start := time.Now()
+			if err := runs[i].run(); err != nil {
+				b.Fatal(err)
+			}
+			total[i] += time.Since(start)
+		}
+		first = (first + 1) % len(runs)
+	}
+	ratio := func(over, base int) float64 { return float64(total[over]) / float64(total[base]) }
+	b.ReportMetric(ratio(0, 1), "PgxTx/plain-resolving")
+	b.ReportMetric(ratio(0, 2), "PgxTx/pgx-resolving")
+	b.ReportMetric(ratio(3, 4), "Tx/database-sql")
 }
