@@ -20,13 +20,40 @@ import (
 // reads no id (the cost before); pgx is the same transaction without
 // sqlretry. Tx/resolving and database-sql are the same through pgx's stdlib
 // driver. Compare ns/op: the id read adds no round trip.
+// BenchmarkSQLResolvingCommitPaired compares them under the same load.
 func BenchmarkSQLResolvingCommit(b *testing.B) {
 	pool := postgres(b)
-	ctx := context.Background()
-	if _, err := pool.Exec(ctx, "DROP TABLE IF EXISTS bench_resolve; CREATE TABLE bench_resolve (id int PRIMARY KEY, n bigint); INSERT INTO bench_resolve VALUES (1, 0)"); err != nil {
+	db, err := sql.Open("pgx", pgCluster.DSN)
+	if err != nil {
 		b.Fatal(err)
 	}
-	const update = "UPDATE bench_resolve SET n = n + 1 WHERE id = 1"
+	b.Cleanup(func() { db.Close() })
+	for _, c := range shortTransactions(b, pool, db, "bench_resolve") {
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				if err := c.run(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// shortTransaction is one way of running the short transaction.
+type shortTransaction struct {
+	name string
+	run  func() error
+}
+
+// shortTransactions creates table, with its one row, and returns the ways
+// of running the short transaction on it: PgxTx/resolving, PgxTx/plain and
+// pgx on pool, Tx/resolving and database-sql on db.
+func shortTransactions(b *testing.B, pool *pgxpool.Pool, db *sql.DB, table string) []shortTransaction {
+	ctx := context.Background()
+	if _, err := pool.Exec(ctx, "DROP TABLE IF EXISTS "+table+"; CREATE TABLE "+table+" (id int PRIMARY KEY, n bigint); INSERT INTO "+table+" VALUES (1, 0)"); err != nil {
+		b.Fatal(err)
+	}
+	update := "UPDATE " + table + " SET n = n + 1 WHERE id = 1"
 	pgxFn := func(ctx context.Context, tx pgx.Tx) error {
 		_, err := tx.Exec(ctx, update)
 		return err
@@ -35,15 +62,7 @@ func BenchmarkSQLResolvingCommit(b *testing.B) {
 		_, err := tx.ExecContext(ctx, update)
 		return err
 	}
-	db, err := sql.Open("pgx", pgCluster.DSN)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { db.Close() })
-	for _, c := range []struct {
-		name string
-		run  func() error
-	}{
+	return []shortTransaction{
 		{"PgxTx/resolving", func() error { return sqlretry.PgxTx(ctx, pool, pgxFn) }},
 		{"PgxTx/plain", func() error {
 			return sqlretry.PgxTx(ctx, pool, pgxFn, sqlretry.WithPgxTxOptions(pgx.TxOptions{CommitQuery: "COMMIT"}))
@@ -61,14 +80,6 @@ func BenchmarkSQLResolvingCommit(b *testing.B) {
 			}
 			return tx.Commit()
 		}},
-	} {
-		b.Run(c.name, func(b *testing.B) {
-			for b.Loop() {
-				if err := c.run(); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
 	}
 }
 
@@ -86,11 +97,7 @@ func BenchmarkSQLResolvingCommit(b *testing.B) {
 // benchstat give each ratio's median and its confidence interval.
 func BenchmarkSQLResolvingCommitPaired(b *testing.B) {
 	ctx := context.Background()
-	pool := postgres(b)
-	if _, err := pool.Exec(ctx, "DROP TABLE IF EXISTS bench_resolve_paired; CREATE TABLE bench_resolve_paired (id int PRIMARY KEY, n bigint); INSERT INTO bench_resolve_paired VALUES (1, 0)"); err != nil {
-		b.Fatal(err)
-	}
-	const update = "UPDATE bench_resolve_paired SET n = n + 1 WHERE id = 1"
+	postgres(b) // starts the server
 	cfg, err := pgxpool.ParseConfig(pgCluster.DSN)
 	if err != nil {
 		b.Fatal(err)
@@ -109,36 +116,7 @@ func BenchmarkSQLResolvingCommitPaired(b *testing.B) {
 	db.SetMaxOpenConns(1)
 	db.SetMaxIdleConns(1)
 	db.SetConnMaxIdleTime(0)
-	pgxFn := func(ctx context.Context, tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, update)
-		return err
-	}
-	sqlFn := func(ctx context.Context, tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, update)
-		return err
-	}
-	runs := []struct {
-		name string
-		run  func() error
-	}{
-		{"PgxTx-resolving", func() error { return sqlretry.PgxTx(ctx, one, pgxFn) }},
-		{"PgxTx-plain", func() error {
-			return sqlretry.PgxTx(ctx, one, pgxFn, sqlretry.WithPgxTxOptions(pgx.TxOptions{CommitQuery: "COMMIT"}))
-		}},
-		{"pgx", func() error { return pgx.BeginFunc(ctx, one, func(tx pgx.Tx) error { return pgxFn(ctx, tx) }) }},
-		{"Tx-resolving", func() error { return sqlretry.Tx(ctx, db, sqlFn) }},
-		{"database-sql", func() error {
-			tx, err := db.BeginTx(ctx, nil)
-			if err != nil {
-				return err
-			}
-			if err := sqlFn(ctx, tx); err != nil {
-				_ = tx.Rollback()
-				return err
-			}
-			return tx.Commit()
-		}},
-	}
+	runs := shortTransactions(b, one, db, "bench_resolve_paired")
 	for _, r := range runs { // connect, and warm the backends up
 		for range 100 {
 			if err := r.run(); err != nil {
@@ -159,6 +137,7 @@ func BenchmarkSQLResolvingCommitPaired(b *testing.B) {
 		}
 		first = (first + 1) % len(runs)
 	}
+	// In the order of shortTransactions.
 	ratio := func(over, base int) float64 { return float64(total[over]) / float64(total[base]) }
 	b.ReportMetric(ratio(0, 1), "PgxTx/plain-resolving")
 	b.ReportMetric(ratio(0, 2), "PgxTx/pgx-resolving")
