@@ -240,9 +240,10 @@
 // statement prepared before fn ran) or a ReadyForQuery outside a
 // transaction. It costs no round trip, but pgx formats each message for the
 // trace, rows included: about 2 µs a row of three columns read in fn (1000
-// such rows: 2.8 ms a transaction instead of 1.0), a few µs for a short
-// transaction. A trace of one's own on that connection is replaced while fn
-// runs, and removed after. Neither sees:
+// such rows: 2.8 ms a transaction instead of 1.0), about 10 µs for a short
+// one (BEGIN, one UPDATE, COMMIT: 3 % of its time on a loopback
+// connection). A trace of one's own on that connection is replaced while
+// fn runs, and removed after. Neither sees:
 //
 //   - with Tx through a driver other than pgx's stdlib, an end that leaves
 //     a transaction open: database/sql shows fn's statements to no one;
