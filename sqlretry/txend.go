@@ -30,14 +30,15 @@ import (
 // call's context ends during fn, is traced on another goroutine (and reads
 // as an end, which Tx ignores once the context has ended).
 type endWatch struct {
-	pc    *pgconn.PgConn
-	ended atomic.Bool
+	pc      *pgconn.PgConn
+	ended   atomic.Bool
+	stopped bool // by done, the first time
 }
 
-// watchEnds starts watching pc, fn's connection under conn, nil when its
-// driver is not pgx's stdlib (then it returns nil, and Tx falls back to its
-// probe). It traces while database/sql holds conn's lock, as fn's statements
-// will, so that no statement is in flight.
+// watchEnds starts watching pconn, the connection of pgx under conn. With
+// none (conn's driver is not pgx's stdlib) it returns nil, and Tx falls back
+// to its probe. It sets the trace while database/sql holds conn's lock, as
+// fn's statements will, so that no statement is in flight.
 func watchEnds(conn *sql.Conn, pconn *pgx.Conn) *endWatch {
 	if pconn == nil || pconn.PgConn() == nil {
 		return nil
@@ -54,11 +55,13 @@ func watchEnds(conn *sql.Conn, pconn *pgx.Conn) *endWatch {
 // done stops the trace, and reports whether fn ended the transaction: a
 // message said so, or the connection's last ReadyForQuery says that no
 // transaction is open (fn ended it, and its connection may have been lost
-// or busy with a later query since). It may be called again.
+// or busy with a later query since). It may be called again, after Tx's
+// own COMMIT or ROLLBACK, and then reports what it did the first time.
 func (w *endWatch) done(conn *sql.Conn) bool {
-	if w == nil {
-		return false
+	if w == nil || w.stopped {
+		return w != nil && w.ended.Load()
 	}
+	w.stopped = true
 	_ = conn.Raw(func(any) error {
 		w.pc.Frontend().Untrace()
 		if w.pc.TxStatus() == 'I' {
