@@ -217,7 +217,7 @@ func (a *Adaptive) next(st state, err error) (state, error) {
 		// service is not failing, so its signals have nothing to refuse.
 	case info.Timeout && !a.opts.RetryTimeouts && !info.Allowed && a.overloaded(sc, e, now):
 		return st, errTimeoutNotRetried
-	case a.streakTooLong(sc, e.streak, info, now):
+	case a.streakTooLong(e, info, now):
 		return st, errStreak
 	case a.throttledClient(&e):
 		if e.all {

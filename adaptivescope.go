@@ -27,9 +27,19 @@ type adaptiveScope struct {
 	worked   atomic.Int64 // when a retry last succeeded, a reading of the strategy's clock
 	timeouts rolling      // attempts that timed out, over the window
 	latency  latency      // of successful attempts, probed
+	// timedOut counts every attempt that timed out, and fleet holds the
+	// fleet's view of the scope, for a strategy bound to a fleet's
+	// evidence (see sharedadaptive.go).
+	timedOut atomic.Uint64
+	fleet    atomic.Pointer[fleetView]
 }
 
 func (sc *adaptiveScope) init(cfg scopeConfig) {
+	// A scope's first attempt is timed: the baseline its timeouts are
+	// judged by starts with its first success, not its second, which a
+	// process that sends seldom makes a window later (and a fleet of such
+	// processes would have no baseline before an incident).
+	sc.latency.due.Store(true)
 	if cfg.clock != nil {
 		sc.outcomes.placed.begin(cfg.clock.read(cfg.now))
 	}
@@ -61,6 +71,7 @@ func (sc *adaptiveScope) inherit(old any) {
 	sc.streak.Store(o.streak.Load())
 	sc.alone.Store(o.alone.Load())
 	sc.worked.Store(o.worked.Load())
+	sc.timedOut.Store(o.timedOut.Load())
 	for i := range sc.timeouts.slots {
 		sc.timeouts.slots[i].Store(o.timeouts.slots[i].Load())
 	}

@@ -318,22 +318,30 @@ func Log(l *slog.Logger) Option { return Option{kind: optLog, logger: l} }
 
 // logRetry and logGiveUp are the Log option's hooks.
 func (c *config) logRetry(ctx context.Context, attempt int, delay time.Duration, err error) {
-	c.log(ctx, slog.LevelInfo, "retry: attempt failed, retrying",
+	logRetry(ctx, c.logger, c.scope, attempt, delay, err)
+}
+
+func (c *config) logGiveUp(ctx context.Context, e *Error) { logGiveUp(ctx, c.logger, c.scope, e) }
+
+// logRetry and logGiveUp log to l for a call in scope: the loop's Log hooks,
+// and those TraceOf folds into a Trace.
+func logRetry(ctx context.Context, l *slog.Logger, scope string, attempt int, delay time.Duration, err error) {
+	logTo(ctx, l, scope, slog.LevelInfo, "retry: attempt failed, retrying",
 		slog.Int("attempt", attempt), slog.Duration("delay", delay), slog.Any("error", err))
 }
 
-func (c *config) logGiveUp(ctx context.Context, e *Error) {
-	c.log(ctx, slog.LevelWarn, "retry: giving up",
+func logGiveUp(ctx context.Context, l *slog.Logger, scope string, e *Error) {
+	logTo(ctx, l, scope, slog.LevelWarn, "retry: giving up",
 		slog.Int("attempt", e.Attempts), slog.Any("error", e.Err), slog.Any("reason", e.Reason))
 }
 
-func (c *config) log(ctx context.Context, level slog.Level, msg string, a, b, d slog.Attr) {
-	if c.logger == nil || !c.logger.Enabled(ctx, level) {
+func logTo(ctx context.Context, l *slog.Logger, scope string, level slog.Level, msg string, a, b, d slog.Attr) {
+	if l == nil || !l.Enabled(ctx, level) {
 		return
 	}
-	if c.scope == "" {
-		c.logger.LogAttrs(ctx, level, msg, a, b, d)
+	if scope == "" {
+		l.LogAttrs(ctx, level, msg, a, b, d)
 		return
 	}
-	c.logger.LogAttrs(ctx, level, msg, a, b, d, slog.String("scope", c.scope))
+	l.LogAttrs(ctx, level, msg, a, b, d, slog.String("scope", scope))
 }

@@ -24,8 +24,22 @@ type evidence struct {
 	timeouts          float64 // attempts in the scope's window that timed out
 	allAttempts       float64 // every scope's window, while other scopes exist
 	allAccepts        float64
-	all               bool // other scopes exist and this one is not judged alone: the all-scope counts apply
+	all               bool  // other scopes exist and this one is not judged alone: the all-scope counts apply
+	worked            int64 // when a retry last succeeded, a reading of the strategy's clock; 0 = never
+	// latency is the fleet's judgement of the latency of successes, when
+	// the scope's fleet view has one: latencyHealthy or latencyClimbing;
+	// latencyLocal leaves it to the scope's own probes.
+	latency latencyVerdict
 }
+
+// latencyVerdict is what a fleet's view says of the latency of successes.
+type latencyVerdict uint8
+
+const (
+	latencyLocal latencyVerdict = iota
+	latencyHealthy
+	latencyClimbing
+)
 
 // observe counts a failed attempt in sc's signals as what it says about
 // the service, and returns what they say now.
@@ -48,9 +62,6 @@ func (a *Adaptive) observe(sc *adaptiveScope, now int64, info Info, err error) e
 	case info.Fault == FaultClient && !info.Throttle && !info.Timeout && !info.Allowed && !callerGaveUp(err):
 		e.answer = answerAccepted
 		e.attempts, e.accepts = sc.outcomes.accept(now, w)
-		if e.all = a.scoped.Load() && !sc.judge(e.attempts, e.accepts); e.all {
-			e.allAttempts, e.allAccepts = a.all.accept(now, w)
-		}
 		if sc.streak.Load() != 0 {
 			sc.streak.Store(0)
 		}
@@ -59,15 +70,24 @@ func (a *Adaptive) observe(sc *adaptiveScope, now int64, info Info, err error) e
 		return e
 	default:
 		e.attempts, e.accepts = sc.outcomes.failure(now, w)
-		if e.all = a.scoped.Load() && !sc.judge(e.attempts, e.accepts); e.all {
-			e.allAttempts, e.allAccepts = a.all.failure(now, w)
-		}
 		e.streak = sc.streak.Add(1)
 		slot := slotOf(now, w)
 		if info.Timeout {
 			sc.timeouts.add(slot, milli)
+			sc.timedOut.Add(1)
 		}
 		e.timeouts = float64(sc.timeouts.sum(slot)) / milli
+	}
+	e.worked = sc.worked.Load()
+	if fv := sc.fleet.Load(); fv != nil && now < fv.until {
+		fv.merge(sc, &e, now, w)
+	}
+	if e.all = a.scoped.Load() && !sc.judge(e.attempts, e.accepts); e.all {
+		if e.answer == answerAccepted {
+			e.allAttempts, e.allAccepts = a.all.accept(now, w)
+		} else {
+			e.allAttempts, e.allAccepts = a.all.failure(now, w)
+		}
 	}
 	if info.Throttle || sc.limiting.Load() {
 		a.tell(sc, now, info.Throttle)
@@ -98,6 +118,12 @@ func (a *Adaptive) overloaded(sc *adaptiveScope, e evidence, now int64) bool {
 	if e.attempts >= minEvidence && 2*e.timeouts >= e.attempts {
 		return true
 	}
+	switch e.latency {
+	case latencyHealthy:
+		return false
+	case latencyClimbing:
+		return true
+	}
 	return !sc.latency.healthy(now, a.window())
 }
 
@@ -121,7 +147,7 @@ func (a *Adaptive) throttledClient(e *evidence) bool {
 
 // streakTooLong reports whether a scope's failures in a row, streak, stop
 // its retries.
-func (a *Adaptive) streakTooLong(sc *adaptiveScope, streak int64, info Info, now int64) bool {
+func (a *Adaptive) streakTooLong(e evidence, info Info, now int64) bool {
 	limit := int64(a.opts.Streak)
 	switch {
 	case limit < 0:
@@ -129,10 +155,10 @@ func (a *Adaptive) streakTooLong(sc *adaptiveScope, streak int64, info Info, now
 	case limit == 0:
 		limit = DefaultAdaptiveStreak
 	}
-	if last := sc.worked.Load(); !info.Throttle && last != 0 && now-last < int64(a.window()) {
+	if last := e.worked; !info.Throttle && last != 0 && now-last < int64(a.window()) {
 		limit = 2*limit + 2 // retries are working: a brownout, not an outage
 	}
-	return streak >= limit
+	return e.streak >= limit
 }
 
 // healthy reports whether a window of a scope's attempts and accepts shows

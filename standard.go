@@ -45,10 +45,11 @@ func LegacyStandardOptions() StandardOptions {
 // Standard is the token-bucket strategy of the Smithy design and the AWS SDKs:
 // bounded attempts, exponential backoff with jitter, and a retry quota. Each
 // retry takes tokens from the quota; a first-attempt success adds one back and
-// a successful retry refunds what it paid. When failures outnumber successes
-// the quota drains and retries stop until the service recovers, which keeps a
-// fleet of clients from multiplying the load on a service that is already
-// failing. With the defaults the quota runs dry at about 22 % transient
+// a successful retry refunds what it paid, as does a retry the service
+// answers with a client fault (a NotFound, say), which shows it at work. When
+// failures outnumber successes the quota drains and retries stop until the
+// service recovers, which keeps a fleet of clients from multiplying the load
+// on a service that is already failing. With the defaults the quota runs dry at about 22 % transient
 // failures (32 % throttling) in steady state.
 //
 // The first attempt is always allowed, even with an empty quota: the quota
@@ -133,6 +134,12 @@ func (s *Standard) next(st state, err error) (state, error) {
 	p := s.policy()
 	info, delay, refused := p.decide(&st, err)
 	if refused != nil {
+		if st.cost > 0 && answeredClientFault(info) {
+			// The retry reached a service at work, which answered that
+			// the request was at fault: its cost goes back, as a
+			// successful retry's does (aws/aws-sdk-go-v2#3186).
+			refund(st.bucket, st.cost)
+		}
 		return st, refused
 	}
 	cost := s.opts.cost(info)
@@ -200,6 +207,13 @@ func (o *StandardOptions) cost(info Info) int {
 		return orDefault(o.TimeoutCost, retry)
 	}
 	return retry
+}
+
+// answeredClientFault reports whether a failure classified as info is the
+// service's answer that the request was at fault, one that no retry would
+// fix: not a throttle or a timeout, which are the service's state.
+func answeredClientFault(info Info) bool {
+	return info.Fault == FaultClient && !info.Throttle && !info.Timeout && !info.Retryable()
 }
 
 // orDefault returns v, or def if v is zero or negative.

@@ -695,3 +695,39 @@ func TestStandardNeedsQuotaAndBudget(t *testing.T) {
 		}
 	})
 }
+
+// A retry the service answers with a client fault (a NotFound after a
+// 500) gives its cost back to the quota, as a successful retry does: the
+// service is at work (aws/aws-sdk-go-v2#3186, where the SDK keeps it). A
+// retry that fails again with the service's fault keeps its cost.
+func TestStandardRetryAnsweredWithAClientFaultGivesItsCostBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		errNotFound := WithInfo(errors.New("404"), Info{Fault: FaultClient})
+		for _, tc := range []struct {
+			name string
+			last error
+			want int
+		}{
+			{"client fault", errNotFound, 500},
+			{"permanent client fault", WithInfo(errors.New("400"), Info{Safety: Unsafe, Fault: FaultClient}), 500},
+			{"server fault", errTransient, 500 - 2*DefaultRetryCost},
+			{"throttle", errBrk429, 500 - DefaultRetryCost - DefaultThrottleCost},
+		} {
+			q := NewTokenBucket(500)
+			s := NewStandard(StandardOptions{Bucket: q, MaxAttempts: 3, Backoff: Constant(time.Millisecond), ThrottleBackoff: Constant(time.Millisecond)})
+			n := 0
+			err := Do(context.Background(), s, func(context.Context) error {
+				if n++; n == 1 {
+					return errTransient
+				}
+				return tc.last
+			})
+			if !errors.Is(err, tc.last) {
+				t.Fatalf("%s: err = %v", tc.name, err)
+			}
+			if got := q.Available(); got != tc.want {
+				t.Errorf("%s: quota after the call = %d, want %d", tc.name, got, tc.want)
+			}
+		}
+	})
+}

@@ -55,6 +55,84 @@ type Trace struct {
 // before it.
 func WithTrace(t *Trace) Option { return Option{kind: optTrace, trace: t} }
 
+// TraceOf returns the hooks that Do and DoValue would call with opts, folded
+// into one Trace, or nil if opts have none: every WithTrace's, and those of
+// OnAttemptFailed (in AttemptDone, for a failed attempt that returned),
+// OnRetry, OnGiveUp and Log, each called where and in the order Do calls
+// it. Like ScopeOf and BreakerOf, it is for an integration whose attempts
+// another loop makes, such as awsretry's Retryer, whose attempts are the AWS
+// SDK's: calling the Trace's hooks at the moments Do would (CallStart once,
+// AttemptStart and AttemptDone around every attempt, Retry when a retry is
+// granted, GiveUp and Done when the call ends), it lets the options a caller
+// passes see those attempts as they would Do's. BeforeRetry, which can
+// refuse a retry, is no hook of a Trace: see BeforeRetryOf. TraceOf builds
+// a new Trace at each call: build it once for a set of options, not once
+// per call. WithTicket options are ignored.
+func TraceOf(opts ...Option) *Trace {
+	var c config
+	for i := range opts {
+		if opts[i].kind != optTicket { // apply would release a ticket it drops
+			c.apply(opts[i : i+1])
+		}
+	}
+	return c.hooks()
+}
+
+// BeforeRetryOf returns the check that Do and DoValue make with opts after
+// a failed attempt, before they ask the strategy for a retry (see
+// BeforeRetry): every BeforeRetry's in the order given, the first refusal
+// ending it; nil if opts have none. An integration whose attempts another
+// loop makes calls it where Do would, and makes no retry it refuses, giving
+// up with the refusal as the Reason, as Do does.
+func BeforeRetryOf(opts ...Option) func(ctx context.Context, attempt int, err error) error {
+	var vet func(context.Context, int, error) error
+	for i := range opts {
+		if opts[i].kind == optBeforeRetry {
+			vet = vetBoth(vet, opts[i].vet)
+		}
+	}
+	return vet
+}
+
+// hooks folds c's hooks into one Trace, in the order the loop calls them:
+// OnRetry and OnGiveUp before the Traces, OnAttemptFailed and Log after.
+func (c *config) hooks() *Trace {
+	var before, after *Trace
+	if c.retrying != nil || c.gaveUp != nil {
+		before = &Trace{}
+		if f := c.retrying; f != nil {
+			before.Retry = func(ctx context.Context, _ string, n int, delay time.Duration, err error) { f(ctx, n, delay, err) }
+		}
+		if f := c.gaveUp; f != nil {
+			before.GiveUp = func(ctx context.Context, _ string, err *Error) { f(ctx, err) }
+		}
+	}
+	if c.onAttemptFailed != nil || c.logger != nil {
+		after = &Trace{}
+		if f := c.onAttemptFailed; f != nil {
+			after.AttemptDone = func(ctx context.Context, _ string, n int, err error) {
+				// The loop tells OnAttemptFailed of no attempt that did not
+				// return (see Trace).
+				if _, panicked := err.(*PanicError); err != nil && err != errGoexit && !panicked {
+					f(ctx, n, err)
+				}
+			}
+		}
+		if l := c.logger; l != nil {
+			after.Retry = func(ctx context.Context, scope string, n int, delay time.Duration, err error) {
+				logRetry(ctx, l, scope, n, delay, err)
+			}
+			// The loop logs its give-up after Done.
+			after.Done = func(ctx context.Context, scope string, _ int, _ time.Duration, err error) {
+				if e, ok := err.(*Error); ok {
+					logGiveUp(ctx, l, scope, e)
+				}
+			}
+		}
+	}
+	return before.then(c.trace).then(after)
+}
+
 // A PanicError is what a Trace's AttemptDone and Done are told when an
 // attempt panicked: the value it panicked with, and the stack of its
 // goroutine where the panic was recovered, which still holds the frames

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"runtime"
 	"strings"
 	"sync"
@@ -296,5 +297,125 @@ func TestNilOperationTraceStartsTheCall(t *testing.T) {
 	}
 	if started != 1 || done != 1 || !doneSawStart {
 		t.Fatalf("CallStart %d, Done %d (with CallStart's context: %v); want 1, 1, true", started, done, doneSawStart)
+	}
+}
+
+// eventLog records hooks by name, in order, and is the writer of a Log
+// option's logger: each record it is given is an event too.
+type eventLog []string
+
+func (l *eventLog) add(s string) { *l = append(*l, s) }
+
+func (l *eventLog) Write(p []byte) (int, error) {
+	_, msg, _ := strings.Cut(string(p), `msg="`)
+	msg, _, _ = strings.Cut(msg, `"`)
+	l.add("log " + msg)
+	return len(p), nil
+}
+
+// hooksOf returns options of every hook kind, each telling l, two Traces
+// among them.
+func hooksOf(l *eventLog) []Option {
+	named := func(name string) *Trace {
+		return &Trace{
+			CallStart: func(ctx context.Context, scope string) context.Context {
+				l.add(name + " call start " + scope)
+				return ctx
+			},
+			AttemptStart: func(ctx context.Context, _ string, n int) context.Context {
+				l.add(name + " attempt start " + itoa(n))
+				return ctx
+			},
+			AttemptDone: func(_ context.Context, _ string, n int, err error) {
+				l.add(fmt.Sprintf("%s attempt done %d %v", name, n, err != nil))
+			},
+			Retry: func(_ context.Context, _ string, n int, d time.Duration, _ error) {
+				l.add(fmt.Sprintf("%s retry %d %v", name, n, d))
+			},
+			GiveUp: func(_ context.Context, _ string, e *Error) { l.add(name + " give up " + itoa(e.Attempts)) },
+			Done: func(_ context.Context, _ string, n int, waited time.Duration, err error) {
+				l.add(fmt.Sprintf("%s done %d %v %v", name, n, waited, err != nil))
+			},
+		}
+	}
+	return []Option{
+		OnRetry(func(_ context.Context, n int, d time.Duration, _ error) { l.add(fmt.Sprintf("OnRetry %d %v", n, d)) }),
+		WithTrace(named("a")),
+		OnAttemptFailed(func(_ context.Context, n int, _ error) { l.add("OnAttemptFailed " + itoa(n)) }),
+		Log(slog.New(slog.NewTextHandler(l, nil))),
+		OnGiveUp(func(_ context.Context, e *Error) { l.add("OnGiveUp " + itoa(e.Attempts)) }),
+		WithTrace(named("b")),
+		Scope("s"),
+	}
+}
+
+// TestTraceOfCallsWhatDoCalls: the Trace TraceOf folds from a call's
+// options, its hooks called at the moments Do calls hooks, tells every
+// option what Do tells it, in Do's order: a call that gives up after two
+// attempts, and one whose second attempt succeeds.
+func TestTraceOfCallsWhatDoCalls(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		for _, failures := range []int{5, 1} {
+			var viaDo, viaTrace eventLog
+			s := &Simple{MaxAttempts: 2, Backoff: Constant(time.Second)}
+			_ = Do(context.Background(), s, failing(failures, errTransient).op, hooksOf(&viaDo)...)
+
+			// The moments of Do's loop, as an integration whose attempts
+			// another loop makes tells them.
+			tr := TraceOf(hooksOf(&viaTrace)...)
+			ctx := tr.CallStart(context.Background(), "s")
+			var waited time.Duration
+			for n := 1; ; n++ {
+				actx := tr.AttemptStart(ctx, "s", n)
+				if n > failures {
+					tr.AttemptDone(actx, "s", n, nil)
+					tr.Done(ctx, "s", n, waited, nil)
+					break
+				}
+				tr.AttemptDone(actx, "s", n, errTransient)
+				if n == 2 {
+					e := &Error{Attempts: n, Err: errTransient, Reason: ErrMaxAttempts}
+					tr.GiveUp(ctx, "s", e)
+					tr.Done(ctx, "s", n, waited, e)
+					break
+				}
+				tr.Retry(ctx, "s", n, time.Second, errTransient)
+				waited += time.Second
+			}
+			if got, want := strings.Join(viaTrace, "\n"), strings.Join(viaDo, "\n"); got != want {
+				t.Errorf("%d failures: TraceOf's hooks told\n%s\n\nDo told\n%s", failures, got, want)
+			}
+		}
+	})
+}
+
+// TraceOf is nil without hooks, and calls OnAttemptFailed for no attempt
+// that did not return, as Do does; BeforeRetryOf asks each check in order,
+// the first refusal ending it, and is nil without one.
+func TestTraceOfAndBeforeRetryOf(t *testing.T) {
+	if tr := TraceOf(Scope("s"), AttemptTimeout(time.Second), WithBreaker(NewBreaker(BreakerOptions{}))); tr != nil {
+		t.Errorf("TraceOf without hooks = %+v, want nil", tr)
+	}
+	if BeforeRetryOf(OnRetry(func(context.Context, int, time.Duration, error) {})) != nil {
+		t.Error("BeforeRetryOf without BeforeRetry is not nil")
+	}
+	failed := 0
+	tr := TraceOf(OnAttemptFailed(func(context.Context, int, error) { failed++ }))
+	tr.AttemptDone(context.Background(), "", 1, &PanicError{Value: "boom"})
+	tr.AttemptDone(context.Background(), "", 1, errGoexit)
+	tr.AttemptDone(context.Background(), "", 1, nil)
+	tr.AttemptDone(context.Background(), "", 1, errBoom)
+	if failed != 1 {
+		t.Errorf("OnAttemptFailed told %d times, want once (the failure that returned)", failed)
+	}
+	errVeto := errors.New("veto")
+	var asked []string
+	vet := BeforeRetryOf(
+		BeforeRetry(func(context.Context, int, error) error { asked = append(asked, "first"); return nil }),
+		BeforeRetry(func(context.Context, int, error) error { asked = append(asked, "second"); return errVeto }),
+		BeforeRetry(func(context.Context, int, error) error { asked = append(asked, "third"); return nil }),
+	)
+	if err := vet(context.Background(), 1, errBoom); err != errVeto || strings.Join(asked, " ") != "first second" {
+		t.Errorf("BeforeRetryOf = %v after asking %v, want the veto after first and second", err, asked)
 	}
 }

@@ -44,11 +44,32 @@
 // RateLimiter is for those who keep the SDK's own retryers: it gives them a
 // retry.Quota, such as a fleet's from redisquota, as their retry quota.
 //
+// Hooks and Traces among Options.RetryOptions (retry.OnAttemptFailed,
+// BeforeRetry, OnRetry, OnGiveUp, Log, WithTrace, such as otelretry's) see
+// every SDK attempt as they would an attempt of retry.Do, in Do's order
+// (see retry.TraceOf): CallStart once before the first attempt,
+// AttemptStart and AttemptDone around each attempt, Retry when a retry is
+// granted, GiveUp and Done when the call ends, Done with the attempts made
+// and the waits granted. A BeforeRetry that refuses stops the SDK's retry,
+// its refusal the Reason of the call's error. What differs, because the
+// SDK hands a retryer no context to return and no moment after a retry's
+// wait: the contexts CallStart and AttemptStart return reach the later
+// hooks of the call, not the SDK's attempt (a span they start is not the
+// parent of the SDK's own); a retry's AttemptStart is told when the retry
+// is granted, before its wait, not after it. A hook that panics leaves
+// nothing held: the panic reaches the SDK's caller, and a retry that will
+// not be made gives back its token and its breaker ticket. Nor does a
+// caller who gives up during the SDK's wait before a retry, after which
+// the SDK tells a retryer nothing: the Retryer watches the context, hands
+// the retry's token and ticket back, and tells the hooks that the retry
+// they saw start ended with the caller's error, and the call with it.
+//
 // The SDK's attempt number reaches a retryer only through its own Standard
 // retryer, which GetAttemptToken consults to tell a first attempt from a
-// retry. The strategy bounds the attempts (MaxAttempts returns 0): set them
-// in the strategy, not with the client's RetryMaxAttempts. The hooks and
-// Traces of Options.RetryOptions are not yet called: retry.Do's options can
-// be read only by retry.Do; retry.Scope and retry.WithBreaker among them
-// are honoured.
+// retry: the SDK keeps it under a key of its own, and writes the
+// Amz-Sdk-Request header only after GetAttemptToken, so no public function
+// reads it, and no context value the SDK makes public tells one call's
+// attempts from another's. Should the SDK change, every retry test of this
+// package fails. The strategy bounds the attempts (MaxAttempts returns 0): set them
+// in the strategy, not with the client's RetryMaxAttempts.
 package awsretry

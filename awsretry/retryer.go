@@ -34,9 +34,13 @@ type Options struct {
 	// clients keeps their health apart.
 	Scope func(ctx context.Context) string
 	// RetryOptions are options of retry.Do that apply to the SDK's
-	// attempts: retry.Scope and retry.WithBreaker (see Scope and Breaker).
-	// Hooks and Traces among them are not called yet (see the package
-	// documentation).
+	// attempts: retry.Scope and retry.WithBreaker (see Scope and Breaker),
+	// and the hooks (OnAttemptFailed, BeforeRetry, OnRetry, OnGiveUp, Log,
+	// and every retry.WithTrace, such as otelretry's), which see each SDK
+	// attempt as they would an attempt of retry.Do (see the package
+	// documentation for what differs). Other options (AttemptTimeout,
+	// MaxElapsed, LongPoll) are retry.Do's own: use the call's context and
+	// the client's options.
 	RetryOptions []retry.Option
 	// RetryableCodes are error codes of a service's own failures, beyond
 	// those Classify knows, that are retried as transient (MaybeSafe, a
@@ -70,6 +74,8 @@ type Retryer struct {
 	hasScope    bool
 	extra       map[string]bool
 	independent bool
+	trace       *retry.Trace // RetryOptions' hooks, folded (retry.TraceOf); nil if none
+	vet         func(ctx context.Context, attempt int, err error) error
 
 	mu     sync.Mutex
 	parked map[error]*call         // calls whose last attempt failed with the key, awaiting GetRetryToken
@@ -98,6 +104,8 @@ func New(o Options) *Retryer {
 		r.breaker = retry.BreakerOf(o.RetryOptions...)
 	}
 	r.fixedScope, r.hasScope = retry.ScopeOf(o.RetryOptions...)
+	r.trace = retry.TraceOf(o.RetryOptions...)
+	r.vet = retry.BeforeRetryOf(o.RetryOptions...)
 	if len(o.RetryableCodes) > 0 {
 		r.extra = make(map[string]bool, len(o.RetryableCodes))
 		for _, c := range o.RetryableCodes {
@@ -122,6 +130,28 @@ type call struct {
 	ticket   retry.BreakerTicket
 	attempts int
 	done     func(error) error
+
+	// For the hooks, if any: the call's context (the first attempt's, as
+	// the Trace's CallStart made it), the attempt's (AttemptStart's), and
+	// the waits granted so far.
+	hctx   context.Context
+	actx   context.Context
+	waited time.Duration
+
+	// For a granted retry: its failure, and the stop of the watch that
+	// ends the call if the caller gives up before the retry is made (the
+	// SDK then tells the retryer nothing more).
+	last *classified
+	wait time.Duration
+	stop func() bool
+}
+
+// unmade ends c before an attempt it was granted: the attempt will not be
+// made, so its token and breaker ticket are handed back.
+func (c *call) unmade() {
+	c.r.release(c.tok)
+	c.ticket.Release()
+	c.free()
 }
 
 // free returns c to the pool.
@@ -182,37 +212,69 @@ func (r *Retryer) GetAttemptToken(ctx context.Context) (func(error) error, error
 		return nopRelease, nil
 	}
 	scope := r.scopeOf(ctx)
+	hctx := ctx
+	if r.trace != nil && r.trace.CallStart != nil {
+		if cctx := r.trace.CallStart(ctx, scope); cctx != nil {
+			hctx = cctx
+		}
+	}
 	var ticket retry.BreakerTicket
 	if b := r.breaker; b != nil {
-		if b.Delay(scope) > 0 {
-			return nil, &retry.Error{Reason: retry.ErrCircuitOpen}
+		refused := b.Delay(scope) > 0
+		if !refused {
+			t, err := b.Allow(scope)
+			refused, ticket = err != nil, t
 		}
-		t, err := b.Allow(scope)
-		if err != nil {
-			return nil, &retry.Error{Reason: retry.ErrCircuitOpen}
+		if refused {
+			e := &retry.Error{Reason: retry.ErrCircuitOpen}
+			r.ended(hctx, scope, 0, 0, e)
+			return nil, e
 		}
-		ticket = t
 	}
 	c := r.calls.Get().(*call)
-	c.ctx, c.scope, c.ticket = ctx, scope, ticket
+	c.ctx, c.scope, c.ticket, c.hctx = ctx, scope, ticket, hctx
 	c.tok, c.acquired = r.strategy.AcquireInitialToken(scope)
 	if c.acquired == nil {
 		if d := c.tok.Delay(); d > 0 {
 			if err := retry.Sleep(ctx, d); err != nil {
-				r.release(c.tok)
-				c.ticket.Release()
-				c.free()
-				return nil, &retry.Error{Reason: err}
+				c.unmade()
+				e := &retry.Error{Reason: err}
+				r.ended(hctx, scope, 0, 0, e)
+				return nil, e
 			}
 		}
 	}
+	c.attemptStart(1)
 	return c.done, nil
+}
+
+// attemptStart tells the Trace that attempt n of c is about to be made. If
+// the hook panics, the attempt will not be made: c ends, holding nothing.
+func (c *call) attemptStart(n int) {
+	c.actx = c.hctx
+	t := c.r.trace
+	if t == nil || t.AttemptStart == nil {
+		return
+	}
+	returned := false
+	defer func() {
+		if !returned {
+			c.unmade()
+		}
+	}()
+	if actx := t.AttemptStart(c.hctx, c.scope, n); actx != nil {
+		c.actx = actx
+	}
+	returned = true
 }
 
 // attemptDone is the release the SDK calls after each attempt of c with
 // its error: the first attempt's from GetAttemptToken, a retry's from
 // GetRetryToken.
 func (c *call) attemptDone(err error) error {
+	if c.stop != nil && !c.stop() {
+		return nil // the caller gave up during the wait, which ended c (see abandoned)
+	}
 	r := c.r
 	c.attempts++
 	ticket := c.ticket
@@ -222,15 +284,28 @@ func (c *call) attemptDone(err error) error {
 		if c.acquired == nil {
 			_ = r.strategy.RecordSuccess(c.tok)
 		}
+		actx, hctx, scope, n, waited := c.actx, c.hctx, c.scope, c.attempts, c.waited
 		c.free()
+		if t := r.trace; t != nil {
+			if t.AttemptDone != nil {
+				t.AttemptDone(actx, scope, n, nil)
+			}
+			if t.Done != nil {
+				t.Done(hctx, scope, n, waited, nil)
+			}
+		}
 		return nil
 	}
-	ticket.Done(c.ctx, &classified{err, classify(err, r.extra)})
+	ce := &classified{err, classify(err, r.extra)}
+	ticket.Done(c.ctx, ce)
+	if t := r.trace; t != nil && t.AttemptDone != nil {
+		c.attemptFailed(t, ce)
+	}
 	if !comparable(err) {
 		// No key to find the call by: it ends here, and the strategy hears
 		// of the failure as of one it may not retry.
-		r.refuse(c, &classified{err, classify(err, r.extra)})
-		c.free()
+		r.refuse(c, ce)
+		_ = c.giveUp(ce, errUnkeyed)
 		return nil
 	}
 	r.mu.Lock()
@@ -238,6 +313,25 @@ func (c *call) attemptDone(err error) error {
 	r.mu.Unlock()
 	return nil
 }
+
+// attemptFailed tells t that c's attempt failed with ce. If the hook
+// panics, c ends, holding nothing, the strategy told of the failure as of
+// one it will not retry.
+func (c *call) attemptFailed(t *retry.Trace, ce *classified) {
+	returned := false
+	defer func() {
+		if !returned {
+			c.r.refuse(c, ce)
+			c.free()
+		}
+	}()
+	t.AttemptDone(c.actx, c.scope, c.attempts, ce.err)
+	returned = true
+}
+
+// errUnkeyed is the reason a call ends whose attempt failed with an error
+// the Retryer cannot find again when the SDK asks for a retry.
+var errUnkeyed = fmt.Errorf("%w: the attempt's error cannot be a map key (its type is not comparable)", retry.ErrNotRetryable)
 
 // GetRetryToken decides whether the attempt that failed with err is
 // retried, through the strategy and the breaker. If not, it returns a
@@ -264,6 +358,16 @@ func (r *Retryer) GetRetryToken(ctx context.Context, err error) (func(error) err
 		// The caller gave up: the token is abandoned, not refreshed,
 		// which could charge the quota for a retry that will not happen.
 		return nil, c.giveUp(ce, ctx.Err())
+	}
+	if r.vet != nil {
+		if reason := c.vetted(ce); reason != nil {
+			// Refused before the quota is asked: it costs nothing, and the
+			// strategy still hears of the failure.
+			r.refuse(c, ce)
+			return nil, c.giveUp(ce, reason)
+		}
+	}
+	switch {
 	case answered(err) && info.Retryable() && !r.independent && retry.CallerRetries(ctx):
 		// One layer: the caller retries this answer itself. The strategy
 		// still hears of the failure, marked so that it grants nothing.
@@ -303,18 +407,94 @@ func (r *Retryer) GetRetryToken(ctx context.Context, err error) (func(error) err
 		c.ticket = t
 	}
 	c.tok = next
+	if t := r.trace; t != nil {
+		c.retrying(t, ce, delay)
+	}
+	c.waited += delay
 	r.mu.Lock()
 	r.delays[err] = delay
 	r.mu.Unlock()
+	if ctx.Done() != nil {
+		c.last, c.wait = ce, delay
+		c.stop = context.AfterFunc(ctx, c.abandoned) // last: it may run at once
+	}
 	return c.done, nil
 }
 
+// abandoned ends c when the caller gives up between the grant of a retry
+// and the retry's end: in the SDK's wait, the SDK makes no attempt and
+// tells the retryer nothing more, so the retry's token and breaker ticket
+// are handed back here, and the hooks told that the attempt they saw start
+// ended with the caller's error, and the call with it, its waited without
+// the wait cut short (as retry.Do counts it). c does not go back
+// to the pool: the SDK may yet call its release, which then does nothing.
+func (c *call) abandoned() {
+	r, reason := c.r, c.ctx.Err()
+	r.release(c.tok)
+	c.ticket.Release()
+	if t := r.trace; t != nil && t.AttemptDone != nil {
+		t.AttemptDone(c.actx, c.scope, c.attempts+1, reason)
+	}
+	r.ended(c.hctx, c.scope, c.attempts, c.waited-c.wait, &retry.Error{Attempts: c.attempts, Err: c.last, Reason: reason})
+}
+
+// vetted returns the refusal of the RetryOptions' BeforeRetry checks, if
+// any. If a check panics, c ends, holding nothing.
+func (c *call) vetted(ce *classified) error {
+	returned := false
+	defer func() {
+		if !returned {
+			c.r.refuse(c, ce)
+			c.free()
+		}
+	}()
+	reason := c.r.vet(c.hctx, c.attempts, ce.err)
+	returned = true
+	return reason
+}
+
+// retrying tells t that a retry of c after ce was granted, with delay,
+// and that its attempt starts: the SDK tells a retryer of no moment after
+// the wait that it could tell from another call's. If a hook panics, the
+// retry will not be made: c ends, holding nothing.
+func (c *call) retrying(t *retry.Trace, ce *classified, delay time.Duration) {
+	if t.Retry != nil {
+		returned := false
+		defer func() {
+			if !returned {
+				c.unmade()
+			}
+		}()
+		t.Retry(c.hctx, c.scope, c.attempts, delay, ce.err)
+		returned = true
+	}
+	c.attemptStart(c.attempts + 1)
+}
+
 // giveUp ends c after its last attempt failed with ce, for reason, and
-// returns the error that says so.
+// returns the error that says so. c is back in the pool before the hooks
+// are told: a hook that panics leaves nothing held.
 func (c *call) giveUp(ce *classified, reason error) *retry.Error {
 	e := &retry.Error{Attempts: c.attempts, Err: ce, Reason: reason}
+	r, hctx, scope, waited := c.r, c.hctx, c.scope, c.waited
 	c.free()
+	r.ended(hctx, scope, e.Attempts, waited, e)
 	return e
+}
+
+// ended tells the Trace, if any, that a call in scope gave up with e after
+// attempts, having waited waited.
+func (r *Retryer) ended(ctx context.Context, scope string, attempts int, waited time.Duration, e *retry.Error) {
+	t := r.trace
+	if t == nil {
+		return
+	}
+	if t.GiveUp != nil {
+		t.GiveUp(ctx, scope, e)
+	}
+	if t.Done != nil {
+		t.Done(ctx, scope, attempts, waited, e)
+	}
 }
 
 // refuse tells the strategy of a failure the Retryer will not retry, so

@@ -72,3 +72,51 @@ func BenchmarkSuccess(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkAdaptiveSuccess is the success path of a FleetAdaptive's
+// strategy against a local retry.Adaptive's: retry.Do with an operation
+// that succeeds at once, and the token API (AcquireInitialToken,
+// RecordSuccess). The fleet's background sync runs meanwhile, against the
+// local Redis; the request path never calls it, so the two should cost the
+// same.
+func BenchmarkAdaptiveSuccess(b *testing.B) {
+	ctx := context.Background()
+	op := func(context.Context) error { return nil }
+	for _, bc := range []struct {
+		name     string
+		strategy func(b *testing.B) retry.Strategy
+	}{
+		{"local", func(*testing.B) retry.Strategy { return retry.NewAdaptive(retry.AdaptiveOptions{}) }},
+		{"fleet", func(b *testing.B) retry.Strategy {
+			f, err := redisquota.NewFleetAdaptive(client(b), "bench-adaptive-"+b.Name(), retry.AdaptiveOptions{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { f.Close() })
+			return f.Strategy()
+		}},
+	} {
+		b.Run("Do/"+bc.name, func(b *testing.B) {
+			s := bc.strategy(b)
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := retry.Do(ctx, s, op); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run("tokens/"+bc.name, func(b *testing.B) {
+			s := bc.strategy(b)
+			b.ReportAllocs()
+			for b.Loop() {
+				t, err := s.AcquireInitialToken("")
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := s.RecordSuccess(t); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

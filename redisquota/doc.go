@@ -150,6 +150,33 @@
 // most Timeout; while Redis cannot be reached each process goes on with its
 // own circuits, and rejoins when it answers. See FleetBreaker.
 //
+// # Adaptive's evidence shared by a fleet
+//
+// A FleetAdaptive is a retry.Adaptive whose evidence every process with the
+// same name shares, for fleets of quiet processes (thousands of pods,
+// workers or functions, each sending a request every few seconds) in which
+// no process sees enough on its own: not the failures in a row that stop an
+// outage's retries, nor the timed successes that tell one black-holed
+// replica's timeout from an overload. Its Strategy is a *retry.Adaptive,
+// which retry.Do and every integration take unchanged:
+//
+//	fa, err := redisquota.NewFleetAdaptive(client, "payments-api", retry.AdaptiveOptions{})
+//	...
+//	defer fa.Close()
+//	err = retry.Do(ctx, fa.Strategy(), op)
+//
+// Per scope the fleet shares the window's attempts, accepts and timeouts,
+// the failures in a row, when a retry last worked and the latency of the
+// timed successes; the send-rate limiter and the judgement across scopes
+// stay the process's own. The request path never calls Redis: one script
+// call per process per FlushInterval sends every scope's counts and takes
+// the fleet's views, which stay fresh for two FlushIntervals plus Timeout.
+// Each scope is a hash, EvidenceKey(name, scope), whose TTL is two windows
+// (20 s by default), so that a dead process's evidence leaves with the
+// window. While Redis cannot be reached each process decides on its own
+// evidence, as an unbound Adaptive, and rejoins when it answers. See
+// FleetAdaptive.
+//
 // # Tests
 //
 // The tests start redis-server on loopback (Redis 7; apt-get install

@@ -30,3 +30,29 @@ func Example() {
 	fmt.Println("attempts:", attempts, "error:", err, "shared:", quota.Shared())
 	// Output: attempts: 2 error: <nil> shared: true
 }
+
+// Every process of a fleet that calls a service builds its strategy on the
+// same name: each decides its retries on the evidence of the whole fleet,
+// synchronised in the background.
+func ExampleNewFleetAdaptive() {
+	client := redis.NewClient(&redis.Options{Addr: sharedRedis}) // e.g. "localhost:6379"
+	defer client.Close()
+	fleet, err := redisquota.NewFleetAdaptive(client, "payments-api", retry.AdaptiveOptions{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer fleet.Close()
+	strategy := fleet.Strategy() // for retry.Do, httpretry.Transport, grpcretry.WithStrategy, ...
+
+	attempts := 0
+	err = retry.Do(context.Background(), strategy, func(ctx context.Context) error {
+		attempts++
+		if attempts == 1 {
+			return retry.Transient(errors.New("503 Service Unavailable"))
+		}
+		return nil
+	})
+	fmt.Println("attempts:", attempts, "error:", err)
+	// Output: attempts: 2 error: <nil>
+}

@@ -2,9 +2,11 @@ package redisquota
 
 import (
 	"context"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/internal/sharedevidence"
 )
 
 // RunScript runs the quota's script on key with the arguments a process
@@ -22,3 +24,28 @@ func RunScript(ctx context.Context, c redis.UniversalClient, key string, args ..
 func NewFleetBreakerWith(rdb redis.UniversalClient, name string, opts retry.BreakerOptions, o Options) (*FleetBreaker, error) {
 	return newFleetBreaker(rdb, name, opts, o)
 }
+
+// NewFleetAdaptiveWith is NewFleetAdaptive with the timing and logging of o
+// (FlushInterval, Timeout, ReconnectMax, Logger, Rand).
+func NewFleetAdaptiveWith(rdb redis.UniversalClient, name string, opts retry.AdaptiveOptions, o Options) (*FleetAdaptive, error) {
+	return newFleetAdaptive(rdb, name, opts, o)
+}
+
+// RunEvidenceScript runs the evidence script of the fleet name on reports
+// at now, on the clock of the caller rather than Redis's, with the fleet's
+// window, and returns the fleet's views: the script as a test plays it
+// against sharedevidence.Memory.
+func RunEvidenceScript(ctx context.Context, c redis.UniversalClient, name string, now, window time.Duration, reports []sharedevidence.Report) ([]sharedevidence.View, error) {
+	keys := make([]string, len(reports))
+	for i, r := range reports {
+		keys[i] = EvidenceKey(name, r.Scope)
+	}
+	v, err := evidenceSyncScript.Run(ctx, c, keys, evidenceArgs(nil, now, window, reports)...).Int64Slice()
+	if err != nil {
+		return nil, err
+	}
+	return evidenceViews(nil, v, len(reports))
+}
+
+// Applied returns how many of f's syncs had their views applied.
+func Applied(f *FleetAdaptive) uint64 { return f.applied.Load() }

@@ -1,12 +1,9 @@
 package redisquota
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -44,29 +41,13 @@ import (
 // that died (or never reports) is free again after the spell and a grace of
 // FlushInterval plus Timeout.
 type FleetBreaker struct {
-	b      *retry.Breaker
-	h      sharedcircuit.Breaker
-	run    redis.Scripter
-	name   string
-	opts   Options
-	logger *slog.Logger
+	b  *retry.Breaker
+	h  sharedcircuit.Breaker
+	fs fleetSync
 
-	shared atomic.Bool
-	wake   chan struct{}
-	done   chan struct{}
-	wg     sync.WaitGroup // the background loop
-	calls  sync.WaitGroup // goroutines of calls to Redis
-	busy   atomic.Bool    // a sync call given up on is still running
-
-	gate   sync.RWMutex // Close holds it to stop new calls; calls read closed under it
-	closed bool
-
-	mu       sync.Mutex // guards what follows
-	scopes   map[string]*fleetScope
-	failures int       // failed calls in a row
-	retryAt  time.Time // while fallen back: when to try Redis again
-	gen      uint64    // counts syncs: scopes not seen in the last are dropped
-	once     sync.Once
+	mu     sync.Mutex // guards what follows
+	scopes map[string]*fleetScope
+	gen    uint64 // counts syncs: scopes not seen in the last are dropped
 }
 
 // fleetScope is what a process has sent of one scope's circuit, and what
@@ -94,7 +75,7 @@ func NewFleetBreaker(rdb redis.UniversalClient, name string, opts retry.BreakerO
 }
 
 func newFleetBreaker(rdb redis.UniversalClient, name string, opts retry.BreakerOptions, o Options) (*FleetBreaker, error) {
-	if rdb == nil {
+	if isNil(rdb) {
 		return nil, errors.New("redisquota: NewFleetBreaker: nil Redis client")
 	}
 	if name == "" {
@@ -103,18 +84,14 @@ func newFleetBreaker(rdb redis.UniversalClient, name string, opts retry.BreakerO
 	o = o.withDefaults()
 	f := &FleetBreaker{
 		b:      retry.NewBreaker(opts),
-		run:    bounded(rdb, o.Timeout),
-		name:   name,
-		opts:   o,
-		logger: o.Logger,
-		wake:   make(chan struct{}, 1),
-		done:   make(chan struct{}),
 		scopes: map[string]*fleetScope{},
 	}
+	f.fs = fleetSync{
+		run: bounded(rdb, o.Timeout), name: name, opts: o, logger: o.Logger, sync: f.sync,
+		down: "the breaker's circuits go on on their own", up: "rejoined the fleet's circuits", of: "circuits of",
+	}
 	f.h = sharedcircuit.Bind(f.b, f)
-	f.shared.Store(true)
-	f.wg.Add(1)
-	go f.loop()
+	f.fs.start()
 	return f, nil
 }
 
@@ -124,71 +101,25 @@ func (f *FleetBreaker) Breaker() *retry.Breaker { return f.b }
 
 // Shared reports whether the breaker is using the fleet's circuits in
 // Redis, as opposed to its own while Redis cannot be reached.
-func (f *FleetBreaker) Shared() bool { return f.shared.Load() }
+func (f *FleetBreaker) Shared() bool { return f.fs.shared.Load() }
 
 // Close stops the background goroutine and waits for the calls to Redis
 // under way, which a *redis.Client ends within Timeout (see New). The
 // breaker then goes on with its own circuits. Close returns nil; it may be
 // called more than once.
 func (f *FleetBreaker) Close() error {
-	f.once.Do(func() {
-		f.gate.Lock()
-		f.closed = true
-		f.shared.Store(false)
-		f.gate.Unlock()
-		close(f.done)
-		f.wg.Wait()
-		f.calls.Wait()
-	})
+	f.fs.close()
 	return nil
-}
-
-// call runs script on a goroutine of its own and waits for its answer for
-// at most Timeout, whatever the client does with deadlines; ok is false
-// after Close. after, if not nil, runs when the goroutine is done, answered
-// in time or not.
-func (f *FleetBreaker) call(script *redis.Script, keys []string, args []any, after func()) (v []int64, err error, ok bool) {
-	f.gate.RLock()
-	if f.closed {
-		f.gate.RUnlock()
-		return nil, nil, false
-	}
-	type answer struct {
-		v   []int64
-		err error
-	}
-	c := make(chan answer, 1)
-	f.calls.Add(1)
-	f.gate.RUnlock()
-	start := time.Now()
-	go func() {
-		defer f.calls.Done()
-		ctx, cancel := context.WithTimeout(context.Background(), f.opts.Timeout)
-		defer cancel()
-		v, err := script.Run(ctx, f.run, keys, args...).Int64Slice()
-		if after != nil {
-			after()
-		}
-		c <- answer{v, err}
-	}()
-	t := time.NewTimer(f.opts.Timeout)
-	defer t.Stop()
-	select {
-	case a := <-c:
-		return a.v, a.err, true
-	case <-t.C:
-		return nil, fmt.Errorf("no answer within %v", time.Since(start).Round(time.Millisecond)), true
-	}
 }
 
 // Claim asks Redis for a probe's place in scope; see sharedcircuit.Store.
 func (f *FleetBreaker) Claim(scope string) (sharedcircuit.Claim, bool) {
-	if !f.shared.Load() {
+	if !f.fs.shared.Load() {
 		return sharedcircuit.Claim{}, false
 	}
-	grace := f.opts.FlushInterval + f.opts.Timeout
-	v, err, ok := f.call(circuitClaimScript, []string{CircuitKey(f.name, scope)},
-		[]any{f.h.Probes(), grace.Milliseconds(), f.opts.KeyTTL.Milliseconds()}, nil)
+	grace := f.fs.opts.FlushInterval + f.fs.opts.Timeout
+	v, err, ok := f.fs.call(circuitClaimScript, []string{CircuitKey(f.fs.name, scope)},
+		[]any{f.h.Probes(), grace.Milliseconds(), f.fs.opts.KeyTTL.Milliseconds()}, nil)
 	if !ok {
 		return sharedcircuit.Claim{}, false
 	}
@@ -196,13 +127,13 @@ func (f *FleetBreaker) Claim(scope string) (sharedcircuit.Claim, bool) {
 		err = fmt.Errorf("unexpected reply %v", v)
 	}
 	if err != nil {
-		f.fail(err)
+		f.fs.fail(err)
 		return sharedcircuit.Claim{}, false
 	}
 	return sharedcircuit.Claim{
 		Granted: v[0] == 1,
 		Round:   uint64(v[5]),
-		RetryIn: max(ms(v[6]), f.opts.FlushInterval),
+		RetryIn: max(ms(v[6]), f.fs.opts.FlushInterval),
 		State:   sharedcircuit.State{Epoch: uint64(v[1]), Open: v[2] == 1, Left: ms(v[3]), Spell: ms(v[4])},
 	}, true
 }
@@ -213,7 +144,7 @@ func (f *FleetBreaker) Verdict(scope string, round uint64, v sharedcircuit.Verdi
 	s := f.scope(scope)
 	s.probes.Add(round, v)
 	f.mu.Unlock()
-	f.nudge()
+	f.fs.nudge()
 }
 
 func (f *FleetBreaker) scope(name string) *fleetScope {
@@ -223,52 +154,6 @@ func (f *FleetBreaker) scope(name string) *fleetScope {
 		f.scopes[name] = s
 	}
 	return s
-}
-
-func (f *FleetBreaker) nudge() {
-	select {
-	case f.wake <- struct{}{}:
-	default:
-	}
-}
-
-// loop syncs in the background until Close.
-func (f *FleetBreaker) loop() {
-	defer f.wg.Done()
-	t := time.NewTimer(f.opts.FlushInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-f.done:
-			return
-		case <-f.wake:
-		case <-t.C:
-		}
-		t.Reset(f.tick(time.Now()))
-	}
-}
-
-// tick makes the background call if one is due, and returns when to look
-// again.
-func (f *FleetBreaker) tick(now time.Time) time.Duration {
-	f.mu.Lock()
-	if !f.shared.Load() && now.Before(f.retryAt) {
-		defer f.mu.Unlock()
-		return f.retryAt.Sub(now)
-	}
-	f.mu.Unlock()
-	if f.busy.Load() {
-		return f.opts.FlushInterval // a call given up on is still running: one at a time
-	}
-	if again := f.sync(now); again {
-		return 0
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if !f.shared.Load() {
-		return max(f.retryAt.Sub(time.Now()), 0)
-	}
-	return f.opts.FlushInterval
 }
 
 // entry is one scope of a sync call.
@@ -281,11 +166,11 @@ type entry struct {
 // is wanted at once (a circuit to open).
 func (f *FleetBreaker) sync(now time.Time) (again bool) {
 	window := f.h.Window()
-	sharing := f.shared.Load()
+	sharing := f.fs.shared.Load()
 	var (
 		keys    []string
 		entries []entry
-		args    = []any{max(window/10, time.Millisecond).Milliseconds(), f.h.Probes(), f.opts.KeyTTL.Milliseconds()}
+		args    = []any{max(window/10, time.Millisecond).Milliseconds(), f.h.Probes(), f.fs.opts.KeyTTL.Milliseconds()}
 	)
 	f.mu.Lock()
 	f.gen++
@@ -309,7 +194,7 @@ func (f *FleetBreaker) sync(now time.Time) (again bool) {
 		args = append(args, epoch, da, ds, open.Milliseconds(), s.probes.Round, s.probes.Pass, s.probes.Fail, s.probes.Free, next.Milliseconds())
 		s.open = 0
 		s.probes.Sent()
-		keys = append(keys, CircuitKey(f.name, name))
+		keys = append(keys, CircuitKey(f.fs.name, name))
 		entries = append(entries, entry{c, s})
 		return true
 	})
@@ -321,26 +206,24 @@ func (f *FleetBreaker) sync(now time.Time) (again bool) {
 	f.mu.Unlock()
 	if len(keys) == 0 {
 		if !sharing {
-			keys = []string{CircuitKey(f.name, "")} // ask about the unscoped circuit: is Redis back?
+			keys = []string{CircuitKey(f.fs.name, "")} // ask about the unscoped circuit: is Redis back?
 			args = append(args, 0, 0, 0, 0, 0, 0, 0, 0, 0)
 		} else {
 			return false
 		}
 	}
-	f.busy.Store(true)
-	v, err, ok := f.call(circuitSyncScript, keys, args, func() { f.busy.Store(false) })
+	v, err, ok := f.fs.syncCall(circuitSyncScript, keys, args)
 	if !ok {
-		f.busy.Store(false)
 		return false
 	}
 	if err == nil && len(v) != 7*len(keys) {
 		err = fmt.Errorf("unexpected reply of %d values for %d scopes", len(v), len(keys))
 	}
 	if err != nil {
-		f.fail(err)
+		f.fs.fail(err)
 		return false
 	}
-	f.rejoin()
+	f.fs.rejoin()
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for i, e := range entries {
@@ -354,35 +237,6 @@ func (f *FleetBreaker) sync(now time.Time) (again bool) {
 		}
 	}
 	return again
-}
-
-// fail falls back to the breaker's own circuits after a failed call,
-// logging once per outage, and schedules the next try.
-func (f *FleetBreaker) fail(err error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.failures++
-	f.retryAt = time.Now().Add(f.opts.reconnectDelay(f.failures))
-	f.gate.RLock()
-	closed := f.closed
-	f.gate.RUnlock()
-	if f.shared.Swap(false) && !closed {
-		f.logger.Warn("redisquota: Redis is unavailable; the breaker's circuits go on on their own",
-			"name", f.name, "error", fmt.Errorf("redisquota: circuits of %s: %w", f.name, err))
-	}
-	f.nudge()
-}
-
-// rejoin takes the fleet's circuits back after an answer.
-func (f *FleetBreaker) rejoin() {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.failures = 0
-	f.gate.RLock()
-	defer f.gate.RUnlock()
-	if !f.closed && !f.shared.Swap(true) {
-		f.logger.Info("redisquota: Redis is back; rejoined the fleet's circuits", "name", f.name)
-	}
 }
 
 func ms(n int64) time.Duration { return time.Duration(n) * time.Millisecond }

@@ -168,7 +168,7 @@ var _ retry.Quota = (*Quota)(nil)
 // which runs on its local fallback quota.
 func New(client redis.UniversalClient, key string, opts Options) *Quota {
 	opts = opts.withDefaults()
-	if v := reflect.ValueOf(client); !v.IsValid() || v.Kind() == reflect.Pointer && v.IsNil() {
+	if isNil(client) {
 		return newQuota(func(context.Context, []string, ...any) (reply, error) { return reply{}, errNilClient }, key, opts)
 	}
 	scripter := bounded(client, opts.Timeout)
@@ -183,6 +183,12 @@ func New(client redis.UniversalClient, key string, opts Options) *Quota {
 		return reply{v[0], v[1], v[2], v[3], v[4], v[5]}, nil
 	}
 	return newQuota(run, key, opts)
+}
+
+// isNil reports whether client is nil, or a nil pointer in the interface.
+func isNil(client redis.UniversalClient) bool {
+	v := reflect.ValueOf(client)
+	return !v.IsValid() || v.Kind() == reflect.Pointer && v.IsNil()
 }
 
 // bounded returns client as the quota and the fleet breaker call it.

@@ -1,0 +1,99 @@
+package retry
+
+import (
+	"time"
+
+	"github.com/retrykit/retry/internal/sharedevidence"
+)
+
+// An Adaptive bound to a fleet's evidence (redisquota's FleetAdaptive binds
+// one, through internal/sharedevidence, so that the binding adds nothing to
+// this package's API) keeps its signals as an unbound one does, and while
+// a scope's fleet view is fresh its failures read the fleet's: the
+// window's attempts, accepts and timeouts that client-side throttling and
+// the timeout rule read are the fleet's plus what the process counted
+// since its last report; its failures in a row are the fleet's, unless the
+// process saw an attempt accepted since; a retry that worked anywhere in
+// the fleet marks a brownout; and the latency of the fleet's successes
+// judges a timeout. The request path never calls the store, and the
+// success path is unchanged. The send-rate limiter stays the process's
+// own: it paces what the process sends.
+
+func init() {
+	sharedevidence.Bind = func(a any) sharedevidence.Strategy {
+		return sharedAdaptive{a.(*Adaptive)}
+	}
+}
+
+// fleetView is a scope's fleet view, as a sync applied it.
+type fleetView struct {
+	v     sharedevidence.View
+	sent  sharedevidence.Counts // what the process had counted when it reported
+	at    int64                 // when it was applied, a reading of the strategy's clock
+	until int64                 // fresh before this reading
+}
+
+// merge makes e, a failed or accepted attempt's local evidence at now,
+// the fleet's.
+func (f *fleetView) merge(sc *adaptiveScope, e *evidence, now int64, window time.Duration) {
+	total := sc.outcomes.total.Load()
+	newAttempts := uint32(total>>32) - f.sent.Attempts
+	newAccepts := uint32(total) - f.sent.Accepts
+	e.attempts = f.v.Attempts + float64(newAttempts)
+	e.accepts = f.v.Accepts + float64(newAccepts)
+	if e.answer == answerFailed {
+		e.timeouts = f.v.Timeouts + float64(sc.timedOut.Load()-f.sent.Timeouts)
+		if newAccepts == 0 {
+			// No attempt of the process's own was accepted since it
+			// reported: its failures since add to the fleet's streak.
+			e.streak = f.v.Streak + max(e.streak-f.sent.Streak, 0)
+		}
+	}
+	if f.v.WorkedAgo >= 0 {
+		e.worked = max(e.worked, f.at-int64(f.v.WorkedAgo))
+	}
+	if f.v.Typical > 0 {
+		e.latency = latencyClimbing
+		if now-(f.at-int64(f.v.LatestAgo)) <= int64(window) && f.v.Latest <= climbFactor*f.v.Typical {
+			e.latency = latencyHealthy
+		}
+	}
+}
+
+// sharedAdaptive is a bound Adaptive as a sync sees it.
+type sharedAdaptive struct{ a *Adaptive }
+
+func (s sharedAdaptive) Scopes(yield func(string, sharedevidence.Scope) bool) {
+	s.a.scopes.each(func(name string, sc *adaptiveScope) bool {
+		return yield(name, sharedAdaptiveScope{s.a, sc})
+	})
+}
+
+func (s sharedAdaptive) Window() time.Duration { return s.a.window() }
+func (s sharedAdaptive) Now() int64            { return s.a.now() }
+
+// sharedAdaptiveScope is a bound Adaptive's scope as a sync sees it.
+type sharedAdaptiveScope struct {
+	a  *Adaptive
+	sc *adaptiveScope
+}
+
+func (s sharedAdaptiveScope) Counts() sharedevidence.Counts {
+	sc := s.sc
+	total := sc.outcomes.total.Load()
+	probes, nanos := sc.latency.measured()
+	return sharedevidence.Counts{
+		Attempts:   uint32(total >> 32),
+		Accepts:    uint32(total),
+		Timeouts:   sc.timedOut.Load(),
+		Streak:     sc.streak.Load(),
+		Worked:     sc.worked.Load(),
+		Probes:     probes,
+		ProbeNanos: nanos,
+	}
+}
+
+func (s sharedAdaptiveScope) Apply(v sharedevidence.View, sent sharedevidence.Counts, fresh time.Duration) {
+	now := s.a.now()
+	s.sc.fleet.Store(&fleetView{v: v, sent: sent, at: now, until: later(now, fresh)})
+}
