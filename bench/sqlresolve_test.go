@@ -4,8 +4,10 @@ import (
 	"context"
 	"database/sql"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver
 	"github.com/retrykit/retry/sqlretry"
 )
@@ -18,13 +20,40 @@ import (
 // reads no id (the cost before); pgx is the same transaction without
 // sqlretry. Tx/resolving and database-sql are the same through pgx's stdlib
 // driver. Compare ns/op: the id read adds no round trip.
+// BenchmarkSQLResolvingCommitPaired compares them under the same load.
 func BenchmarkSQLResolvingCommit(b *testing.B) {
 	pool := postgres(b)
-	ctx := context.Background()
-	if _, err := pool.Exec(ctx, "DROP TABLE IF EXISTS bench_resolve; CREATE TABLE bench_resolve (id int PRIMARY KEY, n bigint); INSERT INTO bench_resolve VALUES (1, 0)"); err != nil {
+	db, err := sql.Open("pgx", pgCluster.DSN)
+	if err != nil {
 		b.Fatal(err)
 	}
-	const update = "UPDATE bench_resolve SET n = n + 1 WHERE id = 1"
+	b.Cleanup(func() { db.Close() })
+	for _, c := range shortTransactions(b, pool, db, "bench_resolve") {
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				if err := c.run(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// shortTransaction is one way of running the short transaction.
+type shortTransaction struct {
+	name string
+	run  func() error
+}
+
+// shortTransactions creates table, with its one row, and returns the ways
+// of running the short transaction on it: PgxTx/resolving, PgxTx/plain and
+// pgx on pool, Tx/resolving and database-sql on db.
+func shortTransactions(b *testing.B, pool *pgxpool.Pool, db *sql.DB, table string) []shortTransaction {
+	ctx := context.Background()
+	if _, err := pool.Exec(ctx, "DROP TABLE IF EXISTS "+table+"; CREATE TABLE "+table+" (id int PRIMARY KEY, n bigint); INSERT INTO "+table+" VALUES (1, 0)"); err != nil {
+		b.Fatal(err)
+	}
+	update := "UPDATE " + table + " SET n = n + 1 WHERE id = 1"
 	pgxFn := func(ctx context.Context, tx pgx.Tx) error {
 		_, err := tx.Exec(ctx, update)
 		return err
@@ -33,15 +62,7 @@ func BenchmarkSQLResolvingCommit(b *testing.B) {
 		_, err := tx.ExecContext(ctx, update)
 		return err
 	}
-	db, err := sql.Open("pgx", pgCluster.DSN)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { db.Close() })
-	for _, c := range []struct {
-		name string
-		run  func() error
-	}{
+	return []shortTransaction{
 		{"PgxTx/resolving", func() error { return sqlretry.PgxTx(ctx, pool, pgxFn) }},
 		{"PgxTx/plain", func() error {
 			return sqlretry.PgxTx(ctx, pool, pgxFn, sqlretry.WithPgxTxOptions(pgx.TxOptions{CommitQuery: "COMMIT"}))
@@ -59,13 +80,66 @@ func BenchmarkSQLResolvingCommit(b *testing.B) {
 			}
 			return tx.Commit()
 		}},
-	} {
-		b.Run(c.name, func(b *testing.B) {
-			for b.Loop() {
-				if err := c.run(); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
 	}
+}
+
+// BenchmarkSQLResolvingCommitPaired runs, in each iteration, the short
+// transaction of BenchmarkSQLResolvingCommit once in each way, in an order
+// that rotates from one iteration to the next, all on one connection of
+// the local server for each API (a pool of one, a *sql.DB of one), and
+// reports time ratios: PgxTx/plain-resolving is PgxTx with the id read
+// over PgxTx without it (a CommitQuery of the caller's), the cost of
+// resolution; PgxTx/pgx-resolving and Tx/database-sql are sqlretry's whole
+// cost over the same transaction without it (Tx cannot be asked not to
+// read the id). The runs of one iteration see the same load on a shared
+// machine, where separate benchmarks, run one after another, do not; and
+// the same backend, whose caches and plans they share. -count 10 and
+// benchstat give each ratio's median and its confidence interval.
+func BenchmarkSQLResolvingCommitPaired(b *testing.B) {
+	ctx := context.Background()
+	postgres(b) // starts the server
+	cfg, err := pgxpool.ParseConfig(pgCluster.DSN)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg.MaxConns = 1
+	one, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer one.Close()
+	db, err := sql.Open("pgx", pgCluster.DSN)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	db.SetMaxIdleConns(1)
+	db.SetConnMaxIdleTime(0)
+	runs := shortTransactions(b, one, db, "bench_resolve_paired")
+	for _, r := range runs { // connect, and warm the backends up
+		for range 100 {
+			if err := r.run(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	total := make([]time.Duration, len(runs))
+	first := 0
+	for b.Loop() {
+		for k := range runs {
+			i := (first + k) % len(runs)
+			start := time.Now()
+			if err := runs[i].run(); err != nil {
+				b.Fatal(err)
+			}
+			total[i] += time.Since(start)
+		}
+		first = (first + 1) % len(runs)
+	}
+	// In the order of shortTransactions.
+	ratio := func(over, base int) float64 { return float64(total[over]) / float64(total[base]) }
+	b.ReportMetric(ratio(0, 1), "PgxTx/plain-resolving")
+	b.ReportMetric(ratio(0, 2), "PgxTx/pgx-resolving")
+	b.ReportMetric(ratio(3, 4), "Tx/database-sql")
 }

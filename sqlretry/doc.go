@@ -148,7 +148,12 @@
 // a NOTIFY alone (PostgreSQL assigns its id during COMMIT) and writes made
 // only through postgres_fdw (which WithForeignWrites covers). A run cut
 // short in fn, before COMMIT, is not resolved: it is not run again, as
-// WithRetryOptions says.
+// WithRetryOptions says. pgx's QueryTracer of the connection sees that
+// COMMIT as one query, with its command tag or error, as it sees pgx's own
+// Commit (the id query in the same write is not shown); through Tx it also
+// sees a "commit" fail with "conn busy": the driver's Commit, by which
+// database/sql's transaction is told that it ended, finds the connection
+// still held by the pipeline and sends nothing.
 //
 // # The default strategy
 //
@@ -201,13 +206,14 @@
 // fn that fails after ending it anyway is never run again, since its work may
 // have committed: the error says that fn ended the transaction itself, and
 // Classify reports it Unsafe. Tx and PgxTx see an end by the driver's Commit
-// or Rollback, and by a statement of fn's (COMMIT, END, ROLLBACK, through tx
-// or its connection) after which the connection is in no transaction: PgxTx
-// from the transaction status of the server's last ReadyForQuery message,
-// without asking the server; Tx by sending SAVEPOINT, which PostgreSQL
-// refuses outside a transaction block (25P01), a round trip on a run that
-// failed with an error that may be retried, and only there. A ROLLBACK
-// statement cannot be told from a COMMIT that way.
+// or Rollback, and by a statement of fn's (COMMIT, END, ROLLBACK, PREPARE
+// TRANSACTION, through tx or its connection) after which the connection is
+// in no transaction, from the transaction status of the server's last
+// ReadyForQuery message, without asking the server. Tx through a driver
+// other than pgx's stdlib asks instead, by sending SAVEPOINT, which
+// PostgreSQL refuses outside a transaction block (25P01): a round trip on a
+// run that failed with an error that may be retried, and only there. A
+// ROLLBACK statement cannot be told from a COMMIT that way.
 //
 // An end that leaves the connection in a transaction again (COMMIT AND
 // CHAIN, ROLLBACK AND CHAIN, COMMIT; BEGIN in one query string) shows
@@ -222,19 +228,39 @@
 // PostgreSQL's lexer does), counts as an end, sent or not, answered or not.
 // It costs no round trip and no allocation. Where the reading may err, it
 // errs toward an end where there is none (the END of a BEGIN ATOMIC function
-// body counts): a conflict after it is not run again. Neither sees:
+// body counts): a conflict after it is not run again.
 //
-//   - with Tx, an end that leaves a transaction open: database/sql shows
-//     fn's statements to no one (use PgxTx for an fn that may send them);
+// Tx, through pgx's stdlib driver, reads what fn's connection sends and
+// receives while fn runs, from pgx's trace of the connection
+// (pgproto3.Frontend.Trace, pgx's PQtrace), which it sets on the
+// connection when fn starts and removes when fn returns: the text of each
+// query and of each statement prepared, read as PgxTx reads it, and the
+// server's answers, a command tag COMMIT or PREPARE TRANSACTION (which
+// answer COMMIT and END, AND CHAIN or not, sent by text or by the name of a
+// statement prepared before fn ran) or a ReadyForQuery outside a
+// transaction. It costs no round trip, but pgx formats each message for the
+// trace, rows included: about 2 µs a row of three columns read in fn (1000
+// such rows: 2.8 ms a transaction instead of 1.0), about 10 µs for a short
+// one (BEGIN, one UPDATE, COMMIT: 3 % of its time on a loopback
+// connection). A trace of one's own on that connection is replaced while
+// fn runs, and removed after. Neither sees:
+//
+//   - with Tx through a driver other than pgx's stdlib, an end that leaves
+//     a transaction open: database/sql shows fn's statements to no one;
+//   - with Tx, a ROLLBACK AND CHAIN run by the name of a statement
+//     prepared before fn ran (its command tag, ROLLBACK, is that of
+//     ROLLBACK TO a savepoint too): it committed nothing, so running fn
+//     again repeats nothing;
 //   - with PgxTx, such an end sent on tx.Conn() rather than tx, run by the
 //     name of a statement prepared other than through tx, or written into
 //     the query by a pgx.QueryRewriter argument of one's own;
 //   - a COMMIT of fn's whose answer was never read (cut short by the
 //     context, its connection closed before the answer came), except one
-//     PgxTx read the text of;
-//   - with Tx only, an end followed by a statement still in flight (a Rows
-//     left open), by a lost connection, or by the end of the context
-//     (database/sql then rolls back on its own).
+//     whose text PgxTx or Tx read;
+//   - with Tx, an end followed by the end of the context (database/sql then
+//     rolls back on its own, which reads as an end too); through a driver
+//     other than pgx's stdlib, also one followed by a statement still in
+//     flight (a Rows left open) or by a lost connection.
 //
 // Such an fn may run again after it committed: it is a misuse, as is any
 // effect of fn outside the transaction.

@@ -3,6 +3,7 @@ package sqlretry_test
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"strings"
@@ -67,7 +68,7 @@ func againAtOnce() sqlretry.Option {
 // Nor is one of PgxTx that committed, then lost its connection (its backend
 // terminated: 57P01, which a strategy of the caller's retries in fn): the
 // connection's last status, read though it is closed, says the transaction
-// had ended. (Tx cannot see that: its SAVEPOINT finds no connection.)
+// had ended; Tx alike, through pgx's stdlib driver.
 func TestFnThatEndsTheTransactionThenFailsIsNotRunAgain(t *testing.T) {
 	needServer(t)
 	for _, a := range endRunners(t) {
@@ -86,9 +87,6 @@ func TestFnThatEndsTheTransactionThenFailsIsNotRunAgain(t *testing.T) {
 			// Last: a *pgx.Conn does not survive it.
 			{"COMMIT", "57P01", []sqlretry.Option{againAtOnce()}, "SELECT pg_terminate_backend(pg_backend_pid())"},
 		} {
-			if a.name == "Tx" && c.code == "57P01" {
-				continue
-			}
 			t.Run(a.name+"/"+c.end+"/"+c.code, func(t *testing.T) {
 				table := tableFor(t)
 				runs := 0
@@ -216,17 +214,14 @@ func openRows(ctx context.Context, tx q) error {
 // with an error that may be retried is run again: the connection is busy,
 // its transaction open. One of PgxTx that committed by SQL first, then left
 // an autocommit query's Rows open, is not: the server's last word before
-// that query was that no transaction was open. (Tx cannot see that: its
-// SAVEPOINT finds the connection busy.)
+// that query was that no transaction was open; Tx alike, through pgx's
+// stdlib driver.
 func TestFnThatLeavesRowsOpen(t *testing.T) {
 	needServer(t)
 	// apis, not endRunners: a *pgx.Conn dies of the ROLLBACK sent while its
 	// Rows are open, and would fail the next run's BEGIN.
 	for _, a := range apis() {
 		for _, commit := range []bool{false, true} {
-			if commit && a.name == "Tx" {
-				continue
-			}
 			name := a.name + "/in_the_transaction"
 			if commit {
 				name = a.name + "/after_commit"
@@ -346,11 +341,13 @@ func (s *statements) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.Tra
 
 func (*statements) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
 
-// Tx asks the server whether fn ended the transaction (its SAVEPOINT) only
-// when fn's failure may be retried: for an error of the application's, which
-// nobody retries, the answer would change nothing, and the round trip (and,
-// in a transaction a failure aborted, an error in the server's log) is not
-// paid.
+// Through pgx's stdlib driver, Tx learns that fn ended the transaction from
+// the messages of its connection, and sends nothing to ask. Through another
+// driver (pgx's, hidden here behind a driver.Conn that does not show it) it
+// asks the server (its SAVEPOINT) only when fn's failure may be retried: for
+// an error of the application's, which nobody retries, the answer would
+// change nothing, and the round trip (and, in a transaction a failure
+// aborted, an error in the server's log) is not paid.
 func TestTxProbesOnlyFailuresThatMayBeRetried(t *testing.T) {
 	needServer(t)
 	cfg, err := pgx.ParseConfig(dsn)
@@ -359,44 +356,82 @@ func TestTxProbesOnlyFailuresThatMayBeRetried(t *testing.T) {
 	}
 	probes := &statements{text: "SAVEPOINT sqlretry_probe"}
 	cfg.Tracer = probes
-	db := stdlib.OpenDB(*cfg)
-	defer db.Close()
 	table := tableFor(t)
 	errApp := errors.New("insufficient funds")
-	for _, c := range []struct {
-		name   string
-		fail   func(ctx context.Context, tx *sql.Tx) error
-		probes int64
+	for _, d := range []struct {
+		name     string
+		db       *sql.DB
+		conflict int64 // probes after a conflict, one per run of the two
 	}{
-		{"an error of the application's", func(context.Context, *sql.Tx) error { return errApp }, 0},
-		{"a unique violation", func(ctx context.Context, tx *sql.Tx) error {
-			_, err := tx.ExecContext(ctx, "SELECT "+table+"_raise('23505')")
-			return err
-		}, 0},
-		{"a conflict", func(ctx context.Context, tx *sql.Tx) error {
-			_, err := tx.ExecContext(ctx, "SELECT "+table+"_raise('40001')")
-			return err
-		}, 2}, // one per run of the two
+		{"pgx", stdlib.OpenDB(*cfg), 0},
+		{"another driver", sql.OpenDB(hiddenPgx{stdlib.GetConnector(*cfg)}), 2},
 	} {
-		t.Run(c.name, func(t *testing.T) {
-			before := probes.n.Load()
-			err := sqlretry.Tx(t.Context(), db, func(ctx context.Context, tx *sql.Tx) error {
-				if _, err := tx.ExecContext(ctx, "INSERT INTO "+table+" VALUES (1)"); err != nil {
+		defer d.db.Close()
+		for _, c := range []struct {
+			name   string
+			fail   func(ctx context.Context, tx *sql.Tx) error
+			probes int64
+		}{
+			{"an error of the application's", func(context.Context, *sql.Tx) error { return errApp }, 0},
+			{"a unique violation", func(ctx context.Context, tx *sql.Tx) error {
+				_, err := tx.ExecContext(ctx, "SELECT "+table+"_raise('23505')")
+				return err
+			}, 0},
+			{"a conflict", func(ctx context.Context, tx *sql.Tx) error {
+				_, err := tx.ExecContext(ctx, "SELECT "+table+"_raise('40001')")
+				return err
+			}, d.conflict},
+			{"a COMMIT then a conflict", func(ctx context.Context, tx *sql.Tx) error {
+				if _, err := tx.ExecContext(ctx, "COMMIT"); err != nil {
 					return err
 				}
-				return c.fail(ctx, tx)
-			}, sqlretry.WithStrategy(&retry.Simple{MaxAttempts: 2, Backoff: retry.Constant(0)}))
-			if err == nil {
-				t.Fatal("no error")
-			}
-			if got := probes.n.Load() - before; got != c.probes {
-				t.Fatalf("%d probes, want %d (%v)", got, c.probes, err)
-			}
-		})
+				_, err := tx.ExecContext(ctx, "SELECT "+table+"_raise('40001')")
+				return err
+			}, d.conflict / 2}, // one run: fn ended the transaction
+		} {
+			t.Run(d.name+"/"+c.name, func(t *testing.T) {
+				before := probes.n.Load()
+				err := sqlretry.Tx(t.Context(), d.db, func(ctx context.Context, tx *sql.Tx) error {
+					if _, err := tx.ExecContext(ctx, "INSERT INTO "+table+" VALUES (1)"); err != nil {
+						return err
+					}
+					return c.fail(ctx, tx)
+				}, sqlretry.WithStrategy(&retry.Simple{MaxAttempts: 2, Backoff: retry.Constant(0)}))
+				if err == nil {
+					t.Fatal("no error")
+				}
+				if got := probes.n.Load() - before; got != c.probes {
+					t.Fatalf("%d probes, want %d (%v)", got, c.probes, err)
+				}
+				if ended := strings.Contains(err.Error(), endedByFn); ended != strings.Contains(c.name, "COMMIT") {
+					t.Fatalf("err %v: says fn ended the transaction: %v", err, ended)
+				}
+			})
+		}
 	}
-	if n := queryInt(t, "SELECT count(*) FROM "+table); n != 0 {
-		t.Fatalf("%d rows committed, want none", n)
+	if n := queryInt(t, "SELECT count(*) FROM "+table); n != 2 {
+		t.Fatalf("%d rows committed, want 2, those of the COMMITs of fn's", n)
 	}
+}
+
+// hiddenPgx is pgx's stdlib connector, whose connections show database/sql
+// only what any driver's do: Tx cannot reach pgx under them.
+type hiddenPgx struct{ driver.Connector }
+
+// pgxDriverConn is what database/sql uses of a connection of pgx's stdlib.
+type pgxDriverConn interface {
+	driver.Conn
+	driver.ConnBeginTx
+	driver.ExecerContext
+	driver.QueryerContext
+}
+
+func (h hiddenPgx) Connect(ctx context.Context) (driver.Conn, error) {
+	c, err := h.Connector.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return struct{ pgxDriverConn }{c.(pgxDriverConn)}, nil
 }
 
 // An fn that calls tx.Commit on a pool's transaction hands its connection
@@ -462,58 +497,75 @@ func poolOfOne(t *testing.T) *pgxpool.Pool {
 // itself.
 const endedByFn = "fn ended the transaction itself"
 
-// An fn of PgxTx that ends the transaction and is in another at once
-// (COMMIT AND CHAIN, ROLLBACK AND CHAIN, or a COMMIT inside a query string
-// of several statements) and then fails is not run again, a conflict
-// included: its work committed once, and the connection's status ('T' or
-// 'E', as in the transaction PgxTx began) does not show it; PgxTx reads the
-// statements fn sends through tx, its savepoints and its batches. Nor is
-// one that ends it with END. A savepoint's ROLLBACK TO is no end: a
-// conflict after it runs again.
+// An fn that ends the transaction and is in another at once (COMMIT AND
+// CHAIN, ROLLBACK AND CHAIN, or a COMMIT inside a query string of several
+// statements) and then fails is not run again, a conflict included: its work
+// committed once, and the connection's status ('T' or 'E', as in the
+// transaction Tx or PgxTx began) does not show it. PgxTx reads the
+// statements fn sends through tx, its savepoints and its batches; Tx reads
+// the messages of fn's connection, the server's answers included, so that
+// it sees a COMMIT AND CHAIN by the name of a statement prepared before fn
+// ran. Nor is one that ends it with END, or with PREPARE TRANSACTION. A
+// savepoint's ROLLBACK TO is no end: a conflict after it runs again.
 func TestFnThatEndsTheTransactionAndChainsIsNotRunAgain(t *testing.T) {
 	needServer(t)
-	for _, a := range endRunners(t) {
-		if a.name == "Tx" {
-			continue // database/sql shows no statement: see the package doc
-		}
+	// A database/sql pool of one connection, on which a COMMIT AND CHAIN is
+	// prepared before fn runs: fn then runs it by name, without its text.
+	one, err := sql.Open("pgx", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer one.Close()
+	one.SetMaxOpenConns(1)
+	chain, err := one.PrepareContext(t.Context(), "COMMIT AND CHAIN")
+	if err != nil {
+		t.Fatal(err)
+	}
+	runners := append(endRunners(t), api{
+		name: "TxOneConn",
+		run: func(ctx context.Context, fn func(context.Context, q) error, opts ...sqlretry.Option) error {
+			return sqlretry.Tx(ctx, one, func(ctx context.Context, tx *sql.Tx) error { return fn(ctx, sqlQ{tx}) }, opts...)
+		},
+	})
+	for _, a := range runners {
 		for _, c := range []struct {
 			name string
 			// fn, after its INSERT into table; raise is a statement that
 			// fails with 40001
-			fn   func(ctx context.Context, tx pgx.Tx, table, raise string) error
+			fn   func(ctx context.Context, tx q, table, raise string) error
 			code string // the error fn's run ends with; "" fn's own
 			rows int64  // committed
+			only string // the one runner of the case, if any
 		}{
-			{"COMMIT AND CHAIN then a conflict", func(ctx context.Context, tx pgx.Tx, _, raise string) error {
-				if _, err := tx.Exec(ctx, "COMMIT AND CHAIN"); err != nil {
+			{"COMMIT AND CHAIN then a conflict", func(ctx context.Context, tx q, _, raise string) error {
+				if err := tx.Exec(ctx, "COMMIT AND CHAIN"); err != nil {
 					return err
 				}
-				_, err := tx.Exec(ctx, raise)
-				return err
-			}, "40001", 1},
-			{"COMMIT AND CHAIN then an error of fn's", func(ctx context.Context, tx pgx.Tx, _, _ string) error {
-				if _, err := tx.Exec(ctx, "commit and chain"); err != nil {
+				return tx.Exec(ctx, raise)
+			}, "40001", 1, ""},
+			{"COMMIT AND CHAIN then an error of fn's", func(ctx context.Context, tx q, _, _ string) error {
+				if err := tx.Exec(ctx, "commit and chain"); err != nil {
 					return err
 				}
 				return retry.Transient(errors.New("audit: 503"))
-			}, "", 1},
-			{"END then a conflict", func(ctx context.Context, tx pgx.Tx, _, raise string) error {
-				if _, err := tx.Exec(ctx, "END"); err != nil {
+			}, "", 1, ""},
+			{"END then a conflict", func(ctx context.Context, tx q, _, raise string) error {
+				if err := tx.Exec(ctx, "END"); err != nil {
 					return err
 				}
-				_, err := tx.Exec(ctx, raise)
-				return err
-			}, "40001", 1},
-			{"one string: COMMIT AND CHAIN, 1/0", func(ctx context.Context, tx pgx.Tx, table, _ string) error {
-				_, err := tx.Exec(ctx, "UPDATE "+table+" SET k = k + 1; COMMIT AND CHAIN; SELECT 1/0")
-				return err
-			}, "22012", 1},
-			{"one string: COMMIT AND CHAIN, a conflict", func(ctx context.Context, tx pgx.Tx, table, raise string) error {
-				_, err := tx.Exec(ctx, "UPDATE "+table+" SET k = k + 1; COMMIT AND CHAIN; "+raise)
-				return err
-			}, "40001", 1},
-			{"a savepoint's COMMIT AND CHAIN", func(ctx context.Context, tx pgx.Tx, _, raise string) error {
-				nested, err := tx.Begin(ctx)
+				return tx.Exec(ctx, raise)
+			}, "40001", 1, ""},
+			{"one string: COMMIT AND CHAIN, 1/0", func(ctx context.Context, tx q, table, _ string) error {
+				return tx.Exec(ctx, "UPDATE "+table+" SET k = k + 1; COMMIT AND CHAIN; SELECT 1/0")
+			}, "22012", 1, ""},
+			{"one string: COMMIT AND CHAIN, a conflict", func(ctx context.Context, tx q, table, raise string) error {
+				return tx.Exec(ctx, "UPDATE "+table+" SET k = k + 1; COMMIT AND CHAIN; "+raise)
+			}, "40001", 1, ""},
+			{"one string: COMMIT; BEGIN, a conflict", func(ctx context.Context, tx q, table, raise string) error {
+				return tx.Exec(ctx, "UPDATE "+table+" SET k = k + 1; COMMIT; BEGIN; "+raise)
+			}, "40001", 1, ""},
+			{"a savepoint's COMMIT AND CHAIN", func(ctx context.Context, tx q, _, raise string) error {
+				nested, err := tx.(pgxQ).tx.Begin(ctx)
 				if err != nil {
 					return err
 				}
@@ -522,21 +574,45 @@ func TestFnThatEndsTheTransactionAndChainsIsNotRunAgain(t *testing.T) {
 				}
 				_, err = nested.Exec(ctx, raise)
 				return err
-			}, "40001", 1},
-			{"a batch's COMMIT AND CHAIN", func(ctx context.Context, tx pgx.Tx, _, raise string) error {
+			}, "40001", 1, "PgxTx"},
+			{"a batch's COMMIT AND CHAIN", func(ctx context.Context, tx q, _, raise string) error {
 				b := &pgx.Batch{}
 				b.Queue("COMMIT AND CHAIN")
 				b.Queue(raise)
-				return tx.SendBatch(ctx, b).Close()
-			}, "40001", 1},
-			{"ROLLBACK AND CHAIN then a conflict", func(ctx context.Context, tx pgx.Tx, _, raise string) error {
-				if _, err := tx.Exec(ctx, "ROLLBACK AND CHAIN"); err != nil {
+				return tx.(pgxQ).tx.SendBatch(ctx, b).Close()
+			}, "40001", 1, "PgxTx"},
+			{"COMMIT AND CHAIN prepared before fn", func(ctx context.Context, tx q, _, raise string) error {
+				if _, err := tx.(sqlQ).tx.StmtContext(ctx, chain).ExecContext(ctx); err != nil {
 					return err
 				}
-				_, err := tx.Exec(ctx, raise)
-				return err
-			}, "40001", 0},
+				return tx.Exec(ctx, raise)
+			}, "40001", 1, "TxOneConn"},
+			{"COMMIT AND CHAIN prepared in fn", func(ctx context.Context, tx q, _, raise string) error {
+				s, err := tx.(sqlQ).tx.PrepareContext(ctx, "COMMIT AND CHAIN")
+				if err != nil {
+					return err
+				}
+				if _, err := s.ExecContext(ctx); err != nil {
+					return err
+				}
+				return tx.Exec(ctx, raise)
+			}, "40001", 1, "Tx"},
+			{"ROLLBACK AND CHAIN then a conflict", func(ctx context.Context, tx q, _, raise string) error {
+				if err := tx.Exec(ctx, "ROLLBACK AND CHAIN"); err != nil {
+					return err
+				}
+				return tx.Exec(ctx, raise)
+			}, "40001", 0, ""},
+			{"PREPARE TRANSACTION then a conflict", func(ctx context.Context, tx q, table, raise string) error {
+				if err := tx.Exec(ctx, "PREPARE TRANSACTION '"+table+"'"); err != nil {
+					return err
+				}
+				return tx.Exec(ctx, raise)
+			}, "40001", 1, ""},
 		} {
+			if c.only != "" && c.only != a.name && !(c.only == "PgxTx" && a.name == "PgxTxConn") {
+				continue
+			}
 			t.Run(a.name+"/"+c.name, func(t *testing.T) {
 				table := tableFor(t)
 				raise := "SELECT " + table + "_raise('40001')"
@@ -546,8 +622,11 @@ func TestFnThatEndsTheTransactionAndChainsIsNotRunAgain(t *testing.T) {
 					if err := tx.Exec(ctx, "INSERT INTO "+table+" VALUES (1)"); err != nil {
 						return err
 					}
-					return c.fn(ctx, tx.(pgxQ).tx, table, raise)
+					return c.fn(ctx, tx, table, raise)
 				}, againAtOnce())
+				if strings.HasPrefix(c.name, "PREPARE") {
+					exec(t, "COMMIT PREPARED '"+table+"'")
+				}
 				if n := queryInt(t, "SELECT count(*) FROM "+table); runs != 1 || n != c.rows {
 					t.Fatalf("%d runs, %d rows committed (err %v); want 1 run, %d rows", runs, n, err, c.rows)
 				}

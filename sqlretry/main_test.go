@@ -34,7 +34,7 @@ var (
 // synchronous_commit = on (the cluster's is off) commits locally and then
 // waits in COMMIT for good, which the tests of a COMMIT whose answer is lost
 // after it committed need (needSyncStandby).
-var serverSettings = []string{"deadlock_timeout=20ms", "max_connections=200",
+var serverSettings = []string{"deadlock_timeout=20ms", "max_connections=200", "max_prepared_transactions=4",
 	"synchronous_standby_names=sqlretry_never_connects"}
 
 func TestMain(m *testing.M) {

@@ -85,24 +85,43 @@ const xidQuery = "SELECT pg_current_xact_id_if_assigned()"
 // standby is already committed).
 const statusQuery = "SELECT pg_xact_status($1::text::xid8)"
 
-// commitReadingID commits the transaction open on pc, pipelining the read of
-// its id with the COMMIT: the id query, a Flush, COMMIT and a Sync go in one
-// write, so the id costs no round trip, and the Flush sends it back before
-// COMMIT runs, which may commit and then wait (for a synchronous standby)
-// before it answers. end is the driver's Commit of the same transaction: it
-// is called while the pipeline still holds the connection, so that it finds
-// the connection busy and marks its transaction ended without sending
-// anything (pgx's Commit marks it closed whatever Exec returns, and keeps a
-// connection whose status says no transaction). read reports whether the id
-// was learned (xid 0: the transaction wrote nothing).
+// commitReadingID commits the transaction open on conn, pipelining the read
+// of its id with the COMMIT: the id query, a Flush, COMMIT and a Sync go in
+// one write, so the id costs no round trip, and the Flush sends it back
+// before COMMIT runs, which may commit and then wait (for a synchronous
+// standby) before it answers. read reports whether the id was learned (xid
+// 0: the transaction wrote nothing).
 //
-// Where the id cannot be read in this way (no pgx connection, a
-// transaction already ended or failed, a connection in use, a server that is
-// not PostgreSQL 13 or later), it calls end alone, and read is false.
-func commitReadingID(ctx context.Context, pc *pgconn.PgConn, end func() error) (xid uint64, read bool, err error) {
-	if pc == nil || pc.TxStatus() != 'T' || pc.IsBusy() || !knowsXactStatus(pc) {
-		return 0, false, end()
+// pgx's QueryTracer of conn, if any, sees the COMMIT as one query, with its
+// command tag and error, as it sees pgx's own Commit; it does not see the id
+// query that rides in the same write.
+//
+// commit is the driver's Commit of the same transaction. Where the id cannot
+// be read in this way (no pgx connection, a transaction already ended or
+// failed, a connection in use, a server that is not PostgreSQL 13 or
+// later), it commits alone, and read is false. Otherwise it is not called:
+// pgx's transaction needs no word that it ended, the connection's status
+// says so (pgx's Commit would send COMMIT, or fail on the busy connection,
+// which its tracer would see). ended, if not nil, is called while the
+// pipeline still holds the connection: for database/sql's Tx, which must be
+// ended through the driver, and which then finds the connection busy and
+// marks its transaction ended without sending anything (pgx's Commit marks
+// it closed whatever Exec returns); pgx's QueryTracer sees that "commit"
+// fail with "conn busy". Without ended, a connection left in a transaction
+// by a failed pipeline is closed, as pgx's Commit does.
+func commitReadingID(ctx context.Context, conn *pgx.Conn, commit, ended func() error) (xid uint64, read bool, err error) {
+	var pc *pgconn.PgConn
+	if conn != nil {
+		pc = conn.PgConn()
 	}
+	if pc == nil || pc.TxStatus() != 'T' || pc.IsBusy() || !knowsXactStatus(pc) {
+		return 0, false, commit()
+	}
+	tracer := queryTracerOf(conn)
+	if tracer != nil {
+		ctx = tracer.TraceQueryStart(ctx, conn, pgx.TraceQueryStartData{SQL: "COMMIT"})
+	}
+	var tag pgconn.CommandTag
 	p := pc.StartPipeline(ctx)
 	p.SendQueryParams(xidQuery, nil, nil, nil, nil)
 	p.SendFlushRequest()
@@ -118,16 +137,47 @@ func commitReadingID(ctx context.Context, pc *pgconn.PgConn, end func() error) (
 		xid, read, err = readID(p)
 	}
 	if err == nil {
-		err = readCommit(p)
+		tag, err = readCommit(p)
 	}
 	if err == nil {
 		_, err = p.GetResults() // the Sync's ReadyForQuery
 	}
-	_ = end() // finds the connection busy: see above
+	if ended != nil {
+		_ = ended() // finds the connection busy: see above
+	}
 	if cerr := p.Close(); err == nil && cerr != nil {
 		err = cerr
 	}
+	if ended == nil && err != nil && pc.TxStatus() != 'I' {
+		_ = conn.Close(ctx)
+	}
+	if tracer != nil {
+		tracer.TraceQueryEnd(ctx, conn, pgx.TraceQueryEndData{CommandTag: tag, Err: err})
+	}
+	if err == nil && tag.String() == "ROLLBACK" {
+		err = pgx.ErrTxCommitRollback
+	}
 	return xid, read, err
+}
+
+// tracerKey is where queryTracerOf keeps a connection's QueryTracer in its
+// CustomData.
+const tracerKey = "github.com/retrykit/retry/sqlretry.QueryTracer"
+
+// queryTracerOf returns conn's QueryTracer, nil if it has none. pgx shows it
+// only in a copy of the connection's config, which clones its TLS settings:
+// the first lookup keeps it in the connection's CustomData, for the next.
+func queryTracerOf(conn *pgx.Conn) pgx.QueryTracer {
+	data := conn.PgConn().CustomData()
+	if t, ok := data[tracerKey]; ok {
+		qt, _ := t.(pgx.QueryTracer)
+		return qt
+	}
+	qt, _ := conn.Config().Tracer.(pgx.QueryTracer)
+	if data != nil {
+		data[tracerKey] = qt
+	}
+	return qt
 }
 
 // knowsXactStatus reports whether the server has pg_current_xact_id_if_assigned
@@ -181,22 +231,18 @@ func isPgError(err error) bool {
 	return errors.As(err, &pe)
 }
 
-// readCommit reads COMMIT's answer: ErrTxCommitRollback if the server
-// answered ROLLBACK, as pgx's Commit does.
-func readCommit(p *pgconn.Pipeline) error {
+// readCommit reads COMMIT's answer, its command tag: ROLLBACK if the
+// transaction had failed.
+func readCommit(p *pgconn.Pipeline) (pgconn.CommandTag, error) {
 	res, err := p.GetResults()
 	if err != nil {
-		return err
+		return pgconn.CommandTag{}, err
 	}
 	rr, ok := res.(*pgconn.ResultReader)
 	if !ok {
-		return fmt.Errorf("sqlretry: reading COMMIT's answer: unexpected %T", res)
+		return pgconn.CommandTag{}, fmt.Errorf("sqlretry: reading COMMIT's answer: unexpected %T", res)
 	}
-	tag, err := rr.Close()
-	if err == nil && tag.String() == "ROLLBACK" {
-		return pgx.ErrTxCommitRollback
-	}
-	return err
+	return rr.Close()
 }
 
 // xactStatus asks how the transaction xid ended, on a connection other than

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -433,6 +434,108 @@ func TestIDReadCostsNoRoundTrip(t *testing.T) {
 	}
 	if n := queryInt(t, "SELECT count(*) FROM id_read_cost"); n != 10 {
 		t.Fatalf("%d rows committed, want 10", n)
+	}
+}
+
+// tracedQueries is a pgx QueryTracer that keeps each query it saw end: its
+// text, command tag and error.
+type tracedQueries struct {
+	mu    sync.Mutex
+	ended []tracedQuery
+}
+
+type tracedQuery struct {
+	sql, tag string
+	err      error
+}
+
+type tracedSQL struct{}
+
+func (q *tracedQueries) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	return context.WithValue(ctx, tracedSQL{}, d.SQL)
+}
+
+func (q *tracedQueries) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryEndData) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	sql, _ := ctx.Value(tracedSQL{}).(string)
+	q.ended = append(q.ended, tracedQuery{sql, d.CommandTag.String(), d.Err})
+}
+
+// take returns the queries seen since the last take.
+func (q *tracedQueries) take() []tracedQuery {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	seen := q.ended
+	q.ended = nil
+	return seen
+}
+
+// A pgx QueryTracer sees the COMMIT that reads the transaction's id as one
+// query, answered COMMIT, or failed with the error of COMMIT (a deferred
+// unique constraint), as it sees pgx's own Commit. Through PgxTx it sees
+// nothing else of the commit; through Tx it also sees the "commit" by which
+// database/sql's transaction is told it ended, which fails with "conn busy"
+// without being sent (see commitReadingID).
+func TestQueryTracerSeesOneCommit(t *testing.T) {
+	needServer(t)
+	queries := &tracedQueries{}
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ConnConfig.Tracer = queries
+	p, err := pgxpool.NewWithConfig(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	db := stdlib.OpenDB(*cfg.ConnConfig)
+	defer db.Close()
+	exec(t, "DROP TABLE IF EXISTS traced_commit", "CREATE TABLE traced_commit (k int UNIQUE DEFERRABLE INITIALLY DEFERRED)")
+	for _, r := range []struct {
+		name string
+		run  func(ctx context.Context, fn func(context.Context, q) error) error
+	}{
+		{"Tx", func(ctx context.Context, fn func(context.Context, q) error) error {
+			return sqlretry.Tx(ctx, db, func(ctx context.Context, tx *sql.Tx) error { return fn(ctx, sqlQ{tx}) })
+		}},
+		{"PgxTx", func(ctx context.Context, fn func(context.Context, q) error) error {
+			return sqlretry.PgxTx(ctx, p, func(ctx context.Context, tx pgx.Tx) error { return fn(ctx, pgxQ{tx}) })
+		}},
+	} {
+		for _, dup := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/duplicate=%v", r.name, dup), func(t *testing.T) {
+				exec(t, "TRUNCATE traced_commit")
+				queries.take()
+				err := r.run(t.Context(), func(ctx context.Context, tx q) error {
+					if err := tx.Exec(ctx, "INSERT INTO traced_commit VALUES (1)"); err != nil || !dup {
+						return err
+					}
+					return tx.Exec(ctx, "INSERT INTO traced_commit VALUES (1)")
+				})
+				if dup != isCode(err, "23505") {
+					t.Fatalf("err %v", err)
+				}
+				var commits, busy int
+				for _, q := range queries.take() {
+					switch {
+					case r.name == "Tx" && q.sql == "commit" && q.err != nil && strings.Contains(q.err.Error(), "conn busy"):
+						busy++
+					case strings.EqualFold(q.sql, "commit"):
+						commits++
+						if dup && !isCode(q.err, "23505") || !dup && (q.err != nil || q.tag != "COMMIT") {
+							t.Errorf("the commit traced %q, %v", q.tag, q.err)
+						}
+					case q.err != nil:
+						t.Errorf("%q traced with %v", q.sql, q.err)
+					}
+				}
+				if wantBusy := map[bool]int{true: 1}[r.name == "Tx"]; commits != 1 || busy != wantBusy {
+					t.Fatalf("%d commits traced and %d busy; want 1 and %d", commits, busy, wantBusy)
+				}
+			})
+		}
 	}
 }
 

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/retrykit/retry"
 )
@@ -173,13 +172,16 @@ const rollbackTimeout = 5 * time.Second
 // transaction, by tx's Commit or Rollback or by a statement (COMMIT, END,
 // ROLLBACK): Tx does. When fn fails after ending it anyway, the outcome is
 // unknown, as after a failed COMMIT, and the transaction is never run again,
-// even for a conflict. Tx sees tx's Commit and Rollback from database/sql,
-// and a statement's end by sending SAVEPOINT after fn failed with an error
-// that may be retried, which PostgreSQL refuses outside a transaction block:
-// a round trip on such a failed run, none on one that commits or fails for
-// good (in a transaction a failure aborted, as a conflict in fn does, the
-// server refuses it too, and logs that as an error). The package
-// documentation says which ends it cannot see.
+// even for a conflict. Tx sees tx's Commit and Rollback from database/sql.
+// Through pgx's stdlib driver it sees a statement's end, COMMIT AND CHAIN
+// included, in the messages of fn's connection, which it reads while fn
+// runs from pgx's trace of the connection, without a round trip. Through
+// another driver it sends SAVEPOINT after fn failed with an error that may
+// be retried, which PostgreSQL refuses outside a transaction block: a round
+// trip on such a failed run, none on one that commits or fails for good (in
+// a transaction a failure aborted, as a conflict in fn does, the server
+// refuses it too, and logs that as an error). The package documentation
+// says which ends it cannot see, and what the trace costs.
 //
 // On success Tx returns nil. Otherwise it returns the *retry.Error of
 // retry.Do, which wraps the last error (errors.Is and errors.As reach it, and
@@ -205,6 +207,7 @@ func Tx(ctx context.Context, db *sql.DB, fn func(ctx context.Context, tx *sql.Tx
 			return &txError{stage: stageBegin, err: err}
 		}
 		defer conn.Close()
+		pconn := pgxConnOf(conn)
 		// The transaction's context ends with ctx, so that database/sql
 		// rolls back on its own as before, but not once COMMIT is under way:
 		// the pipeline of commitReadingID holds pgx's connection then, which
@@ -216,9 +219,16 @@ func Tx(ctx context.Context, db *sql.DB, fn func(ctx context.Context, tx *sql.Tx
 		if err != nil {
 			return &txError{stage: stageBegin, err: err}
 		}
+		ends := watchEnds(conn, pconn)
+		defer ends.done(conn) // after a panic of fn's too: the trace is fn's only
 		if err := runSQL(ctx, tx, fn); err != nil {
-			// Asked before the ROLLBACK, which ends the transaction too.
-			ended := noTransaction(ctx, tx, err)
+			// Read before the ROLLBACK, which ends the transaction too.
+			// Once ctx has ended, database/sql's own rollback may have been
+			// read as an end: the answer is then ignored, as below.
+			ended := ends.done(conn) && ctx.Err() == nil
+			if pconn == nil {
+				ended = noTransaction(ctx, tx, err)
+			}
 			// database/sql rolls back on its own when ctx ends; this
 			// rollback then finds the transaction done, which is fine.
 			// Found done while ctx is live, fn ended it itself: with a
@@ -228,12 +238,13 @@ func Tx(ctx context.Context, db *sql.DB, fn func(ctx context.Context, tx *sql.Tx
 			}
 			return &txError{stage: stageFn, err: err}
 		}
+		ends.done(conn)
 		if !stop() {
 			// ctx ended before COMMIT: database/sql rolls back.
 			_ = tx.Rollback()
 			return &txError{stage: stageCommit, err: ctx.Err()}
 		}
-		xid, read, err := commitReadingID(ctx, pgxConnOf(conn), tx.Commit)
+		xid, read, err := commitReadingID(ctx, pconn, tx.Commit, tx.Commit)
 		if err != nil {
 			return c.settle(call, ctx, &txError{stage: stageCommit, err: err, foreign: c.foreign}, xid, read, status)
 		}
@@ -242,13 +253,14 @@ func Tx(ctx context.Context, db *sql.DB, fn func(ctx context.Context, tx *sql.Tx
 }
 
 // pgxConnOf returns the connection of pgx under conn, nil if its driver is
-// not pgx's stdlib. Only commitReadingID uses it, while database/sql does
-// not (fn has returned, and the transaction's context cannot end).
-func pgxConnOf(conn *sql.Conn) *pgconn.PgConn {
-	var pc *pgconn.PgConn
+// not pgx's stdlib. It is used only while database/sql does not use it:
+// under conn's lock (endWatch), or by commitReadingID once fn has returned
+// and the transaction's context cannot end.
+func pgxConnOf(conn *sql.Conn) *pgx.Conn {
+	var pc *pgx.Conn
 	_ = conn.Raw(func(dc any) error {
-		if c, ok := dc.(interface{ Conn() *pgx.Conn }); ok && c.Conn() != nil {
-			pc = c.Conn().PgConn()
+		if c, ok := dc.(interface{ Conn() *pgx.Conn }); ok {
+			pc = c.Conn()
 		}
 		return nil
 	})
@@ -263,9 +275,11 @@ func pgxConnOf(conn *sql.Conn) *pgconn.PgConn {
 // blocks". It has no arguments, so that drivers send it as a simple query.
 const probe = "SAVEPOINT sqlretry_probe"
 
-// noTransaction reports whether the server says that tx's connection is in
-// no transaction (probe refused with 25P01): a statement of fn's ended the
-// one Tx began (COMMIT, END, ROLLBACK), which database/sql does not see. It
+// noTransaction, for a driver other than pgx's stdlib (with pgx's, Tx reads
+// the connection's messages instead: endWatch), reports whether the server
+// says that tx's connection is in no transaction (probe refused with
+// 25P01): a statement of fn's ended the one Tx began (COMMIT, END,
+// ROLLBACK), which database/sql does not see. It
 // asks only when fn's error may be retried, by this loop or a caller's, since
 // the answer changes nothing for the others (an error of the application's, a
 // unique violation): a round trip on such a failed run only. Any other answer
@@ -323,7 +337,7 @@ func PgxTx(ctx context.Context, db Beginner, fn func(ctx context.Context, tx pgx
 	status := xactStatusOf(db)
 	call := ctx
 	return c.do(ctx, func(ctx context.Context) error {
-		tx, pc, release, err := begin(ctx, db, c.pgxOpts)
+		tx, pconn, release, err := begin(ctx, db, c.pgxOpts)
 		if err != nil {
 			return &txError{stage: stageBegin, err: err}
 		}
@@ -340,8 +354,8 @@ func PgxTx(ctx context.Context, db Beginner, fn func(ctx context.Context, tx pgx
 			}
 			return &txError{stage: stageFn, err: err}
 		}
-		// pgx closes a connection whose COMMIT failed mid-transaction.
-		xid, read, err := commitReadingID(ctx, pc, func() error { return tx.Commit(ctx) })
+		// A connection whose COMMIT failed mid-transaction is closed.
+		xid, read, err := commitReadingID(ctx, pconn, func() error { return tx.Commit(ctx) }, nil)
 		if err != nil {
 			return c.settle(call, ctx, &txError{stage: stageCommit, err: err, foreign: c.foreign}, xid, read, status)
 		}
@@ -352,10 +366,10 @@ func PgxTx(ctx context.Context, db Beginner, fn func(ctx context.Context, tx pgx
 // begin begins a transaction on db. For pgx's own Beginners it begins on a
 // *pgx.Conn (a pool's acquired for the run, given back by release), and
 // returns its connection, on which commitReadingID commits: a *pgxpool.Tx
-// gives its connection back to the pool in Commit, which commitReadingID's
-// use of the driver's Commit would make it close. A Beginner of one's own
+// gives its connection back to the pool only in its Commit or Rollback,
+// which commitReadingID does not call. A Beginner of one's own
 // is used as it is, with no connection to read the id on.
-func begin(ctx context.Context, db Beginner, opts pgx.TxOptions) (tx pgx.Tx, pc *pgconn.PgConn, release func(), err error) {
+func begin(ctx context.Context, db Beginner, opts pgx.TxOptions) (tx pgx.Tx, pc *pgx.Conn, release func(), err error) {
 	switch db := db.(type) {
 	case *pgxpool.Pool:
 		c, err := db.Acquire(ctx)
@@ -381,11 +395,11 @@ func begin(ctx context.Context, db Beginner, opts pgx.TxOptions) (tx pgx.Tx, pc 
 
 // idPipe is the connection on which commitReadingID commits, nil when the
 // caller's options commit with a statement of their own (CommitQuery).
-func idPipe(c *pgx.Conn, opts pgx.TxOptions) *pgconn.PgConn {
+func idPipe(c *pgx.Conn, opts pgx.TxOptions) *pgx.Conn {
 	if opts.CommitQuery != "" {
 		return nil
 	}
-	return c.PgConn()
+	return c
 }
 
 // xactStatusOf asks pg_xact_status on another connection of db: a pool's; a
