@@ -243,7 +243,10 @@
 // such rows: 2.8 ms a transaction instead of 1.0), about 10 µs for a short
 // one (BEGIN, one UPDATE, COMMIT: 3 % of its time on a loopback
 // connection). A trace of one's own on that connection is replaced while
-// fn runs, and removed after. Neither sees:
+// fn runs, and removed after. WithoutStatementWatch turns the trace off,
+// for an fn that reads many rows and never ends the transaction with SQL
+// of its own: a plain COMMIT, END or ROLLBACK is still seen then, from the
+// connection's state when fn returns. Neither sees:
 //
 //   - with Tx through a driver other than pgx's stdlib, an end that leaves
 //     a transaction open: database/sql shows fn's statements to no one;

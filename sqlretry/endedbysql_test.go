@@ -679,3 +679,42 @@ func TestFnsRollbackToSavepointStillRunsAgain(t *testing.T) {
 		})
 	}
 }
+
+// WithoutStatementWatch: Tx no longer reads fn's connection, so a chained
+// end is not seen and fn's committed part runs again after a conflict (what
+// the option's doc warns of); a plain END is still seen from the
+// connection's state, and is not run again.
+func TestWithoutStatementWatch(t *testing.T) {
+	needServer(t)
+	for _, c := range []struct {
+		name       string
+		end        string
+		runs, rows int64
+	}{
+		{"COMMIT AND CHAIN is not seen", "COMMIT AND CHAIN", 2, 2},
+		{"END is seen", "END", 1, 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			table := tableFor(t)
+			var runs int64
+			err := sqlretry.Tx(t.Context(), sqlDB, func(ctx context.Context, tx *sql.Tx) error {
+				runs++
+				if _, err := tx.ExecContext(ctx, "INSERT INTO "+table+" VALUES (1)"); err != nil {
+					return err
+				}
+				if _, err := tx.ExecContext(ctx, c.end); err != nil {
+					return err
+				}
+				if runs == 1 {
+					_, err := tx.ExecContext(ctx, "SELECT "+table+"_raise('40001')")
+					return err
+				}
+				return nil
+			}, againAtOnce(), sqlretry.WithoutStatementWatch())
+			n := queryInt(t, "SELECT count(*) FROM "+table)
+			if runs != c.runs || n != c.rows {
+				t.Fatalf("%d runs, %d rows committed (err %v); want %d runs, %d rows", runs, n, err, c.runs, c.rows)
+			}
+		})
+	}
+}

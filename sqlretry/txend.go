@@ -33,18 +33,25 @@ type endWatch struct {
 	pc      *pgconn.PgConn
 	ended   atomic.Bool
 	stopped bool // by done, the first time
+	// untraced: WithoutStatementWatch; only the connection's state at
+	// fn's end is read.
+	untraced bool
 }
 
 // watchEnds starts watching pconn, the connection of pgx under conn. With
 // none (conn's driver is not pgx's stdlib) it returns nil, and Tx falls back
-// to its probe. It sets the trace while database/sql holds conn's lock, as
+// to its probe. Without trace (WithoutStatementWatch) it reads only the
+// connection's state when fn ends. It sets the trace while database/sql holds conn's lock, as
 // fn's statements will, so that no statement is in flight.
-func watchEnds(conn *sql.Conn, pconn *pgx.Conn) *endWatch {
+func watchEnds(conn *sql.Conn, pconn *pgx.Conn, trace bool) *endWatch {
 	if pconn == nil || pconn.PgConn() == nil {
 		return nil
 	}
 	pc := pconn.PgConn()
-	w := &endWatch{pc: pc}
+	w := &endWatch{pc: pc, untraced: !trace}
+	if !trace {
+		return w // the connection's state at fn's end still tells a plain end
+	}
 	_ = conn.Raw(func(any) error {
 		pc.Frontend().Trace(w, pgproto3.TracerOptions{SuppressTimestamps: true})
 		return nil
@@ -63,7 +70,9 @@ func (w *endWatch) done(conn *sql.Conn) bool {
 	}
 	w.stopped = true
 	_ = conn.Raw(func(any) error {
-		w.pc.Frontend().Untrace()
+		if !w.untraced {
+			w.pc.Frontend().Untrace()
+		}
 		if w.pc.TxStatus() == 'I' {
 			w.ended.Store(true)
 		}
