@@ -89,12 +89,14 @@ the run to its half, as in outage:
 
 Rows (every scenario but occ and layers): naive retries; retrykit's
 Standard, with a quota per client or one shared, with a retry budget,
-and Adaptive, the default, also with a circuit breaker at its defaults
-(retry.Breaker: per client, or one shared; while its circuit is open a
-request fails at once, without an attempt), and with a breaker per
-client bound to one circuit the fleet shares in a store (redisquota's
-FleetBreaker, in memory), which each client syncs with every 100ms or
-1s; AWS's adaptive retry mode as the AWS SDKs ship it; and the
+and Adaptive, the default: per client, one shared, and per client
+judging by the evidence the fleet shares in a store (redisquota's
+FleetAdaptive, in memory), which each client syncs with every 100ms or
+1s; also with a circuit breaker at its defaults (retry.Breaker: per
+client, or one shared; while its circuit is open a request fails at
+once, without an attempt), and with a breaker per client bound to one
+circuit the fleet shares in a store (redisquota's FleetBreaker, in
+memory), synced the same way; AWS's adaptive retry mode as the AWS SDKs ship it; and the
 documented defaults of three Go libraries, written with retrykit's
 parts: avast/retry-go v4.7 and v5.1, hashicorp/go-retryablehttp v0.7.8
 (which waits a 429's or 503's Retry-After instead of its backoff) and
