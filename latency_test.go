@@ -394,3 +394,26 @@ func TestAdaptiveThrottleInTheInstantOfAnOverdueProbe(t *testing.T) {
 		t.Fatalf("after one throttle the limiter allows %.1f a second (limiting %v): the burst was spread over the pause", rate, limiting)
 	}
 }
+
+// TestAdaptiveTimesAScopesFirstAttempt: the baseline a scope's timeouts
+// are judged by starts with its first success, so that a process that
+// sends a request every ten seconds has one after its second request, not
+// its third, a window later.
+func TestAdaptiveTimesAScopesFirstAttempt(t *testing.T) {
+	clock := newHandClock()
+	a := NewAdaptive(AdaptiveOptions{Now: clock.Now})
+	for _, scope := range []string{"", "s"} {
+		tok, err := a.AcquireInitialToken(scope)
+		if err != nil {
+			t.Fatal(err)
+		}
+		clock.Advance(5 * time.Millisecond)
+		if err := a.RecordSuccess(tok); err != nil {
+			t.Fatal(err)
+		}
+		sc := a.quota(scope).(*adaptiveScope)
+		if probes, nanos := sc.latency.measured(); probes != 1 || nanos != uint64(5*time.Millisecond) {
+			t.Fatalf("scope %q: %d probes, %v in all after its first success; want its 5ms timed", scope, probes, time.Duration(nanos))
+		}
+	}
+}
