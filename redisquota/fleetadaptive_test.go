@@ -219,41 +219,50 @@ func TestFleetAdaptiveRetriesABlackHoledReplica(t *testing.T) {
 // dies (its loop stops: it never reports again, as Redis sees a killed
 // process) holds the fleet's retries back for a window (1 s), no longer:
 // then the survivor's failure is retried. Once no process reports the
-// scope, its key is gone within two windows. The streak signal is off, so
-// that only the window's evidence, client-side throttling, decides.
+// scope, its key is gone within two windows. With the streak signal off,
+// the window's evidence alone (client-side throttling) decides; with it
+// on, the fleet's failures in a row end with the window too, though the
+// survivor goes on syncing.
 func TestFleetAdaptiveDeadProcessExpires(t *testing.T) {
 	needRedis(t)
-	const window = time.Second
-	opts := retry.AdaptiveOptions{Window: window, Streak: -1, Rand: func() float64 { return 0 }}
-	name := uniqueName("dead")
-	fs := adaptives(t, sharedRedis, name, 2, opts, redisquota.Options{Timeout: upTimeout})
-	dead, alive := fs[0], fs[1]
-	const scope = "s"
-	succeedAttempt(t, alive.Strategy(), scope, 0)
-	for range 20 {
-		_ = failAttempt(t, dead.Strategy(), scope, errDown)
-	}
-	settle(t, fs...)
-	if err := failAttempt(t, alive.Strategy(), scope, errDown); !errors.Is(err, retry.ErrBudgetExhausted) {
-		t.Fatalf("with the doomed process's 20 failures in the window: %v, want ErrBudgetExhausted", err)
-	}
-	dead.Close()
-	died := time.Now()
-	time.Sleep(window + window/5)
-	settle(t, alive)
-	if err := failAttempt(t, alive.Strategy(), scope, errDown); err != nil {
-		t.Errorf("%v after the process died: %v, want a retry (its evidence out of the window)", time.Since(died).Round(time.Millisecond), err)
-	}
+	for _, streak := range []int{-1, 0} {
+		t.Run(fmt.Sprintf("streak %d", streak), func(t *testing.T) {
+			const window = time.Second
+			opts := retry.AdaptiveOptions{Window: window, Streak: streak, Rand: func() float64 { return 0 }}
+			name := uniqueName("dead")
+			fs := adaptives(t, sharedRedis, name, 2, opts, redisquota.Options{Timeout: upTimeout})
+			dead, alive := fs[0], fs[1]
+			const scope = "s"
+			// The survivor's success reaches the fleet before the doomed
+			// process's failures, so that they are the fleet's streak.
+			succeedAttempt(t, alive.Strategy(), scope, 0)
+			settle(t, alive)
+			for range 20 {
+				_ = failAttempt(t, dead.Strategy(), scope, errDown)
+			}
+			settle(t, fs...)
+			if err := failAttempt(t, alive.Strategy(), scope, errDown); !errors.Is(err, retry.ErrBudgetExhausted) {
+				t.Fatalf("with the doomed process's 20 failures in the window: %v, want ErrBudgetExhausted", err)
+			}
+			dead.Close()
+			died := time.Now()
+			time.Sleep(window + window/5)
+			settle(t, alive)
+			if err := failAttempt(t, alive.Strategy(), scope, errDown); err != nil {
+				t.Errorf("%v after the process died: %v, want a retry (its evidence out of the window)", time.Since(died).Round(time.Millisecond), err)
+			}
 
-	admin := client(t)
-	key := redisquota.EvidenceKey(name, scope)
-	if ttl := admin.PTTL(t.Context(), key).Val(); ttl <= 0 || ttl > 2*window {
-		t.Errorf("the scope's key lives %v more; want at most two windows, %v", ttl, 2*window)
+			admin := client(t)
+			key := redisquota.EvidenceKey(name, scope)
+			if ttl := admin.PTTL(t.Context(), key).Val(); ttl <= 0 || ttl > 2*window {
+				t.Errorf("the scope's key lives %v more; want at most two windows, %v", ttl, 2*window)
+			}
+			alive.Close()
+			waitFor(t, 2*window+time.Second, "the key expires", func() bool {
+				return admin.Exists(t.Context(), key).Val() == 0
+			})
+		})
 	}
-	alive.Close()
-	waitFor(t, 2*window+time.Second, "the key expires", func() bool {
-		return admin.Exists(t.Context(), key).Val() == 0
-	})
 }
 
 // TestFleetAdaptiveRedisAway: Redis paused (CLIENT PAUSE), slow (a proxy
