@@ -6,13 +6,13 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
 	sdkretry "github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -21,71 +21,115 @@ import (
 )
 
 // quotaExceeded reports whether err is the SDK's refusal for want of a
-// retry token.
+// retry token (its ratelimit.QuotaExceededError).
 func quotaExceeded(err error) bool {
-	var qe interface{ Error() string }
-	return errors.As(err, &qe) && strings.Contains(err.Error(), "retry quota exceeded")
+	var qe ratelimit.QuotaExceededError
+	return errors.As(err, &qe)
 }
 
-// 64 goroutines on one client, every call of which succeeds once retried
-// (a quarter of first attempts fail, and retries are answered after 100 ms),
-// never fail for want of a token with the default Retryer: it has no token
-// bucket to drain. The SDK's standard retryer, in the same run, may fail
-// some so: its in-flight retries hold more than its bucket
-// (aws/aws-sdk-go-v2#1665). The default's storm guard may still refuse a
-// retry when 64 goroutines happen to record three failures in a row before
-// any success (seen once in CI under -race): that is ErrBudgetExhausted, the
-// guard working, and must stay rare.
-func TestManyGoroutinesOfSuccessesNeverWantAToken(t *testing.T) {
-	var firsts atomic.Int64
-	s := newService(t, func(w http.ResponseWriter, r *http.Request, _ int64) {
-		if firstAttemptOf(r) {
-			if firsts.Add(1)%4 == 0 {
-				ddbError(w, 500, "InternalServerError")
-				return
-			}
-		} else {
-			time.Sleep(100 * time.Millisecond)
+// A brownout is a service that fails a third of attempts, and every call
+// within three: counted per table by their first attempts, of every 6 calls
+// the 3rd and the 6th fail their first attempt with a 503, and the 6th its
+// second too, with a reset; every other attempt is answered. The pattern is
+// the calls', whatever the order their attempts arrive in.
+type brownout struct {
+	mu    sync.Mutex
+	calls map[string]int64     // by table: calls seen
+	seen  map[string]*[2]int64 // by the SDK's invocation id: the call's number, attempts seen
+}
+
+func newBrownout(t testing.TB) *service {
+	b := &brownout{calls: map[string]int64{}, seen: map[string]*[2]int64{}}
+	return newService(t, func(w http.ResponseWriter, r *http.Request, _ int64) {
+		table, id := tableOf(r), r.Header.Get("Amz-Sdk-Invocation-Id")
+		b.mu.Lock()
+		c := b.seen[id]
+		if c == nil {
+			b.calls[table]++
+			c = &[2]int64{b.calls[table], 0}
+			b.seen[id] = c
 		}
-		ddbItem(w)
+		c[1]++
+		n, attempt := c[0], c[1]
+		b.mu.Unlock()
+		switch {
+		case attempt == 1 && n%3 == 0:
+			ddbError(w, 503, "ServiceUnavailable")
+		case attempt == 2 && n%6 == 0:
+			reset(w)
+		default:
+			ddbItem(w)
+		}
 	})
-	run := func(r aws.Retryer) (failed, wanted, guarded int64, first error) {
+}
+
+// 64 goroutines on one client in a brownout, every call of which succeeds
+// within three attempts, never fail for want of a token with the default
+// Retryer: it has no token bucket to drain. The SDK's standard retryer,
+// with its quota as shipped (500 tokens, 14 a retry, one back for a
+// success at the first attempt, a successful retry's cost back), fails
+// calls with "retry quota exceeded" in the same run
+// (aws/aws-sdk-go-v2#1665), whatever order the calls' attempts come in:
+// of 512 calls, the 85 whose first retry fails each keep 14 tokens for
+// good if they succeed, 1190 in all, where the bucket holds 500 and the
+// 342 successes at the first attempt add at most 342: at least 25 of them
+// fail for want of a token.
+//
+// The default's storm guard may still refuse a retry when the outcomes of
+// 64 goroutines reach it in an order where more attempts fail in a row
+// than it allows (retry.Adaptive's Streak: 3 until a retry has worked, 8
+// after): ErrBudgetExhausted, the guard working, not a token. Measured: none
+// without the race detector, at most 5 of 512 calls in 27 runs with it (2
+// cores); 2% are allowed.
+func TestManyGoroutinesOfSuccessesNeverWantAToken(t *testing.T) {
+	const goroutines, calls = 64, 8
+	s := newBrownout(t)
+	type outcome struct {
+		failed, wanted, guarded atomic.Int64
+		mu                      sync.Mutex
+		first                   error
+	}
+	run := func(table string, r aws.Retryer, o *outcome) {
 		c := ddb(s, r)
 		var wg sync.WaitGroup
-		var mu sync.Mutex
-		for range 64 {
+		for range goroutines {
 			wg.Go(func() {
-				for range 6 {
-					if err := getItem(context.Background(), c); err != nil {
-						atomic.AddInt64(&failed, 1)
-						switch {
-						case quotaExceeded(err) || errors.Is(err, retry.ErrQuotaExhausted):
-							atomic.AddInt64(&wanted, 1)
-						case errors.Is(err, retry.ErrBudgetExhausted):
-							atomic.AddInt64(&guarded, 1)
-						}
-						mu.Lock()
-						if first == nil {
-							first = err
-						}
-						mu.Unlock()
+				for range calls {
+					err := getTable(context.Background(), c, table)
+					if err == nil {
+						continue
 					}
+					o.failed.Add(1)
+					switch {
+					case quotaExceeded(err) || errors.Is(err, retry.ErrQuotaExhausted):
+						o.wanted.Add(1)
+					case errors.Is(err, retry.ErrBudgetExhausted):
+						o.guarded.Add(1)
+					}
+					o.mu.Lock()
+					if o.first == nil {
+						o.first = err
+					}
+					o.mu.Unlock()
 				}
 			})
 		}
 		wg.Wait()
-		return failed, wanted, guarded, first
 	}
-	failed, wanted, guarded, err := run(awsretry.New(awsretry.Options{}))
-	if wanted != 0 || failed != guarded || guarded > 64*6/50 {
-		t.Fatalf("the default Retryer: %d of %d calls failed, %d for want of a token, %d refused by the storm guard (at most 2%% may be); the first with %v",
-			failed, 64*6, wanted, guarded, err)
+	var ours, sdk outcome
+	run("awsretry", awsretry.New(awsretry.Options{}), &ours)
+	run("SDK standard", sdkretry.NewStandard(), &sdk)
+	total := int64(goroutines * calls)
+	t.Logf("of %d calls each: the default Retryer failed %d (%d for want of a token, %d refused by the storm guard); the SDK's standard retryer failed %d (%d for want of a token)",
+		total, ours.failed.Load(), ours.wanted.Load(), ours.guarded.Load(), sdk.failed.Load(), sdk.wanted.Load())
+	if ours.wanted.Load() != 0 || ours.failed.Load() != ours.guarded.Load() || ours.guarded.Load() > total/50 {
+		t.Errorf("the default Retryer: %d of %d calls failed, %d for want of a token, %d refused by the storm guard (at most 2%% may be); the first with %v",
+			ours.failed.Load(), total, ours.wanted.Load(), ours.guarded.Load(), ours.first)
 	}
-	t.Logf("the default Retryer: %d calls refused a retry by the storm guard", guarded)
-	_, wanted, _, _ = run(nil) // the client's own: the SDK's standard retryer
-	t.Logf("the SDK's standard retryer failed %d of %d calls for want of a token", wanted, 64*6)
-	// Whether the SDK's bucket runs dry here depends on how many retries
-	// the machine keeps in flight at once: it is reported, not required.
+	if sdk.wanted.Load() == 0 {
+		t.Errorf("the SDK's standard retryer failed no call for want of a token (%d failed, the first with %v): the test shows nothing, or the SDK changed its quota",
+			sdk.failed.Load(), sdk.first)
+	}
 }
 
 // tableOf returns the TableName of a DynamoDB request's JSON body.
@@ -187,8 +231,10 @@ func TestOutageSendsLittleMoreThanOffered(t *testing.T) {
 }
 
 // After an outage long enough to drain the SDK's retry quota, the default
-// recovers at once (aws/aws-sdk-go-v2#3550 reports the SDK's adaptive
-// retryer never refilling its quota; its outcome here is logged beside):
+// recovers at once (aws/aws-sdk-go-v2#3550 reported the SDK's adaptive
+// retryer never refilling its quota, fixed in v1.48.0: see
+// TestSDKAdaptiveRefillsItsQuotaOnePerSuccess; its outcome here is logged
+// beside):
 // the first call after the outage succeeds, no first attempt being ever
 // refused, and a transient failure is retried as soon as the service has
 // shown itself healthy, by as many successes as the outage had failures,
@@ -259,6 +305,87 @@ func TestRecoversAfterTheOutage(t *testing.T) {
 		case !tc.ours:
 			t.Logf("%s: a transient failure after recovery: %v, %d requests", tc.name, err, sent)
 		}
+	}
+}
+
+// The SDK's adaptive retryer refills its quota as its standard retryer
+// does, by one token for each call that succeeds at its first attempt:
+// aws/aws-sdk-go-v2#3550 (it never refilled, so that retries stopped for
+// the life of the process after an outage) is fixed in the version this
+// module requires, v1.48.0, whose AdaptiveMode.GetAttemptToken
+// (aws/retry/adaptive.go:149-157) chains the standard retryer's release
+// (standard.go:265-285, NoRetryIncrement); v1.47.7 returned its rate
+// limiter's release alone (adaptive.go:148), and this test fails there.
+//
+// What remains is the quota's design, as for the standard retryer: an
+// outage drains it, the service recovers, and a transient failure is not
+// retried, "retry quota exceeded", until as many calls have succeeded as
+// the retry's cost exceeds what the outage left (4 here: 14 tokens
+// requested, 10 left); the test holds that count exactly. The default
+// Retryer has no quota to drain; when its retries resume is
+// TestRecoversAfterTheOutage's.
+func TestSDKAdaptiveRefillsItsQuotaOnePerSuccess(t *testing.T) {
+	var down atomic.Bool
+	s := newService(t, func(w http.ResponseWriter, r *http.Request, _ int64) {
+		switch {
+		case down.Load():
+			ddbError(w, 503, "ServiceUnavailable")
+		case tableOf(r) == "fail-first" && firstAttemptOf(r):
+			ddbError(w, 500, "InternalServerError")
+		default:
+			ddbItem(w)
+		}
+	})
+	c := ddb(s, sdkretry.NewAdaptiveMode(func(o *sdkretry.AdaptiveModeOptions) {
+		o.StandardOptions = append(o.StandardOptions, func(o *sdkretry.StandardOptions) {
+			o.Backoff = sdkretry.BackoffDelayerFunc(func(int, error) (time.Duration, error) { return time.Millisecond, nil })
+		})
+	}))
+	down.Store(true)
+	drained := false
+	for range 60 { // 60 calls of 3 attempts: more retries than 500 tokens pay for
+		drained = quotaExceeded(getTable(context.Background(), c, "t")) || drained
+	}
+	down.Store(false)
+	if !drained {
+		t.Fatal("60 calls of an outage left the SDK's adaptive retryer's quota whole: the test shows nothing")
+	}
+	// transient makes a call whose first attempt fails, and returns the
+	// requests it sent and the quota error that refused its retry, if any.
+	transient := func() (int64, *ratelimit.QuotaExceededError) {
+		before := s.requests.Load()
+		err := getTable(context.Background(), c, "fail-first")
+		sent := s.requests.Load() - before
+		var qe ratelimit.QuotaExceededError
+		switch {
+		case errors.As(err, &qe):
+			return sent, &qe
+		case err != nil:
+			t.Fatalf("a transient failure after the outage: %v", err)
+		}
+		return sent, nil
+	}
+	sent, qe := transient()
+	if qe == nil || sent != 1 {
+		t.Fatalf("a transient failure right after the outage: %d requests, quota error %v; want its retry refused for want of a token", sent, qe)
+	}
+	need := int(qe.Requested - qe.Available)
+	t.Logf("after the outage: %v; %d successes should pay for a retry", qe, need)
+	succeed := func(n int) {
+		for i := range n {
+			if err := getTable(context.Background(), c, "t"); err != nil {
+				t.Fatalf("call %d after the outage: %v", i+1, err)
+			}
+		}
+	}
+	succeed(need - 1)
+	if sent, qe := transient(); qe == nil || sent != 1 {
+		t.Fatalf("after %d successes, one short: %d requests, quota error %v; want the retry still refused", need-1, sent, qe)
+	}
+	succeed(1)
+	if sent, qe := transient(); qe != nil || sent != 2 {
+		t.Fatalf("after %d successes: %d requests, quota error %v; want the transient failure retried: the SDK's adaptive retryer does not refill its quota (aws/aws-sdk-go-v2#3550)",
+			need, sent, qe)
 	}
 }
 
