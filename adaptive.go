@@ -62,7 +62,10 @@ type Adaptive struct {
 	// the unscoped scope's outcomes are every scope's, and the success path
 	// need not count them twice.
 	scoped atomic.Bool
-	clock  clock
+	// bound is set when the strategy is bound to a fleet's evidence
+	// (sharedadaptive.go): its scopes then keep a fleetScope.
+	bound atomic.Bool
+	clock clock
 }
 
 // NewAdaptive returns an Adaptive strategy with the given options.
@@ -192,7 +195,7 @@ func (a *Adaptive) quota(scope string) Quota {
 			a.all.placed.begin(a.now())
 			a.scoped.Store(true)
 		}
-		sc = a.scopes.get(scope, scopeConfig{capacity: a.opts.Capacity, shared: a.opts.Bucket, clock: &a.clock, now: a.opts.Now}, orDefault(a.opts.MaxScopes, defaultMaxScopes))
+		sc = a.scopes.get(scope, scopeConfig{capacity: a.opts.Capacity, shared: a.opts.Bucket, clock: &a.clock, now: a.opts.Now, fleet: a.bound.Load()}, orDefault(a.opts.MaxScopes, defaultMaxScopes))
 	}
 	return sc
 }
@@ -298,6 +301,9 @@ func (a *Adaptive) succeedSlow(sc *adaptiveScope, retries, cost int, started int
 		// behind the mark that measures what the client sends next.
 		now := a.now()
 		sc.latency.record(started, now, sc.outcomes.total.Load(), a.window())
+		if f := sc.fleet; f != nil {
+			f.probed(now - started)
+		}
 		if a.scoped.Load() {
 			// A scope that only succeeds consults its window at no
 			// failure: the probes keep its judgement current.

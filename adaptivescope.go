@@ -27,11 +27,7 @@ type adaptiveScope struct {
 	worked   atomic.Int64 // when a retry last succeeded, a reading of the strategy's clock
 	timeouts rolling      // attempts that timed out, over the window
 	latency  latency      // of successful attempts, probed
-	// timedOut counts every attempt that timed out, and fleet holds the
-	// fleet's view of the scope, for a strategy bound to a fleet's
-	// evidence (see sharedadaptive.go).
-	timedOut atomic.Uint64
-	fleet    atomic.Pointer[fleetView]
+	fleet    *fleetScope  // a bound strategy's: see sharedadaptive.go
 }
 
 func (sc *adaptiveScope) init(cfg scopeConfig) {
@@ -42,6 +38,9 @@ func (sc *adaptiveScope) init(cfg scopeConfig) {
 	sc.latency.due.Store(true)
 	if cfg.clock != nil {
 		sc.outcomes.placed.begin(cfg.clock.read(cfg.now))
+	}
+	if cfg.fleet {
+		sc.fleet = new(fleetScope)
 	}
 	switch {
 	case cfg.shared != nil:
@@ -71,7 +70,9 @@ func (sc *adaptiveScope) inherit(old any) {
 	sc.streak.Store(o.streak.Load())
 	sc.alone.Store(o.alone.Load())
 	sc.worked.Store(o.worked.Load())
-	sc.timedOut.Store(o.timedOut.Load())
+	if sc.fleet != nil && o.fleet != nil {
+		sc.fleet.inherit(o.fleet)
+	}
 	for i := range sc.timeouts.slots {
 		sc.timeouts.slots[i].Store(o.timeouts.slots[i].Load())
 	}

@@ -45,9 +45,6 @@ type latency struct {
 	// averaged in, and a time constant, not a count, keeps a client that
 	// probes ten times a second from averaging a climb in within a second.
 	typical float64
-	// probes and nanos count every probe recorded and the sum of their
-	// latencies, for a fleet's evidence (see sharedadaptive.go).
-	probes, nanos uint64
 }
 
 // Probes, and the reading of them.
@@ -114,8 +111,6 @@ func (l *latency) record(started, now int64, total uint64, window time.Duration)
 		l.typical += (l.latest - l.typical) * weight
 	}
 	l.seen, l.latest = count, max(ns, 1) // 0 means none
-	l.probes++
-	l.nanos += uint64(ns)
 	l.at[0], l.sent[0] = l.at[1], l.sent[1]
 	l.at[1], l.sent[1] = now, uint32(total>>32)
 }
@@ -176,11 +171,4 @@ func sentSince(now, then uint32) uint32 {
 		return 0
 	}
 	return now - then
-}
-
-// measured returns the probes recorded so far and their latencies' sum.
-func (l *latency) measured() (probes, nanos uint64) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.probes, l.nanos
 }

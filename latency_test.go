@@ -3,6 +3,7 @@ package retry
 import (
 	"context"
 	"errors"
+	"github.com/retrykit/retry/internal/sharedevidence"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -402,6 +403,7 @@ func TestAdaptiveThrottleInTheInstantOfAnOverdueProbe(t *testing.T) {
 func TestAdaptiveTimesAScopesFirstAttempt(t *testing.T) {
 	clock := newHandClock()
 	a := NewAdaptive(AdaptiveOptions{Now: clock.Now})
+	sharedevidence.Bind(a) // which counts the probes
 	for _, scope := range []string{"", "s"} {
 		tok, err := a.AcquireInitialToken(scope)
 		if err != nil {
@@ -412,7 +414,7 @@ func TestAdaptiveTimesAScopesFirstAttempt(t *testing.T) {
 			t.Fatal(err)
 		}
 		sc := a.quota(scope).(*adaptiveScope)
-		if probes, nanos := sc.latency.measured(); probes != 1 || nanos != uint64(5*time.Millisecond) {
+		if probes, nanos := sc.fleet.probes.Load(), sc.fleet.nanos.Load(); probes != 1 || nanos != uint64(5*time.Millisecond) {
 			t.Fatalf("scope %q: %d probes, %v in all after its first success; want its 5ms timed", scope, probes, time.Duration(nanos))
 		}
 	}

@@ -31,6 +31,7 @@ type scopeConfig struct {
 	clock *clock
 	now   func() time.Time
 	name  string // the scope's name
+	fleet bool   // the strategy is bound to a fleet's evidence
 }
 
 // scopes holds one state per scope, created on first use. The number of

@@ -1,6 +1,7 @@
 package retry
 
 import (
+	"sync/atomic"
 	"time"
 
 	"github.com/retrykit/retry/internal/sharedevidence"
@@ -21,8 +22,36 @@ import (
 
 func init() {
 	sharedevidence.Bind = func(a any) sharedevidence.Strategy {
-		return sharedAdaptive{a.(*Adaptive)}
+		ad := a.(*Adaptive)
+		ad.bound.Store(true)
+		return sharedAdaptive{ad}
 	}
+}
+
+// fleetScope is a bound strategy's scope's part in the fleet: what the
+// reports need beyond the scope's own counts, and the fleet's latest view.
+// It is kept apart, behind one pointer, so that an unbound scope is no
+// larger.
+type fleetScope struct {
+	timedOut      atomic.Uint64 // attempts that timed out
+	probes, nanos atomic.Uint64 // successes timed, and their latencies' sum
+	view          atomic.Pointer[fleetView]
+}
+
+// probed counts a timed success that took ns.
+func (f *fleetScope) probed(ns int64) {
+	f.probes.Add(1)
+	f.nanos.Add(uint64(max(ns, 0)))
+}
+
+// inherit takes the counts of o, the scope of the name that this one
+// replaces, as the scope's own counts go with the name: what a sync sent
+// of the name stays sent.
+func (f *fleetScope) inherit(o *fleetScope) {
+	f.timedOut.Store(o.timedOut.Load())
+	f.probes.Store(o.probes.Load())
+	f.nanos.Store(o.nanos.Load())
+	f.view.Store(o.view.Load())
 }
 
 // fleetView is a scope's fleet view, as a sync applied it.
@@ -35,14 +64,14 @@ type fleetView struct {
 
 // merge makes e, a failed or accepted attempt's local evidence at now,
 // the fleet's.
-func (f *fleetView) merge(sc *adaptiveScope, e *evidence, now int64, window time.Duration) {
+func (f *fleetView) merge(sc *adaptiveScope, fs *fleetScope, e *evidence, now int64, window time.Duration) {
 	total := sc.outcomes.total.Load()
 	newAttempts := uint32(total>>32) - f.sent.Attempts
 	newAccepts := uint32(total) - f.sent.Accepts
 	e.attempts = f.v.Attempts + float64(newAttempts)
 	e.accepts = f.v.Accepts + float64(newAccepts)
 	if e.answer == answerFailed {
-		e.timeouts = f.v.Timeouts + float64(sc.timedOut.Load()-f.sent.Timeouts)
+		e.timeouts = f.v.Timeouts + float64(fs.timedOut.Load()-f.sent.Timeouts)
 		if newAccepts == 0 {
 			// No attempt of the process's own was accepted since it
 			// reported: its failures since add to the fleet's streak.
@@ -81,19 +110,21 @@ type sharedAdaptiveScope struct {
 func (s sharedAdaptiveScope) Counts() sharedevidence.Counts {
 	sc := s.sc
 	total := sc.outcomes.total.Load()
-	probes, nanos := sc.latency.measured()
-	return sharedevidence.Counts{
-		Attempts:   uint32(total >> 32),
-		Accepts:    uint32(total),
-		Timeouts:   sc.timedOut.Load(),
-		Streak:     sc.streak.Load(),
-		Worked:     sc.worked.Load(),
-		Probes:     probes,
-		ProbeNanos: nanos,
+	c := sharedevidence.Counts{
+		Attempts: uint32(total >> 32),
+		Accepts:  uint32(total),
+		Streak:   sc.streak.Load(),
+		Worked:   sc.worked.Load(),
 	}
+	if f := sc.fleet; f != nil {
+		c.Timeouts, c.Probes, c.ProbeNanos = f.timedOut.Load(), f.probes.Load(), f.nanos.Load()
+	}
+	return c
 }
 
 func (s sharedAdaptiveScope) Apply(v sharedevidence.View, sent sharedevidence.Counts, fresh time.Duration) {
-	now := s.a.now()
-	s.sc.fleet.Store(&fleetView{v: v, sent: sent, at: now, until: later(now, fresh)})
+	if f := s.sc.fleet; f != nil {
+		now := s.a.now()
+		f.view.Store(&fleetView{v: v, sent: sent, at: now, until: later(now, fresh)})
+	}
 }

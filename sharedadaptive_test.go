@@ -164,3 +164,30 @@ func TestFleetAdaptiveReportsOnlyWhatIsNew(t *testing.T) {
 		t.Fatalf("a report with nothing new: %+v", r)
 	}
 }
+
+// TestFleetAdaptiveReportsAScopeMadeAgain: a scope dropped for room and
+// made again reports what it counted since, whether it carries its name's
+// counts on or starts from nothing: never the name's whole history again,
+// nor a difference that wraps.
+func TestFleetAdaptiveReportsAScopeMadeAgain(t *testing.T) {
+	clock := newHandClock()
+	a := NewAdaptive(AdaptiveOptions{StandardOptions: StandardOptions{MaxScopes: 2}, Now: clock.Now, Rand: noRefusal})
+	p := sharedevidence.NewProcess(sharedevidence.Bind(a))
+	for range 5 {
+		passOnce(t, a, "s")
+	}
+	_ = failOnce(t, a, "s", errAdaptiveTimeout)
+	p.Reports()
+	p.Sent()
+	for _, other := range []string{"x", "y", "z", "w"} {
+		clock.Advance(time.Second)
+		passOnce(t, a, other)
+	}
+	clock.Advance(time.Second)
+	_ = failOnce(t, a, "s", errAdaptive503)
+	for _, r := range p.Reports() {
+		if r.Scope == "s" && (r.Attempts != 1 || r.Accepts != 0 || r.Timeouts != 0 || r.Probes != 0) {
+			t.Fatalf("the scope made again reports %+v, want its one failed attempt", r)
+		}
+	}
+}

@@ -74,13 +74,17 @@ func (a *Adaptive) observe(sc *adaptiveScope, now int64, info Info, err error) e
 		slot := slotOf(now, w)
 		if info.Timeout {
 			sc.timeouts.add(slot, milli)
-			sc.timedOut.Add(1)
+			if f := sc.fleet; f != nil {
+				f.timedOut.Add(1)
+			}
 		}
 		e.timeouts = float64(sc.timeouts.sum(slot)) / milli
 	}
 	e.worked = sc.worked.Load()
-	if fv := sc.fleet.Load(); fv != nil && now < fv.until {
-		fv.merge(sc, &e, now, w)
+	if f := sc.fleet; f != nil {
+		if fv := f.view.Load(); fv != nil && now < fv.until {
+			fv.merge(sc, f, &e, now, w)
+		}
 	}
 	if e.all = a.scoped.Load() && !sc.judge(e.attempts, e.accepts); e.all {
 		if e.answer == answerAccepted {

@@ -105,12 +105,19 @@ type Process struct {
 	syncs uint64
 }
 
-// sent is what a process last sent of a scope, the scope it read, and the
-// last sync that saw the scope.
+// sent is what a process last sent of a scope, and the last sync that saw
+// the scope.
 type sent struct {
 	Counts
-	of  Scope
 	gen uint64
+}
+
+// fewer reports whether c counts less than was: its scope was made afresh
+// since was was read. (Attempts wrap: fewer by more than half their range
+// is a wrap, not fewer.)
+func fewer(c, was Counts) bool {
+	return int32(c.Attempts-was.Attempts) < 0 || int32(c.Accepts-was.Accepts) < 0 ||
+		c.Timeouts < was.Timeouts || c.Probes < was.Probes || c.ProbeNanos < was.ProbeNanos
 }
 
 // NewProcess returns the side of a process whose strategy is s.
@@ -130,7 +137,9 @@ func (p *Process) Reports() []Report {
 	p.s.Scopes(func(scope string, s Scope) bool {
 		c := s.Counts()
 		was, known := p.sent[scope]
-		known = known && was.of == s // else the name's scope was dropped and made again
+		// A scope that replaced another of its name carries its counts
+		// on; one made afresh counts from nothing, less than was sent.
+		known = known && !fewer(c, was.Counts)
 		var last Counts
 		if known {
 			last = was.Counts
@@ -181,7 +190,7 @@ func (p *Process) Reports() []Report {
 // its answer came back: they are not sent again.
 func (p *Process) Sent() {
 	for i, r := range p.batch {
-		p.sent[r.Scope] = sent{p.held[i], p.of[i], p.syncs}
+		p.sent[r.Scope] = sent{p.held[i], p.syncs}
 	}
 }
 
