@@ -212,6 +212,11 @@ func (a *Adaptive) next(st state, err error) (state, error) {
 	e := a.observe(sc, now, info, err)
 	switch {
 	case refused != nil:
+		if st.cost > 0 && answeredClientFault(info) {
+			// As Standard: the retry reached a service at work
+			// (aws/aws-sdk-go-v2#3186).
+			sc.Refund(st.cost)
+		}
 		return st, refused
 	case e.answer != answerFailed:
 		// A Safe answer of a client fault the service did not ask to have

@@ -201,3 +201,36 @@ func FuzzAdaptiveDials(f *testing.F) {
 		}
 	})
 }
+
+// TestAdaptiveRetryAnsweredWithAClientFaultGivesItsCostBack: with a quota,
+// Adaptive gives a retry's cost back when the service answers it with a
+// client fault, as Standard does (aws/aws-sdk-go-v2#3186); a server fault
+// keeps it.
+func TestAdaptiveRetryAnsweredWithAClientFaultGivesItsCostBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		for _, tc := range []struct {
+			name string
+			last error
+			want int
+		}{
+			{"client fault", errAdaptiveNotFound, 500},
+			{"server fault", errAdaptive503, 500 - 2*DefaultRetryCost},
+		} {
+			q := NewTokenBucket(500)
+			a := NewAdaptive(AdaptiveOptions{StandardOptions: StandardOptions{Bucket: q, MaxAttempts: 3, Backoff: Constant(time.Millisecond)}, Rand: noRefusal})
+			n := 0
+			err := Do(context.Background(), a, func(context.Context) error {
+				if n++; n == 1 {
+					return errAdaptive503
+				}
+				return tc.last
+			})
+			if !errors.Is(err, tc.last) {
+				t.Fatalf("%s: err = %v", tc.name, err)
+			}
+			if got := q.Available(); got != tc.want {
+				t.Errorf("%s: quota after the call = %d, want %d", tc.name, got, tc.want)
+			}
+		}
+	})
+}
