@@ -159,7 +159,11 @@ return {1, e, 1, 0, sp, r, 0}
 // CircuitKey returns the Redis key of the circuit of a FleetBreaker named
 // name in scope: a hash. The keys of one name share the hash tag {name},
 // so that a Redis Cluster keeps them in one slot and one call serves every
-// scope.
+// scope; a name that starts with '}', which would leave the braces empty,
+// has keys of another shape with the hash tag {=}, as Keys.
 func CircuitKey(name, scope string) string {
+	if name[:min(len(name), 1)] == "}" {
+		return "redisquota:={=}" + name + ":circuit:" + scope
+	}
 	return "redisquota:{" + name + "}:circuit:" + scope
 }

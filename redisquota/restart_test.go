@@ -195,6 +195,16 @@ func TestCluster(t *testing.T) {
 			}
 		})
 	}
+	// A fleet's circuits and evidence: every scope of a name in one slot,
+	// which one script call serves.
+	for _, name := range []string{"svc", "}", "}svc", "=", "{}", "a}b"} {
+		for kind, key := range map[string]func(name, scope string) string{"circuit": redisquota.CircuitKey, "evidence": redisquota.EvidenceKey} {
+			a, b := key(name, "a"), key(name, "other scope")
+			if sa, sb := admin.ClusterKeySlot(ctx, a).Val(), admin.ClusterKeySlot(ctx, b).Val(); sa != sb {
+				t.Errorf("%s keys of %q: %s in slot %d, %s in slot %d", kind, name, a, sa, b, sb)
+			}
+		}
+	}
 }
 
 // TestSentinel runs a quota through a Sentinel (failover) client: the
