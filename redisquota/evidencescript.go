@@ -14,8 +14,9 @@ import (
 //
 //	k, z        the fleet's failures in a row, and when a failure or an
 //	            accept last changed it (µs): a window without one resets it
-//	y, f        the fleet's typical latency of a success (whole ns), and
-//	            the last tenth folded into it
+//	y, f, b     the fleet's typical latency of a success (whole ns), the
+//	            last tenth folded into it (absent = none yet), and the
+//	            typical latency before that tenth was
 //	w           when a retry last worked in the fleet (µs); absent = never
 //	iK          slot K (0 to 9): the tenth of the window it counts (time
 //	            over the window's tenth)
@@ -85,11 +86,16 @@ for i, key in ipairs(KEYS) do
   if ago >= 0 and (worked == nil or now - ago > worked) then
     worked = now - ago
   end
-  local typical, folded = h['y'] or 0, h['f'] or 0
-  for t = math.max(folded + 1, cur - tenths + 1), cur - 1 do
+  local typical, before, folded = h['y'] or 0, h['b'] or 0, h['f']
+  local from = cur - tenths + 1
+  if folded ~= nil then
+    from = math.max(folded + 1, from)
+  end
+  for t = from, cur - 1 do
     local j = tostring(t % tenths)
     if h['i' .. j] == t and h['p' .. j] > 0 then
       local mean = h['n' .. j] / h['p' .. j]
+      before = typical
       if typical == 0 then
         typical = math.floor(mean)
       else
@@ -99,7 +105,10 @@ for i, key in ipairs(KEYS) do
     end
   end
   redis.call('HSET', key, 'i' .. s, cur, 'a' .. s, h['a' .. s], 'c' .. s, h['c' .. s], 't' .. s, h['t' .. s],
-    'p' .. s, h['p' .. s], 'n' .. s, h['n' .. s], 'k', streak, 'z', streakAt, 'y', typical, 'f', folded)
+    'p' .. s, h['p' .. s], 'n' .. s, h['n' .. s], 'k', streak, 'z', streakAt, 'y', typical, 'b', before)
+  if folded ~= nil then
+    redis.call('HSET', key, 'f', folded)
+  end
   if worked ~= nil then
     redis.call('HSET', key, 'w', worked)
   end
@@ -122,12 +131,16 @@ for i, key in ipairs(KEYS) do
       end
     end
   end
-  local np, nn, latestAgo = 0, 0, 0
+  local np, nn, latestAgo, typ = 0, 0, 0, 0
   if newest ~= nil then
     np, nn = h['p' .. newest], h['n' .. newest]
     latestAgo = math.max(now - (h['i' .. newest] + 1) * width, 0)
+    typ = typical
+    if folded ~= nil and h['i' .. newest] == folded then
+      typ = before
+    end
   end
-  for _, v in ipairs({attempts, accepts, timeouts, streak, wa, np, nn, typical, latestAgo}) do
+  for _, v in ipairs({attempts, accepts, timeouts, streak, wa, np, nn, typ, latestAgo}) do
     reply[#reply + 1] = v
   end
 end
@@ -153,6 +166,7 @@ func EvidenceKey(name, scope string) string {
 // evidenceArgs returns the script's arguments for reports at now (0 =
 // Redis's clock), with the fleet's window.
 func evidenceArgs(args []any, now, window time.Duration, reports []sharedevidence.Report) []any {
+	window = min(window, 100*365*24*time.Hour) // twice it must not overflow
 	ttl := max((2*window+time.Millisecond-1)/time.Millisecond, 1)
 	args = append(args, now.Microseconds(), window.Microseconds(),
 		max(window/sharedevidence.Tenths, time.Microsecond).Microseconds(), int64(ttl))
@@ -184,7 +198,7 @@ func evidenceViews(views []sharedevidence.View, v []int64, n int) ([]sharedevide
 		if r[4] >= 0 {
 			view.WorkedAgo = time.Duration(r[4]) * time.Microsecond
 		}
-		if r[5] > 0 {
+		if r[5] > 0 && r[6] > 0 { // as Memory: no latency to judge by, no typical
 			view.Latest = float64(r[6]) / float64(r[5])
 			view.Typical = float64(r[7])
 			view.LatestAgo = time.Duration(r[8]) * time.Microsecond

@@ -30,9 +30,13 @@ type memoryScope struct {
 	// any, as Adaptive's own typical latency moves with each probe. So a
 	// climb shows against the baseline before it for about a window,
 	// rather than being averaged in at once. folded is the last tenth
-	// taken into it.
-	typical float64
-	folded  int64
+	// taken into it, if hasFolded, and before the typical latency before
+	// it was: the baseline that tenth's mean is judged by while it is the
+	// newest (as Adaptive judges its latest probe by a typical latency
+	// that leaves it out).
+	typical, before float64
+	folded          int64
+	hasFolded       bool
 }
 
 // memorySlot is a tenth of the window as the store counts it.
@@ -90,7 +94,6 @@ func (k *memoryScope) sync(now, window, width time.Duration, cur int64, r Report
 		v.WorkedAgo = now - k.worked
 	}
 	k.fold(cur)
-	v.Typical = k.typical
 	newest := -1
 	for i := range k.slots {
 		s := &k.slots[i]
@@ -108,6 +111,10 @@ func (k *memoryScope) sync(now, window, width time.Duration, cur int64, r Report
 		n := &k.slots[newest]
 		v.Latest = float64(n.probeNanos) / float64(n.probes)
 		v.LatestAgo = max(now-time.Duration(n.tenth+1)*width, 0)
+		v.Typical = k.typical
+		if k.hasFolded && n.tenth == k.folded {
+			v.Typical = k.before
+		}
 	}
 	if v.Latest == 0 {
 		v.Typical = 0 // no recent success to judge
@@ -118,19 +125,24 @@ func (k *memoryScope) sync(now, window, width time.Duration, cur int64, r Report
 // fold takes the tenths that ended before cur, and had successes timed,
 // into the typical latency, oldest first.
 func (k *memoryScope) fold(cur int64) {
-	for t := max(k.folded+1, cur-Tenths+1); t < cur; t++ {
+	from := cur - Tenths + 1
+	if k.hasFolded {
+		from = max(k.folded+1, from)
+	}
+	for t := from; t < cur; t++ {
 		s := &k.slots[t%Tenths]
 		if s.tenth != t || s.probes == 0 {
 			continue
 		}
 		// Whole nanoseconds, as a store whose numbers are integers keeps it.
 		mean := float64(s.probeNanos) / float64(s.probes)
+		k.before = k.typical
 		if k.typical == 0 {
 			k.typical = math.Floor(mean)
 		} else {
 			weight := min(float64(t-k.folded)/Tenths, 1)
 			k.typical = math.Floor(k.typical + (mean-k.typical)*weight)
 		}
-		k.folded = t
+		k.folded, k.hasFolded = t, true
 	}
 }

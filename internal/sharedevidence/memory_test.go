@@ -49,14 +49,19 @@ func TestMemoryWindow(t *testing.T) {
 	if v.Attempts != 9 || v.Accepts != 1 || v.Timeouts != 2 || v.WorkedAgo != at(9.8) {
 		t.Fatalf("at 110.8 s (the first report's tenth gone): %+v", v)
 	}
-	// The typical latency moved towards tenth 101's mean by a tenth of
-	// the way once that tenth was over (as Adaptive's own typical moves
-	// by the time since the last probe over the window).
-	if v.Typical != 1.8e6 || v.Latest != 9e6 {
-		t.Fatalf("at 110.8 s: typical %v, latest %v; want 1.8ms, 9ms", v.Typical, v.Latest)
+	// Tenth 101, over, moved the typical latency a tenth of the way to
+	// its mean (as Adaptive's own typical moves by the time since the
+	// last probe over the window); while it is the newest tenth with
+	// successes timed, it is judged by the typical latency before it, as
+	// Adaptive judges its latest probe: a climb stays a climb.
+	if v.Typical != 1e6 || v.Latest != 9e6 {
+		t.Fatalf("at 110.8 s: typical %v, latest %v; want 1ms, 9ms", v.Typical, v.Latest)
+	}
+	if v := sync(at(110.9), Report{Scope: "s", Probes: 1, ProbeNanos: 3e6}); v.Typical != 1.8e6 || v.Latest != 3e6 {
+		t.Fatalf("a success timed in the current tenth: typical %v, latest %v; want 1.8ms (tenth 101's share in), 3ms", v.Typical, v.Latest)
 	}
 	v = sync(at(111.2), Report{Scope: "s"})
-	if v.Attempts != 5 || v.Timeouts != 0 || v.WorkedAgo >= 0 || v.Latest != 0 {
+	if v.Attempts != 5 || v.Timeouts != 0 || v.WorkedAgo >= 0 || v.Latest != 3e6 {
 		t.Fatalf("at 111.2 s (the second report's tenth gone): %+v", v)
 	}
 	v = sync(at(130), Report{Scope: "s"})
