@@ -70,9 +70,6 @@ func (sc *adaptiveScope) inherit(old any) {
 	sc.streak.Store(o.streak.Load())
 	sc.alone.Store(o.alone.Load())
 	sc.worked.Store(o.worked.Load())
-	if sc.fleet != nil && o.fleet != nil {
-		sc.fleet.inherit(o.fleet)
-	}
 	for i := range sc.timeouts.slots {
 		sc.timeouts.slots[i].Store(o.timeouts.slots[i].Load())
 	}
@@ -82,6 +79,9 @@ func (sc *adaptiveScope) inherit(old any) {
 	for i := range sc.outcomes.attempts.slots {
 		sc.outcomes.attempts.slots[i].Store(o.outcomes.attempts.slots[i].Load())
 		sc.outcomes.accepts.slots[i].Store(o.outcomes.accepts.slots[i].Load())
+	}
+	if sc.fleet != nil {
+		sc.fleet.inherit(sc)
 	}
 }
 

@@ -36,6 +36,12 @@ type fleetScope struct {
 	timedOut      atomic.Uint64 // attempts that timed out
 	probes, nanos atomic.Uint64 // successes timed, and their latencies' sum
 	view          atomic.Pointer[fleetView]
+	// base is what the scope took over from the scope it replaced, a
+	// scope of another name dropped for room (see scopes.create): its
+	// counts go on locally, so that the name does not come back better,
+	// but they are not this name's evidence, and its reports leave them
+	// out. Set before the scope is used.
+	base sharedevidence.Counts
 }
 
 // probed counts a timed success that took ns.
@@ -44,14 +50,34 @@ func (f *fleetScope) probed(ns int64) {
 	f.nanos.Add(uint64(max(ns, 0)))
 }
 
-// inherit takes the counts of o, the scope of the name that this one
-// replaces, as the scope's own counts go with the name: what a sync sent
-// of the name stays sent.
-func (f *fleetScope) inherit(o *fleetScope) {
-	f.timedOut.Store(o.timedOut.Load())
-	f.probes.Store(o.probes.Load())
-	f.nanos.Store(o.nanos.Load())
-	f.view.Store(o.view.Load())
+// inherit notes what sc, this fleetScope's scope, took over from the scope
+// it replaced.
+func (f *fleetScope) inherit(sc *adaptiveScope) {
+	total := sc.outcomes.total.Load()
+	f.base = sharedevidence.Counts{Attempts: uint32(total >> 32), Accepts: uint32(total), Streak: sc.streak.Load(), Worked: sc.worked.Load()}
+}
+
+// own returns sc's evidence as its reports count it: less what it took
+// over from another scope, its streak included until an attempt of its
+// own is accepted.
+func (f *fleetScope) own(sc *adaptiveScope) sharedevidence.Counts {
+	total := sc.outcomes.total.Load()
+	c := sharedevidence.Counts{
+		Attempts:   uint32(total>>32) - f.base.Attempts,
+		Accepts:    uint32(total) - f.base.Accepts,
+		Timeouts:   f.timedOut.Load(),
+		Streak:     sc.streak.Load(),
+		Worked:     sc.worked.Load(),
+		Probes:     f.probes.Load(),
+		ProbeNanos: f.nanos.Load(),
+	}
+	if c.Accepts == 0 {
+		c.Streak = max(c.Streak-f.base.Streak, 0)
+	}
+	if c.Worked == f.base.Worked {
+		c.Worked = 0
+	}
+	return c
 }
 
 // fleetView is a scope's fleet view, as a sync applied it.
@@ -65,17 +91,17 @@ type fleetView struct {
 // merge makes e, a failed or accepted attempt's local evidence at now,
 // the fleet's.
 func (f *fleetView) merge(sc *adaptiveScope, fs *fleetScope, e *evidence, now int64, window time.Duration) {
-	total := sc.outcomes.total.Load()
-	newAttempts := uint32(total>>32) - f.sent.Attempts
-	newAccepts := uint32(total) - f.sent.Accepts
+	c := fs.own(sc)
+	newAttempts := c.Attempts - f.sent.Attempts
+	newAccepts := c.Accepts - f.sent.Accepts
 	e.attempts = f.v.Attempts + float64(newAttempts)
 	e.accepts = f.v.Accepts + float64(newAccepts)
 	if e.answer == answerFailed {
-		e.timeouts = f.v.Timeouts + float64(fs.timedOut.Load()-f.sent.Timeouts)
+		e.timeouts = f.v.Timeouts + float64(c.Timeouts-f.sent.Timeouts)
 		if newAccepts == 0 {
 			// No attempt of the process's own was accepted since it
 			// reported: its failures since add to the fleet's streak.
-			e.streak = f.v.Streak + max(e.streak-f.sent.Streak, 0)
+			e.streak = f.v.Streak + max(c.Streak-f.sent.Streak, 0)
 		}
 	}
 	if f.v.WorkedAgo >= 0 {
@@ -109,17 +135,13 @@ type sharedAdaptiveScope struct {
 
 func (s sharedAdaptiveScope) Counts() sharedevidence.Counts {
 	sc := s.sc
-	total := sc.outcomes.total.Load()
-	c := sharedevidence.Counts{
-		Attempts: uint32(total >> 32),
-		Accepts:  uint32(total),
-		Streak:   sc.streak.Load(),
-		Worked:   sc.worked.Load(),
-	}
 	if f := sc.fleet; f != nil {
-		c.Timeouts, c.Probes, c.ProbeNanos = f.timedOut.Load(), f.probes.Load(), f.nanos.Load()
+		return f.own(sc)
 	}
-	return c
+	// Made before the strategy was bound: no counts of its own beyond
+	// the window's.
+	total := sc.outcomes.total.Load()
+	return sharedevidence.Counts{Attempts: uint32(total >> 32), Accepts: uint32(total), Streak: sc.streak.Load(), Worked: sc.worked.Load()}
 }
 
 func (s sharedAdaptiveScope) Apply(v sharedevidence.View, sent sharedevidence.Counts, fresh time.Duration) {

@@ -191,3 +191,42 @@ func TestFleetAdaptiveReportsAScopeMadeAgain(t *testing.T) {
 		}
 	}
 }
+
+// TestFleetAdaptiveScopeTakingOverAnotherReportsItsOwn: a scope made when
+// the strategy holds as many as it may takes over the state of the one it
+// drops, of another name (so that dropping cannot lift a failing scope's
+// refusals); its reports carry only what it counted itself, and never the
+// other name's view: the fleet's evidence of the new name is the new
+// name's.
+func TestFleetAdaptiveScopeTakingOverAnotherReportsItsOwn(t *testing.T) {
+	clock := newHandClock()
+	store := &sharedevidence.Memory{}
+	a := NewAdaptive(AdaptiveOptions{StandardOptions: StandardOptions{MaxScopes: 1}, Now: clock.Now, Rand: noRefusal})
+	p := sharedevidence.NewProcess(sharedevidence.Bind(a))
+	sync := func() []sharedevidence.Report {
+		r := append([]sharedevidence.Report(nil), p.Reports()...)
+		views := store.Sync(time.Duration(clock.Now().UnixNano()), p.Window(), r, nil)
+		p.Sent()
+		p.Apply(views, sharedevidence.Fresh(100*time.Millisecond, 100*time.Millisecond))
+		return r
+	}
+	for range 50 {
+		passOnce(t, a, "a")
+	}
+	for range 6 {
+		_ = failOnce(t, a, "a", errAdaptive503)
+	}
+	clock.Advance(100 * time.Millisecond)
+	sync()
+	clock.Advance(10 * time.Millisecond)
+	_ = failOnce(t, a, "b", errAdaptive503) // "a" is dropped, "b" takes over
+	if sc := a.quota("b").(*adaptiveScope); sc.fleet.view.Load() != nil {
+		t.Errorf("scope b holds a view before any sync reported it: another name's")
+	}
+	clock.Advance(100 * time.Millisecond)
+	for _, r := range sync() {
+		if r.Scope == "b" && (r.Attempts != 1 || r.Accepts != 0 || r.Reset || r.Tail != 1 || r.Probes != 0 || r.WorkedAgo >= 0) {
+			t.Errorf("scope b's first report: %+v; want its one failed attempt", r)
+		}
+	}
+}

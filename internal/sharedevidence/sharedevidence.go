@@ -66,7 +66,8 @@ type Strategy interface {
 
 // Scope is a bound Adaptive's scope, as a sync reads and sets it.
 type Scope interface {
-	// Counts returns the scope's evidence now.
+	// Counts returns the scope's evidence now: its own, counted since it
+	// was made (not what it took over from another scope).
 	Counts() Counts
 	// Apply makes v the scope's fleet view for fresh from now: sent are
 	// the counts of the report v answers, which the scope subtracts from
@@ -105,19 +106,13 @@ type Process struct {
 	syncs uint64
 }
 
-// sent is what a process last sent of a scope, and the last sync that saw
-// the scope.
+// sent is what a process last sent of a scope, the scope it read (a
+// Scope is comparable: the same scope compares equal), and the last sync
+// that saw the scope.
 type sent struct {
 	Counts
+	of  Scope
 	gen uint64
-}
-
-// fewer reports whether c counts less than was: its scope was made afresh
-// since was was read. (Attempts wrap: fewer by more than half their range
-// is a wrap, not fewer.)
-func fewer(c, was Counts) bool {
-	return int32(c.Attempts-was.Attempts) < 0 || int32(c.Accepts-was.Accepts) < 0 ||
-		c.Timeouts < was.Timeouts || c.Probes < was.Probes || c.ProbeNanos < was.ProbeNanos
 }
 
 // NewProcess returns the side of a process whose strategy is s.
@@ -137,9 +132,8 @@ func (p *Process) Reports() []Report {
 	p.s.Scopes(func(scope string, s Scope) bool {
 		c := s.Counts()
 		was, known := p.sent[scope]
-		// A scope that replaced another of its name carries its counts
-		// on; one made afresh counts from nothing, less than was sent.
-		known = known && !fewer(c, was.Counts)
+		// A scope dropped and made again counts from nothing.
+		known = known && was.of == s
 		var last Counts
 		if known {
 			last = was.Counts
@@ -190,7 +184,7 @@ func (p *Process) Reports() []Report {
 // its answer came back: they are not sent again.
 func (p *Process) Sent() {
 	for i, r := range p.batch {
-		p.sent[r.Scope] = sent{p.held[i], p.syncs}
+		p.sent[r.Scope] = sent{p.held[i], p.of[i], p.syncs}
 	}
 }
 
