@@ -230,3 +230,21 @@ func TestFleetAdaptiveScopeTakingOverAnotherReportsItsOwn(t *testing.T) {
 		}
 	}
 }
+
+// TestFleetAdaptiveForgetKeepsTheStreak: counts too old for the fleet's
+// window are not sent, but the failures in a row they end with are.
+func TestFleetAdaptiveForgetKeepsTheStreak(t *testing.T) {
+	clock := newHandClock()
+	a := NewAdaptive(AdaptiveOptions{Now: clock.Now, Rand: noRefusal})
+	p := sharedevidence.NewProcess(sharedevidence.Bind(a))
+	passOnce(t, a, "s")
+	for range 2 {
+		_ = failOnce(t, a, "s", errAdaptiveTimeout)
+	}
+	p.Reports()
+	p.Forget()
+	r := p.Reports()
+	if len(r) != 1 || r[0].Attempts != 0 || r[0].Accepts != 0 || r[0].Timeouts != 0 || r[0].Probes != 0 || r[0].Reset || r[0].Tail != 2 {
+		t.Fatalf("after Forget: %+v, want no counts and a tail of 2 to add", r)
+	}
+}

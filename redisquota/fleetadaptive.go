@@ -62,6 +62,8 @@ type FleetAdaptive struct {
 	args  []any
 	zero  []sharedevidence.Report
 	views []sharedevidence.View
+	// sentAt is when the last reports reached Redis.
+	sentAt time.Time
 }
 
 // NewFleetAdaptive returns a FleetAdaptive with opts, whose evidence is
@@ -85,7 +87,7 @@ func newFleetAdaptive(rdb redis.UniversalClient, name string, opts retry.Adaptiv
 	}
 	o = o.withDefaults()
 	a := retry.NewAdaptive(opts)
-	f := &FleetAdaptive{a: a, p: sharedevidence.NewProcess(sharedevidence.Bind(a))}
+	f := &FleetAdaptive{a: a, p: sharedevidence.NewProcess(sharedevidence.Bind(a)), sentAt: time.Now()}
 	f.fs = fleetSync{
 		run: bounded(rdb, o.Timeout), name: name, opts: o, logger: o.Logger, sync: f.sync,
 		down: "the strategy decides on its own evidence", up: "rejoined the fleet's evidence", of: "evidence of",
@@ -112,15 +114,15 @@ func (f *FleetAdaptive) Close() error {
 }
 
 // sync makes the background call: every scope's report in one.
-func (f *FleetAdaptive) sync(time.Time) bool {
+func (f *FleetAdaptive) sync(now time.Time) bool {
 	reports := f.p.Reports()
 	sharing := f.fs.shared.Load()
 	if len(reports) == 0 && sharing {
 		return false
 	}
 	if !sharing {
-		// Counted on its own while Redis was away: not the fleet's. The
-		// call is still made, to learn whether Redis is back.
+		// While Redis is away the call only asks whether it is back:
+		// what the process counts meanwhile is sent once it is.
 		f.zero = f.zero[:0]
 		for _, r := range reports {
 			f.zero = append(f.zero, sharedevidence.Report{Scope: r.Scope, WorkedAgo: -1})
@@ -133,10 +135,11 @@ func (f *FleetAdaptive) sync(time.Time) bool {
 	}
 	f.args = evidenceArgs(f.args[:0], 0, f.p.Window(), reports)
 	v, err, ok := f.fs.syncCall(evidenceSyncScript, f.keys, f.args)
-	// Sent or not, a report is not sent again: a call given up on may
-	// have been counted, and one that failed was made while Redis was
-	// away.
-	f.p.Sent()
+	if sharing {
+		// Sent or not, a report is not sent again: a call given up on
+		// may have been counted.
+		f.p.Sent()
+	}
 	if !ok {
 		return false
 	}
@@ -148,6 +151,17 @@ func (f *FleetAdaptive) sync(time.Time) bool {
 		return false
 	}
 	f.fs.rejoin()
+	if !sharing {
+		// Back: the next sync sends what was counted meanwhile, and
+		// takes views that answer it. Counts older than the fleet's
+		// window would crowd one tenth of it: then only the failures in
+		// a row, which are now, go.
+		if now.Sub(f.sentAt) > f.p.Window() {
+			f.p.Forget()
+		}
+		return false
+	}
+	f.sentAt = now
 	f.p.Apply(f.views, sharedevidence.Fresh(f.fs.opts.FlushInterval, f.fs.opts.Timeout))
 	f.applied.Add(1)
 	return false

@@ -428,3 +428,35 @@ func TestFleetAdaptiveOneCallPerSync(t *testing.T) {
 		t.Errorf("only %d requests: the test shows nothing", requests.Load())
 	}
 }
+
+// TestFleetAdaptiveRejoinKeepsWhatItSawAlone: a process that saw the
+// service fail on its own while Redis was away sends it once Redis is
+// back: its failures in a row still refuse its retries, as they did
+// alone, rather than being counted as sent and lost. (Found by review.)
+func TestFleetAdaptiveRejoinKeepsWhatItSawAlone(t *testing.T) {
+	r := startRedis(t)
+	o := redisquota.Options{Timeout: 100 * time.Millisecond, ReconnectMax: 100 * time.Millisecond}
+	fs := adaptives(t, r.Addr, uniqueName("rejoin"), 1, retry.AdaptiveOptions{}, o)
+	f := fs[0]
+	succeedAttempt(t, f.Strategy(), "s", 0)
+	settle(t, f)
+	if err := r.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 3*time.Second, "the process falls back", func() bool { return !f.Shared() })
+	time.Sleep(2*fleetSyncs + 100*time.Millisecond) // its views go stale
+	for range 5 {
+		_ = failAttempt(t, f.Strategy(), "s", errDown)
+	}
+	if err := failAttempt(t, f.Strategy(), "s", errDown); !errors.Is(err, retry.ErrBudgetExhausted) {
+		t.Fatalf("alone, six failures in a row: %v, want ErrBudgetExhausted", err)
+	}
+	if err := r.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "the process rejoins", func() bool { return f.Shared() })
+	settle(t, f)
+	if err := failAttempt(t, f.Strategy(), "s", errDown); !errors.Is(err, retry.ErrBudgetExhausted) {
+		t.Errorf("rejoined, seven failures in a row of its own and nothing else in the fleet: %v, want ErrBudgetExhausted", err)
+	}
+}

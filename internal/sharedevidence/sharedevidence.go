@@ -188,6 +188,18 @@ func (p *Process) Sent() {
 	}
 }
 
+// Forget records the last Reports as sent, but for the failures in a row
+// they end with: their counts are too old for the fleet's window (the
+// store could not be reached for longer), and only the streak, which is
+// now, is still to be sent: added to the fleet's.
+func (p *Process) Forget() {
+	for i, r := range p.batch {
+		c := p.held[i]
+		c.Streak = 0
+		p.sent[r.Scope] = sent{c, p.of[i], p.syncs}
+	}
+}
+
 // Fresh is how long a view stays fresh for a process that syncs every
 // interval, each sync waiting at most timeout for the store: one missed
 // sync is forgiven, two are not.
