@@ -47,8 +47,9 @@ import (
 // stale and the process decides on its own evidence, as an unbound
 // retry.Adaptive does; it logs one Warn record, tries Redis again with the
 // quota's jittered backoff, and on the first answer rejoins the fleet's
-// evidence and logs one Info record. What it counted meanwhile is not
-// sent.
+// evidence and logs one Info record. It then sends what it counted
+// meanwhile, so that the fleet learns what it saw alone; away for longer
+// than the window, only its failures in a row, which are now.
 type FleetAdaptive struct {
 	a  *retry.Adaptive
 	p  *sharedevidence.Process
