@@ -248,3 +248,33 @@ func TestFleetAdaptiveForgetKeepsTheStreak(t *testing.T) {
 		t.Fatalf("after Forget: %+v, want no counts and a tail of 2 to add", r)
 	}
 }
+
+// TestFleetAdaptiveIdleScopesAreNotReported: a scope with nothing new for
+// ten windows is left out of the syncs (each costs the store a scope's
+// work), and is reported again at its next attempt.
+func TestFleetAdaptiveIdleScopesAreNotReported(t *testing.T) {
+	clock := newHandClock()
+	a := NewAdaptive(AdaptiveOptions{Now: clock.Now, Rand: noRefusal, Window: 100 * time.Millisecond})
+	p := sharedevidence.NewProcess(sharedevidence.Bind(a))
+	passOnce(t, a, "idle")
+	passOnce(t, a, "busy")
+	scopes := func() (names []string) {
+		for _, r := range p.Reports() {
+			names = append(names, r.Scope)
+		}
+		p.Sent()
+		return names
+	}
+	for range 15 {
+		clock.Advance(100 * time.Millisecond)
+		passOnce(t, a, "busy")
+		scopes()
+	}
+	if got := scopes(); len(got) != 1 || got[0] != "busy" {
+		t.Fatalf("after 1.5 s, windows of 100ms, with nothing new in one scope: reports of %v, want [busy]", got)
+	}
+	_ = failOnce(t, a, "idle", errAdaptive503)
+	if got := scopes(); len(got) != 2 {
+		t.Fatalf("after a failure in the idle scope: reports of %v, want both", got)
+	}
+}

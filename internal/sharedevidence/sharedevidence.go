@@ -104,15 +104,17 @@ type Process struct {
 	held  []Counts // the counts each report of batch was made from
 	of    []Scope  // the scope each report of batch was made from
 	syncs uint64
+	now   int64 // the strategy's clock at the last Reports
 }
 
 // sent is what a process last sent of a scope, the scope it read (a
-// Scope is comparable: the same scope compares equal), and the last sync
-// that saw the scope.
+// Scope is comparable: the same scope compares equal), the last sync that
+// saw the scope, and when what was sent of it last changed.
 type sent struct {
 	Counts
-	of  Scope
-	gen uint64
+	of      Scope
+	gen     uint64
+	changed int64
 }
 
 // NewProcess returns the side of a process whose strategy is s.
@@ -127,6 +129,7 @@ func (p *Process) Window() time.Duration { return p.s.Window() }
 // the order Apply takes the answers. The slice is reused by the next call.
 func (p *Process) Reports() []Report {
 	now := p.s.Now()
+	p.now = now
 	p.batch, p.held, p.of = p.batch[:0], p.held[:0], p.of[:0]
 	p.syncs++
 	p.s.Scopes(func(scope string, s Scope) bool {
@@ -137,6 +140,16 @@ func (p *Process) Reports() []Report {
 		var last Counts
 		if known {
 			last = was.Counts
+			if c == last && now-was.changed > idleWindows*int64(p.s.Window()) {
+				// Long idle: the store has nothing to learn, and the
+				// scope's view, stale, leaves its next failure to the
+				// process until the sync after it. (A scope used every
+				// window or so, as a process that calls once in ten
+				// seconds uses one, is never left out.)
+				was.gen = p.syncs
+				p.sent[scope] = was
+				return true
+			}
 		}
 		r := Report{
 			Scope:      scope,
@@ -184,8 +197,23 @@ func (p *Process) Reports() []Report {
 // its answer came back: they are not sent again.
 func (p *Process) Sent() {
 	for i, r := range p.batch {
-		p.sent[r.Scope] = sent{p.held[i], p.of[i], p.syncs}
+		p.record(r.Scope, p.held[i], p.of[i])
 	}
+}
+
+// idleWindows is how many windows a scope must have had nothing new for
+// to be left out of the syncs: the work of a sync, in the store too,
+// follows the scopes in use, not every scope a process ever used.
+const idleWindows = 10
+
+// record records c, of s, as sent.
+func (p *Process) record(scope string, c Counts, s Scope) {
+	was, ok := p.sent[scope]
+	changed := was.changed
+	if !ok || was.of != s || was.Counts != c {
+		changed = p.now
+	}
+	p.sent[scope] = sent{c, s, p.syncs, changed}
 }
 
 // Forget records the last Reports as sent, but for the failures in a row
@@ -196,7 +224,7 @@ func (p *Process) Forget() {
 	for i, r := range p.batch {
 		c := p.held[i]
 		c.Streak = 0
-		p.sent[r.Scope] = sent{c, p.of[i], p.syncs}
+		p.record(r.Scope, c, p.of[i])
 	}
 }
 
