@@ -125,7 +125,7 @@ func (k *memoryScope) sync(now, window, width time.Duration, cur int64, r Report
 // fold takes the tenths that ended before cur, and had successes timed,
 // into the typical latency, oldest first.
 func (k *memoryScope) fold(cur int64) {
-	from := cur - Tenths + 1
+	from := max(cur-Tenths+1, 0) // the clock's first tenths have none before them
 	if k.hasFolded {
 		from = max(k.folded+1, from)
 	}

@@ -83,3 +83,16 @@ func TestMemoryWindow(t *testing.T) {
 		t.Fatalf("a window after the last failure, idle reports between: streak %d, want 0", v.Streak)
 	}
 }
+
+// TestMemoryFromTheClocksStart: a store whose clock starts at zero, as
+// the simulator's does, folds its first tenths in like any other.
+func TestMemoryFromTheClocksStart(t *testing.T) {
+	var m Memory
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	for i := range 30 {
+		v := m.Sync(ms(100*i), time.Second, []Report{{Scope: "s", Attempts: 1, Accepts: 1, Reset: true, Probes: 1, ProbeNanos: 2e6, WorkedAgo: -1}}, nil)
+		if i >= 2 && (v[0].Typical != 2e6 || v[0].Latest != 2e6) {
+			t.Fatalf("at %v: %+v, want a typical and a latest latency of 2ms", ms(100*i), v[0])
+		}
+	}
+}
