@@ -217,7 +217,7 @@ func TestFleetAdaptiveRetriesABlackHoledReplica(t *testing.T) {
 
 // TestFleetAdaptiveDeadProcessExpires: a process that fails 20 times and
 // dies (its loop stops: it never reports again, as Redis sees a killed
-// process) holds the fleet's retries back for a window (1 s), no longer:
+// process) holds the fleet's retries back for a window (500 ms), no longer:
 // then the survivor's failure is retried. Once no process reports the
 // scope, its key is gone within two windows. With the streak signal off,
 // the window's evidence alone (client-side throttling) decides; with it
@@ -227,7 +227,8 @@ func TestFleetAdaptiveDeadProcessExpires(t *testing.T) {
 	needRedis(t)
 	for _, streak := range []int{-1, 0} {
 		t.Run(fmt.Sprintf("streak %d", streak), func(t *testing.T) {
-			const window = time.Second
+			t.Parallel()
+			const window = 500 * time.Millisecond
 			opts := retry.AdaptiveOptions{Window: window, Streak: streak, Rand: func() float64 { return 0 }}
 			name := uniqueName("dead")
 			fs := adaptives(t, sharedRedis, name, 2, opts, redisquota.Options{Timeout: upTimeout})
@@ -275,6 +276,7 @@ func TestFleetAdaptiveDeadProcessExpires(t *testing.T) {
 func TestFleetAdaptiveRedisAway(t *testing.T) {
 	for _, away := range []string{"paused", "slow", "killed"} {
 		t.Run(away, func(t *testing.T) {
+			t.Parallel() // each has a server of its own
 			r := startRedis(t)
 			addr := r.Addr
 			var proxy *slowProxy
