@@ -224,6 +224,7 @@ func TestFleetAdaptiveRetriesABlackHoledReplica(t *testing.T) {
 // on, the fleet's failures in a row end with the window too, though the
 // survivor goes on syncing.
 func TestFleetAdaptiveDeadProcessExpires(t *testing.T) {
+	t.Parallel() // its waits overlap the others'
 	needRedis(t)
 	for _, streak := range []int{-1, 0} {
 		t.Run(fmt.Sprintf("streak %d", streak), func(t *testing.T) {
@@ -274,6 +275,7 @@ func TestFleetAdaptiveDeadProcessExpires(t *testing.T) {
 // fleet's streak would refuse); when Redis is back each rejoins, logs one
 // Info record, and decides on the fleet's evidence again.
 func TestFleetAdaptiveRedisAway(t *testing.T) {
+	t.Parallel() // its waits overlap the others'
 	for _, away := range []string{"paused", "slow", "killed"} {
 		t.Run(away, func(t *testing.T) {
 			t.Parallel() // each has a server of its own
@@ -374,6 +376,7 @@ func TestFleetAdaptiveRedisAway(t *testing.T) {
 // can in eight scopes make no call to Redis of their own: the process
 // makes one script call per FlushInterval, whatever the request rate.
 func TestFleetAdaptiveOneCallPerSync(t *testing.T) {
+	t.Parallel() // its waits overlap the others'
 	r := startRedis(t)
 	admin := redis.NewClient(&redis.Options{Addr: r.Addr})
 	defer admin.Close()
@@ -436,6 +439,7 @@ func TestFleetAdaptiveOneCallPerSync(t *testing.T) {
 // back: its failures in a row still refuse its retries, as they did
 // alone, rather than being counted as sent and lost. (Found by review.)
 func TestFleetAdaptiveRejoinKeepsWhatItSawAlone(t *testing.T) {
+	t.Parallel() // its waits overlap the others'
 	r := startRedis(t)
 	o := redisquota.Options{Timeout: 100 * time.Millisecond, ReconnectMax: 100 * time.Millisecond}
 	fs := adaptives(t, r.Addr, uniqueName("rejoin"), 1, retry.AdaptiveOptions{}, o)
