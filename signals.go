@@ -149,8 +149,9 @@ func (a *Adaptive) throttledClient(e *evidence) bool {
 	return reject > 0 && a.rand() < reject
 }
 
-// streakTooLong reports whether a scope's failures in a row, streak, stop
-// its retries.
+// streakTooLong reports whether a scope's failures in a row, e.streak (the
+// fleet's, for a bound strategy with a fresh view), stop its retries; a
+// retry that worked within the window, e.worked, lengthens the limit.
 func (a *Adaptive) streakTooLong(e evidence, info Info, now int64) bool {
 	limit := int64(a.opts.Streak)
 	switch {

@@ -27,25 +27,16 @@ var (
 // test waits little for the fleet's views.
 const fleetSyncs = 20 * time.Millisecond
 
-// adaptives returns n FleetAdaptives named name on addr, each with a Redis
-// client of its own (its own connections), standing for n processes.
+// adaptives returns n FleetAdaptives named name on addr, standing for n
+// processes (see ownClients).
 func adaptives(t testing.TB, addr, name string, n int, opts retry.AdaptiveOptions, o redisquota.Options) []*redisquota.FleetAdaptive {
 	t.Helper()
 	if o.FlushInterval == 0 {
 		o.FlushInterval = fleetSyncs
 	}
-	fs := make([]*redisquota.FleetAdaptive, n)
-	for i := range fs {
-		c := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 2, MaxRetries: -1})
-		t.Cleanup(func() { c.Close() })
-		f, err := redisquota.NewFleetAdaptiveWith(c, name, opts, o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { f.Close() })
-		fs[i] = f
-	}
-	return fs
+	return ownClients(t, addr, n, func(c redis.UniversalClient) (*redisquota.FleetAdaptive, error) {
+		return redisquota.NewFleetAdaptiveWith(c, name, opts, o)
+	})
 }
 
 // settle waits until every process has reported what it counted so far

@@ -20,15 +20,25 @@ type serverFault struct{}
 func (serverFault) Error() string         { return "503" }
 func (serverFault) RetryInfo() retry.Info { return retry.Info{Fault: retry.FaultServer} }
 
-// processes returns n FleetBreakers named name on addr, each with a Redis
-// client of its own (its own connections), standing for n processes.
+// processes returns n FleetBreakers named name on addr, standing for n
+// processes (see ownClients).
 func processes(t testing.TB, addr, name string, n int, opts retry.BreakerOptions, o redisquota.Options) []*redisquota.FleetBreaker {
 	t.Helper()
-	fs := make([]*redisquota.FleetBreaker, n)
+	return ownClients(t, addr, n, func(c redis.UniversalClient) (*redisquota.FleetBreaker, error) {
+		return redisquota.NewFleetBreakerWith(c, name, opts, o)
+	})
+}
+
+// ownClients returns n values that mk makes, each on a Redis client of its own
+// on addr (its own connections), standing for n processes; they and their
+// clients are closed when t ends.
+func ownClients[T interface{ Close() error }](t testing.TB, addr string, n int, mk func(redis.UniversalClient) (T, error)) []T {
+	t.Helper()
+	fs := make([]T, n)
 	for i := range fs {
 		c := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 2, MaxRetries: -1})
 		t.Cleanup(func() { c.Close() })
-		f, err := redisquota.NewFleetBreakerWith(c, name, opts, o)
+		f, err := mk(c)
 		if err != nil {
 			t.Fatal(err)
 		}
