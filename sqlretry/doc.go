@@ -109,14 +109,26 @@
 // ends during COMMIT, the client cannot know whether the transaction
 // committed: a COMMIT that waits for a synchronous standby has already
 // committed locally, one cut short in a deferred trigger has not. Tx and
-// PgxTx read the transaction's id with pg_current_xact_id_if_assigned() in
-// the same write as COMMIT (pgx's pipeline: the query, a Flush, COMMIT, a
-// Sync), so that the id reaches the client before COMMIT's answer, at no
-// cost of a round trip. After a failure that lost the answer they ask
+// PgxTx read the transaction's id, pg_current_xact_id_if_assigned(), in the
+// same write as COMMIT, at no cost of a round trip: a fast-path call of the
+// function (the protocol's FunctionCall message, which libpq's PQfn sends:
+// no statement to parse and plan), then COMMIT, a query of its own. The
+// server answers the call, and sends the answer, before it runs COMMIT, so
+// that the id reaches the client even when COMMIT's answer never does. A
+// connection's first commit reads the id with a statement instead, which
+// also reads the function's OID for the fast path of its later commits.
+// After a failure that lost the answer they ask
 // pg_xact_status(id) on another connection of the same database, which reads
 // the commit log (PostgreSQL's "System Information Functions and Operators",
 // https://www.postgresql.org/docs/current/functions-info.html, documents it
-// for a client disconnected while COMMIT was in progress):
+// for a client disconnected while COMMIT was in progress). A COMMIT whose
+// answer they stop waiting for (the attempt's context ended) is first sent
+// a cancel request, as pgx sends for any exchange it abandons, and its
+// connection closed: a COMMIT waiting for a synchronous standby then ends
+// committed locally (PostgreSQL warns that the standby may not have it yet:
+// resolved committed, it is durable on the primary only), one in a
+// deferred trigger ends aborted; without it, the backend would wait for the
+// standby as long as it takes, and the lookup with it. The lookup says:
 //
 //   - "committed": the call succeeds, and fn is not run again. OnResolved
 //     is told, with the attempt's context; a retry.Trace sees the attempt
@@ -150,10 +162,10 @@
 // short in fn, before COMMIT, is not resolved: it is not run again, as
 // WithRetryOptions says. pgx's QueryTracer of the connection sees that
 // COMMIT as one query, with its command tag or error, as it sees pgx's own
-// Commit (the id query in the same write is not shown); through Tx it also
-// sees a "commit" fail with "conn busy": the driver's Commit, by which
+// Commit (the id's request in the same write is not shown); through Tx it
+// also sees a "commit" fail with "conn busy": the driver's Commit, by which
 // database/sql's transaction is told that it ended, finds the connection
-// still held by the pipeline and sends nothing.
+// held busy by Tx and sends nothing.
 //
 // # The default strategy
 //

@@ -5,11 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/retrykit/retry"
 )
 
@@ -74,176 +71,12 @@ func OnResolved(f func(ctx context.Context, xid uint64, committed bool, cause er
 	}}
 }
 
-// xidQuery reads the id of the transaction, NULL if it wrote nothing, in the
-// same write as its COMMIT (PostgreSQL 13 and later).
-const xidQuery = "SELECT pg_current_xact_id_if_assigned()"
-
 // statusQuery asks how the transaction with id $1 ended (PostgreSQL 13 and
 // later): "committed", "aborted", "in progress", or NULL for an id too old to
 // know. It reads the commit log, so the first two are final even while the
 // backend that ran it still exists (a COMMIT waiting for a synchronous
 // standby is already committed).
 const statusQuery = "SELECT pg_xact_status($1::text::xid8)"
-
-// commitReadingID commits the transaction open on conn, pipelining the read
-// of its id with the COMMIT: the id query, a Flush, COMMIT and a Sync go in
-// one write, so the id costs no round trip, and the Flush sends it back
-// before COMMIT runs, which may commit and then wait (for a synchronous
-// standby) before it answers. read reports whether the id was learned (xid
-// 0: the transaction wrote nothing).
-//
-// pgx's QueryTracer of conn, if any, sees the COMMIT as one query, with its
-// command tag and error, as it sees pgx's own Commit; it does not see the id
-// query that rides in the same write.
-//
-// commit is the driver's Commit of the same transaction. Where the id cannot
-// be read in this way (no pgx connection, a transaction already ended or
-// failed, a connection in use, a server that is not PostgreSQL 13 or
-// later), it commits alone, and read is false. Otherwise it is not called:
-// pgx's transaction needs no word that it ended, the connection's status
-// says so (pgx's Commit would send COMMIT, or fail on the busy connection,
-// which its tracer would see). ended, if not nil, is called while the
-// pipeline still holds the connection: for database/sql's Tx, which must be
-// ended through the driver, and which then finds the connection busy and
-// marks its transaction ended without sending anything (pgx's Commit marks
-// it closed whatever Exec returns); pgx's QueryTracer sees that "commit"
-// fail with "conn busy". Without ended, a connection left in a transaction
-// by a failed pipeline is closed, as pgx's Commit does.
-func commitReadingID(ctx context.Context, conn *pgx.Conn, commit, ended func() error) (xid uint64, read bool, err error) {
-	var pc *pgconn.PgConn
-	if conn != nil {
-		pc = conn.PgConn()
-	}
-	if pc == nil || pc.TxStatus() != 'T' || pc.IsBusy() || !knowsXactStatus(pc) {
-		return 0, false, commit()
-	}
-	tracer := queryTracerOf(conn)
-	if tracer != nil {
-		ctx = tracer.TraceQueryStart(ctx, conn, pgx.TraceQueryStartData{SQL: "COMMIT"})
-	}
-	var tag pgconn.CommandTag
-	p := pc.StartPipeline(ctx)
-	p.SendQueryParams(xidQuery, nil, nil, nil, nil)
-	p.SendFlushRequest()
-	p.SendQueryParams("COMMIT", nil, nil, nil, nil)
-	p.SendPipelineSync()
-	err = p.Flush()
-	if err != nil {
-		// Nothing of the write reached the server (a connection it had
-		// closed): COMMIT was not sent, so the transaction did not commit,
-		// which read with no id says.
-		read = unsent(err)
-	} else {
-		xid, read, err = readID(p)
-	}
-	if err == nil {
-		tag, err = readCommit(p)
-	}
-	if err == nil {
-		_, err = p.GetResults() // the Sync's ReadyForQuery
-	}
-	if ended != nil {
-		_ = ended() // finds the connection busy: see above
-	}
-	if cerr := p.Close(); err == nil && cerr != nil {
-		err = cerr
-	}
-	if ended == nil && err != nil && pc.TxStatus() != 'I' {
-		_ = conn.Close(ctx)
-	}
-	if tracer != nil {
-		tracer.TraceQueryEnd(ctx, conn, pgx.TraceQueryEndData{CommandTag: tag, Err: err})
-	}
-	if err == nil && tag.String() == "ROLLBACK" {
-		err = pgx.ErrTxCommitRollback
-	}
-	return xid, read, err
-}
-
-// tracerKey is where queryTracerOf keeps a connection's QueryTracer in its
-// CustomData.
-const tracerKey = "github.com/retrykit/retry/sqlretry.QueryTracer"
-
-// queryTracerOf returns conn's QueryTracer, nil if it has none. pgx shows it
-// only in a copy of the connection's config, which clones its TLS settings:
-// the first lookup keeps it in the connection's CustomData, for the next.
-func queryTracerOf(conn *pgx.Conn) pgx.QueryTracer {
-	data := conn.PgConn().CustomData()
-	if t, ok := data[tracerKey]; ok {
-		qt, _ := t.(pgx.QueryTracer)
-		return qt
-	}
-	qt, _ := conn.Config().Tracer.(pgx.QueryTracer)
-	if data != nil {
-		data[tracerKey] = qt
-	}
-	return qt
-}
-
-// knowsXactStatus reports whether the server has pg_current_xact_id_if_assigned
-// and pg_xact_status: PostgreSQL 13 or later, and not CockroachDB, which
-// reports a server_version of PostgreSQL's and a crdb_version of its own.
-func knowsXactStatus(pc *pgconn.PgConn) bool {
-	if pc.ParameterStatus("crdb_version") != "" {
-		return false
-	}
-	v := pc.ParameterStatus("server_version")
-	major, _, _ := strings.Cut(v, ".")
-	n, err := strconv.Atoi(strings.TrimSpace(major))
-	return err == nil && n >= 13
-}
-
-// readID reads the result of xidQuery. A server's error there means that
-// COMMIT was not run (PostgreSQL skips to the Sync after an error): the
-// transaction did not commit, and read is true with no id, which says so.
-func readID(p *pgconn.Pipeline) (xid uint64, read bool, err error) {
-	res, err := p.GetResults()
-	if err != nil {
-		return 0, isPgError(err), err
-	}
-	rr, ok := res.(*pgconn.ResultReader)
-	if !ok {
-		return 0, false, fmt.Errorf("sqlretry: reading the transaction's id: unexpected %T", res)
-	}
-	r := rr.Read()
-	if r.Err != nil {
-		return 0, isPgError(r.Err), r.Err
-	}
-	if len(r.Rows) != 1 || len(r.Rows[0]) != 1 {
-		return 0, false, errors.New("sqlretry: reading the transaction's id: no row")
-	}
-	if r.Rows[0][0] == nil {
-		return 0, true, nil // it wrote nothing
-	}
-	xid, err = strconv.ParseUint(string(r.Rows[0][0]), 10, 64)
-	return xid, err == nil, err
-}
-
-// unsent reports whether pgconn says that nothing of the request that failed
-// with err was sent.
-func unsent(err error) bool {
-	var u interface{ SafeToRetry() bool }
-	return errors.As(err, &u) && u.SafeToRetry()
-}
-
-func isPgError(err error) bool {
-	var pe *pgconn.PgError
-	return errors.As(err, &pe)
-}
-
-// readCommit reads COMMIT's answer, its command tag: ROLLBACK if the
-// transaction had failed.
-func readCommit(p *pgconn.Pipeline) (pgconn.CommandTag, error) {
-	res, err := p.GetResults()
-	if err != nil {
-		return pgconn.CommandTag{}, err
-	}
-	rr, ok := res.(*pgconn.ResultReader)
-	if !ok {
-		return pgconn.CommandTag{}, fmt.Errorf("sqlretry: reading COMMIT's answer: unexpected %T", res)
-	}
-	return rr.Close()
-}
 
 // xactStatus asks how the transaction xid ended, on a connection other than
 // the one whose COMMIT failed: status "" means NULL, an id too old to know.

@@ -208,25 +208,180 @@ func TestLostCommitThatAbortedRunsAgain(t *testing.T) {
 		slowFirstCommit(t, table)
 		pids := make(chan int64, 10)
 		terminated := killInCommit(pids)
-		var res resolutions
-		outer, runs := 0, 0
-		err := retry.Do(t.Context(), &retry.Simple{MaxAttempts: 3, Backoff: retry.Constant(0)}, func(ctx context.Context) error {
-			outer++
-			return a.run(ctx, insertOne(table, pids, &runs), againAtOnce(), res.option())
-		})
+		runs := 0
+		runsAgainInCallersLoop(t, a, table, insertOne(table, pids, &runs), &runs, "xid>0:true committed:false cause:true")
 		if err := <-terminated; err != nil {
 			t.Fatal(err)
 		}
-		if err != nil || outer != 2 || runs != 2 {
-			t.Fatalf("outer attempts %d, runs %d, err %v; want 2, 2, success", outer, runs, err)
-		}
-		if n := queryInt(t, "SELECT count(*) FROM "+table); n != 1 {
-			t.Fatalf("%d rows, want 1", n)
-		}
-		if want := []string{"xid>0:true committed:false cause:true"}; fmt.Sprint(res.list) != fmt.Sprint(want) {
-			t.Fatalf("OnResolved saw %v, want %v", res.list, want)
-		}
 	})
+}
+
+// runsAgainInCallersLoop runs fn through a, in a loop of the caller's that
+// runs it up to 3 times, and fails t unless the first run failed safe to
+// run again, resolved as OnResolved says in resolved, and the second
+// committed it: table has one row, and runs, which fn counts, is 2.
+func runsAgainInCallersLoop(t *testing.T, a api, table string, fn func(context.Context, q) error, runs *int, resolved string) {
+	t.Helper()
+	var res resolutions
+	outer := 0
+	err := retry.Do(t.Context(), &retry.Simple{MaxAttempts: 3, Backoff: retry.Constant(0)}, func(ctx context.Context) error {
+		outer++
+		return a.run(ctx, fn, againAtOnce(), res.option())
+	})
+	if err != nil || outer != 2 || *runs != 2 {
+		t.Fatalf("outer attempts %d, runs %d, err %v; want 2, 2, success", outer, *runs, err)
+	}
+	if n := queryInt(t, "SELECT count(*) FROM "+table); n != 1 {
+		t.Fatalf("%d rows, want 1", n)
+	}
+	if want := []string{resolved}; fmt.Sprint(res.list) != fmt.Sprint(want) {
+		t.Fatalf("OnResolved saw %v, want %v", res.list, want)
+	}
+}
+
+// A backend that ends between fn and COMMIT (terminated while idle in the
+// transaction) answers the id's request with its FATAL error, or not at all
+// when the write finds the connection closed: COMMIT never ran, so the run
+// is resolved aborted, with no id, and runs again (here in the caller's
+// loop, as TestLostCommitThatAbortedRunsAgain), applying once. It must not
+// be taken for a COMMIT whose answer was lost, which would leave it in doubt.
+func TestBackendGoneBeforeCommitRunsAgain(t *testing.T) {
+	forAPIs(t, func(t *testing.T, a api, table string) {
+		exec(t, "DROP TABLE IF EXISTS "+table, "CREATE TABLE "+table+" (k int PRIMARY KEY)")
+		runs := 0
+		terminateFirst := func(ctx context.Context, tx q) error {
+			runs++
+			pid, err := tx.Int(ctx, "SELECT pg_backend_pid()")
+			if err != nil {
+				return err
+			}
+			if err := tx.Exec(ctx, "INSERT INTO "+table+" VALUES (1)"); err != nil || runs > 1 {
+				return err
+			}
+			if _, err := pool.Exec(ctx, "SELECT pg_terminate_backend($1)", pid); err != nil {
+				return err
+			}
+			return awaitBackendGone(ctx, pid)
+		}
+		runsAgainInCallersLoop(t, a, table, terminateFirst, &runs, "xid>0:false committed:false cause:true")
+	})
+}
+
+// The id is read at every commit of a connection: the first, which learns
+// how to read it by the fast path, and the later ones, which read it so
+// (their COMMIT's write begins with a FunctionCall message). A commit cut
+// short, with no other connection to ask (PgxTx on a *pgx.Conn), is in
+// doubt with the id that fn's own pg_current_xact_id() saw.
+func TestIDReadAtEveryCommitOfAConnection(t *testing.T) {
+	needSyncStandby(t)
+	endSyncRepWaits(t)
+	const table = "id_every_commit"
+	accounts(t, table)
+	var last atomic.Value // the last write's first byte
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+		return firstByteConn{c, &last}, err
+	}
+	for _, earlier := range []int{0, 1, 3} {
+		t.Run(fmt.Sprintf("after %d commits", earlier), func(t *testing.T) {
+			conn, err := pgx.ConnectConfig(t.Context(), cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close(context.Background())
+			for i := range earlier {
+				if err := sqlretry.PgxTx(t.Context(), conn, func(ctx context.Context, tx pgx.Tx) error {
+					_, err := tx.Exec(ctx, "INSERT INTO "+table+"_log VALUES (0)")
+					return err
+				}); err != nil {
+					t.Fatal(err)
+				}
+				if got, want := last.Load(), byte('Q'); i == 0 && got != want {
+					t.Fatalf("the first COMMIT's write began with %q, want %q (a query)", got, want)
+				}
+				if got, want := last.Load(), byte('F'); i > 0 && got != want {
+					t.Fatalf("a later COMMIT's write began with %q, want %q (a FunctionCall)", got, want)
+				}
+			}
+			var xid uint64
+			runs := 0
+			err = sqlretry.PgxTx(t.Context(), conn, func(ctx context.Context, tx pgx.Tx) error {
+				runs++
+				if _, err := tx.Exec(ctx, "SET LOCAL synchronous_commit = on"); err != nil {
+					return err
+				}
+				return tx.QueryRow(ctx, "INSERT INTO "+table+"_log VALUES (1) RETURNING pg_current_xact_id()::text::bigint").Scan(&xid)
+			}, againAtOnce(), sqlretry.WithRetryOptions(retry.AttemptTimeout(200*time.Millisecond)))
+			wantInDoubt(t, err, runs, true)
+			var d *sqlretry.InDoubtError
+			if errors.As(err, &d); d.XID != xid {
+				t.Fatalf("in doubt with id %d, fn's transaction was %d", d.XID, xid)
+			}
+		})
+	}
+}
+
+// A server that refuses the id's request (here a fast-path call of a
+// function that does not exist, put where the connection keeps the one it
+// learned) aborts the transaction, and COMMIT, which runs after it, rolls
+// it back: the call fails with the server's error, nothing committed, and
+// the connection is left idle for the next call, which learns the OID
+// again.
+func TestIDRequestRefusedCommitsNothing(t *testing.T) {
+	needServer(t)
+	const table = "id_request_refused"
+	exec(t, "DROP TABLE IF EXISTS "+table, "CREATE TABLE "+table+" (k int)")
+	conn, err := pgx.Connect(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	insert := func(ctx context.Context, tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, "INSERT INTO "+table+" VALUES (1)")
+		return err
+	}
+	if err := sqlretry.PgxTx(t.Context(), conn, insert); err != nil { // learns the function's OID
+		t.Fatal(err)
+	}
+	const key = "github.com/retrykit/retry/sqlretry.pg_current_xact_id_if_assigned" // commitid.go's idFuncKey
+	if _, ok := conn.PgConn().CustomData()[key].(uint32); !ok {
+		t.Fatalf("the connection keeps no function OID under %q", key)
+	}
+	conn.PgConn().CustomData()[key] = uint32(1) // no function has OID 1
+	err = sqlretry.PgxTx(t.Context(), conn, insert)
+	if !isCode(err, "42883") || errors.Is(err, sqlretry.ErrInDoubt) {
+		t.Fatalf("err %v: want the server's undefined_function (42883), not in doubt", err)
+	}
+	if n := queryInt(t, "SELECT count(*) FROM "+table); n != 1 {
+		t.Fatalf("%d rows, want the first call's 1", n)
+	}
+	if s := conn.PgConn().TxStatus(); s != 'I' || conn.IsClosed() {
+		t.Fatalf("connection status %q, closed %v: want idle and open", s, conn.IsClosed())
+	}
+	// The refused OID is forgotten: the next commit learns it again.
+	if err := sqlretry.PgxTx(t.Context(), conn, insert); err != nil {
+		t.Fatal(err)
+	}
+	if oid, _ := conn.PgConn().CustomData()[key].(uint32); oid == 1 || oid == 0 {
+		t.Fatalf("the connection keeps OID %d", oid)
+	}
+}
+
+// firstByteConn keeps the first byte of each write: a message's type.
+type firstByteConn struct {
+	net.Conn
+	first *atomic.Value
+}
+
+func (c firstByteConn) Write(b []byte) (int, error) {
+	if len(b) > 0 {
+		c.first.Store(b[0])
+	}
+	return c.Conn.Write(b)
 }
 
 // insertOne is a run that inserts 1 in table, after sending its backend's
@@ -366,7 +521,7 @@ func (c countingConn) Write(b []byte) (int, error) {
 // before the id was read, through Tx and PgxTx alike; its connection is
 // kept (one backend for every call) and COMMIT is sent once (no warning of
 // a COMMIT or ROLLBACK outside a transaction, which the driver's own
-// Commit after the pipeline's would cause).
+// Commit after sqlretry's would cause).
 func TestIDReadCostsNoRoundTrip(t *testing.T) {
 	needServer(t)
 	var writes atomic.Int64

@@ -225,7 +225,7 @@ func Tx(ctx context.Context, db *sql.DB, fn func(ctx context.Context, tx *sql.Tx
 		pconn := pgxConnOf(conn)
 		// The transaction's context ends with ctx, so that database/sql
 		// rolls back on its own as before, but not once COMMIT is under way:
-		// the pipeline of commitReadingID holds pgx's connection then, which
+		// commitReadingID holds pgx's connection then, which
 		// database/sql's rollback must not touch.
 		tctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 		defer cancel()

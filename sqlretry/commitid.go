@@ -1,0 +1,275 @@
+package sqlretry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
+)
+
+// The id is read by a fast-path function call (the protocol's FunctionCall
+// message, which libpq's PQfn sends): the server calls the function by its
+// OID, with no statement to parse, plan and run, and answers with the
+// result and a ReadyForQuery, after which it sends all it holds. A
+// connection's first commit learns the OID with a statement, xidLookup,
+// which reads the id too; the connection keeps it, under idFuncKey of its
+// CustomData.
+const (
+	// xidLookup reads the transaction's id, NULL if it wrote nothing
+	// (PostgreSQL 13 and later), and the OID of the function that reads
+	// it, for the fast path of the connection's later commits.
+	xidLookup = "SELECT pg_catalog.pg_current_xact_id_if_assigned(), " +
+		"'pg_catalog.pg_current_xact_id_if_assigned()'::pg_catalog.regprocedure::pg_catalog.oid"
+	idFuncKey = "github.com/retrykit/retry/sqlretry.pg_current_xact_id_if_assigned"
+)
+
+// commitReadingID commits the transaction open on conn, and reads its id on
+// the way: the id's request (the fast-path call, or xidLookup on the
+// connection's first commit) and COMMIT go in one write, each a message of
+// its own, so the id costs no round trip; the server answers the first with
+// a ReadyForQuery, which makes it send the id before it runs COMMIT, which
+// may commit and then wait (for a synchronous standby) before it answers.
+// read reports whether the id was learned (xid 0: the transaction wrote
+// nothing). Both messages run even if the first fails: COMMIT then finds
+// the transaction failed, and rolls it back.
+//
+// pgx's QueryTracer of conn, if any, sees the COMMIT as one query, with its
+// command tag and error, as it sees pgx's own Commit; it does not see the id's
+// request that rides in the same write.
+//
+// commit is the driver's Commit of the same transaction. Where the id cannot
+// be read in this way (no pgx connection, a transaction already ended or
+// failed, a connection in use, a server that is not PostgreSQL 13 or
+// later), it commits alone, and read is false. Otherwise it is not called:
+// pgx's transaction needs no word that it ended, the connection's status
+// says so (pgx's Commit would send COMMIT, or fail on the busy connection,
+// which its tracer would see). ended, if not nil, is called while the
+// connection is held busy: for database/sql's Tx, which must be ended
+// through the driver, and which then finds the connection busy and marks
+// its transaction ended without sending anything (pgx's Commit marks it
+// closed whatever Exec returns); pgx's QueryTracer sees that "commit" fail
+// with "conn busy". A connection whose answers were not all read (a lost
+// connection, the context's end) is closed, as pgx's Commit closes one
+// that its COMMIT left in a transaction.
+func commitReadingID(ctx context.Context, conn *pgx.Conn, commit, ended func() error) (xid uint64, read bool, err error) {
+	var pc *pgconn.PgConn
+	if conn != nil {
+		pc = conn.PgConn()
+	}
+	if pc == nil || pc.TxStatus() != 'T' || pc.IsBusy() || !knowsXactStatus(pc) {
+		return 0, false, commit()
+	}
+	tracer := queryTracerOf(conn)
+	if tracer != nil {
+		ctx = tracer.TraceQueryStart(ctx, conn, pgx.TraceQueryStartData{SQL: "COMMIT"})
+	}
+	fn, _ := pc.CustomData()[idFuncKey].(uint32)
+	f := pc.Frontend()
+	if fn != 0 {
+		f.Send(&pgproto3.FunctionCall{Function: fn})
+	} else {
+		f.SendQuery(&pgproto3.Query{String: xidLookup})
+	}
+	f.SendQuery(&pgproto3.Query{String: "COMMIT"})
+	var tag pgconn.CommandTag
+	if err = f.Flush(); err != nil {
+		// Nothing of the write reached the server: COMMIT was not sent,
+		// so the transaction did not commit, which read with no id says.
+		read = unsent(err)
+		abandon(ctx, pc)
+	} else {
+		var a commitAnswers
+		err = a.receive(ctx, pc)
+		xid, read, tag = a.xid, a.read, a.tag
+		switch data := pc.CustomData(); {
+		case data == nil:
+		case a.fn != 0:
+			data[idFuncKey] = a.fn
+		case fn != 0 && errors.As(err, new(*pgconn.PgError)):
+			// Refused (not a server this connection learned it from?):
+			// the next commit learns it again.
+			delete(data, idFuncKey)
+		}
+		if err != nil && !a.done {
+			abandon(ctx, pc)
+		}
+	}
+	if ended != nil {
+		held := pc.StartPipeline(context.Background()) // holds the connection busy, sends nothing
+		_ = ended()
+		_ = held.Close()
+	}
+	if tracer != nil {
+		tracer.TraceQueryEnd(ctx, conn, pgx.TraceQueryEndData{CommandTag: tag, Err: err})
+	}
+	if err == nil && tag.String() == "ROLLBACK" {
+		err = pgx.ErrTxCommitRollback
+	}
+	return xid, read, err
+}
+
+// abandon closes pc, whose answers were not all read, as pgconn closes a
+// connection whose exchange failed: it first asks the server to cancel what
+// the backend runs, so that a COMMIT still in flight ends, and
+// pg_xact_status can tell how. A COMMIT waiting for a synchronous standby
+// then ends committed locally (PostgreSQL warns that the standby may not
+// have it yet); one in a deferred trigger ends aborted. Without it, a
+// backend whose client is gone waits for the standby as long as it takes,
+// holding its locks. While ctx is live the cancel request keeps its
+// deadline; once ctx has ended it is sent anyway, for at most
+// rollbackTimeout, as a rollback is.
+func abandon(ctx context.Context, pc *pgconn.PgConn) {
+	if ctx.Err() != nil {
+		ctx = context.WithoutCancel(ctx)
+	}
+	cctx, cancel := context.WithTimeout(ctx, rollbackTimeout)
+	defer cancel()
+	_ = pc.CancelRequest(cctx)
+	_ = pc.Close(cctx)
+}
+
+// commitAnswers is what the server answered to the id's request and COMMIT.
+type commitAnswers struct {
+	xid  uint64
+	read bool   // the id's answer came, or its failure, which left nothing to commit
+	fn   uint32 // the OID xidLookup read
+	tag  pgconn.CommandTag
+	done bool // both ReadyForQuery read: nothing of the exchange is left
+}
+
+// receive reads the answers, up to COMMIT's ReadyForQuery. An error of the
+// server's in the id's request (the transaction then cannot commit: COMMIT
+// answers ROLLBACK, or the backend has ended, if the error is FATAL) is
+// returned, with read true and no id, which says that nothing committed;
+// one in COMMIT is COMMIT's failure, as pgx returns it.
+func (a *commitAnswers) receive(ctx context.Context, pc *pgconn.PgConn) error {
+	var idErr, commitErr error
+	for ready := 0; ready < 2; {
+		msg, err := pc.ReceiveMessage(ctx)
+		if err != nil {
+			if idErr != nil {
+				return idErr
+			}
+			// A FATAL error (pgconn closes the connection and returns it)
+			// before the id's ReadyForQuery: the backend ended before it
+			// took COMMIT, so nothing committed.
+			var pe *pgconn.PgError
+			if ready == 0 && errors.As(err, &pe) {
+				a.read = true
+				return pe
+			}
+			// pgconn says that a failed receive may be retried, which is
+			// true of the receive, not of the COMMIT sent before it.
+			if cause := errors.Unwrap(err); cause != nil {
+				err = cause
+			}
+			return fmt.Errorf("sqlretry: reading COMMIT's answer: %w", err)
+		}
+		switch msg := msg.(type) {
+		case *pgproto3.ReadyForQuery:
+			ready++
+			if ready == 1 && !a.read && idErr == nil {
+				return errors.New("sqlretry: reading the transaction's id: no answer")
+			}
+		case *pgproto3.ErrorResponse:
+			if ready == 0 {
+				idErr, a.read = pgconn.ErrorResponseToPgError(msg), true
+			} else {
+				commitErr = pgconn.ErrorResponseToPgError(msg)
+			}
+		case *pgproto3.FunctionCallResponse:
+			if ready == 0 {
+				if err := a.parseID(msg.Result); err != nil {
+					return err
+				}
+			}
+		case *pgproto3.DataRow:
+			if ready != 0 {
+				break
+			}
+			if len(msg.Values) != 2 {
+				return fmt.Errorf("sqlretry: reading the transaction's id: %d values", len(msg.Values))
+			}
+			if err := a.parseID(msg.Values[0]); err != nil {
+				return err
+			}
+			if oid, err := strconv.ParseUint(string(msg.Values[1]), 10, 32); err == nil {
+				a.fn = uint32(oid)
+			}
+		case *pgproto3.CommandComplete:
+			if ready == 1 {
+				a.tag = pgconn.NewCommandTag(string(msg.CommandTag))
+			}
+		}
+	}
+	a.done = true
+	switch {
+	case idErr != nil:
+		return idErr
+	case commitErr != nil:
+		return commitErr
+	case a.tag.String() == "":
+		return errors.New("sqlretry: COMMIT answered nothing")
+	}
+	return nil
+}
+
+// parseID reads the id's value: nil (NULL) is a transaction that wrote
+// nothing.
+func (a *commitAnswers) parseID(v []byte) error {
+	if v == nil {
+		a.read = true
+		return nil
+	}
+	xid, err := strconv.ParseUint(string(v), 10, 64)
+	if err != nil {
+		return fmt.Errorf("sqlretry: reading the transaction's id: %w", err)
+	}
+	a.xid, a.read = xid, true
+	return nil
+}
+
+// tracerKey is where queryTracerOf keeps a connection's QueryTracer in its
+// CustomData.
+const tracerKey = "github.com/retrykit/retry/sqlretry.QueryTracer"
+
+// queryTracerOf returns conn's QueryTracer, nil if it has none. pgx shows it
+// only in a copy of the connection's config, which clones its TLS settings:
+// the first lookup keeps it in the connection's CustomData, for the next.
+func queryTracerOf(conn *pgx.Conn) pgx.QueryTracer {
+	data := conn.PgConn().CustomData()
+	if t, ok := data[tracerKey]; ok {
+		qt, _ := t.(pgx.QueryTracer)
+		return qt
+	}
+	qt, _ := conn.Config().Tracer.(pgx.QueryTracer)
+	if data != nil {
+		data[tracerKey] = qt
+	}
+	return qt
+}
+
+// knowsXactStatus reports whether the server has pg_current_xact_id_if_assigned
+// and pg_xact_status: PostgreSQL 13 or later, and not CockroachDB, which
+// reports a server_version of PostgreSQL's and a crdb_version of its own.
+func knowsXactStatus(pc *pgconn.PgConn) bool {
+	if pc.ParameterStatus("crdb_version") != "" {
+		return false
+	}
+	v := pc.ParameterStatus("server_version")
+	major, _, _ := strings.Cut(v, ".")
+	n, err := strconv.Atoi(strings.TrimSpace(major))
+	return err == nil && n >= 13
+}
+
+// unsent reports whether pgconn says that nothing of the request that failed
+// with err was sent.
+func unsent(err error) bool {
+	var u interface{ SafeToRetry() bool }
+	return errors.As(err, &u) && u.SafeToRetry()
+}
