@@ -19,42 +19,61 @@ import (
 	"github.com/retrykit/retry/sqlretry/pgtest"
 )
 
-// The PostgreSQL server of the SQL benchmarks, started on first use by a
+// A PostgreSQL server of the SQL benchmarks, started on first use by a
 // goroutine locked to its thread for good (the server dies with that
 // thread), and stopped by TestMain.
+type pgServer struct {
+	settings []string
+	once     sync.Once
+	cluster  *pgtest.Cluster
+	err      error
+}
+
 var (
-	pgOnce    sync.Once
-	pgCluster *pgtest.Cluster
-	pgErr     error
+	// pgBench is the server of the SQL benchmarks, set as sqlretry's
+	// tests set theirs: commits cost no disk flush (fsync and
+	// synchronous_commit off). It listens on loopback TCP too.
+	pgBench = &pgServer{settings: []string{"max_connections=200", "deadlock_timeout=20ms", pgtest.Loopback}}
+	// pgDurable commits as PostgreSQL does by default: each COMMIT waits
+	// for its WAL to reach the disk. Only the resolution benchmark uses it.
+	pgDurable = &pgServer{settings: []string{pgtest.Loopback, "fsync=on", "synchronous_commit=on", "full_page_writes=on"}}
 )
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if pgCluster != nil {
-		pgCluster.Stop()
+	for _, s := range []*pgServer{pgBench, pgDurable} {
+		if s.cluster != nil {
+			s.cluster.Stop()
+		}
 	}
 	os.Exit(code)
 }
 
-// postgres returns a pool on the benchmarks' server, skipping b without one.
-func postgres(b *testing.B) *pgxpool.Pool {
-	pgOnce.Do(func() {
+// start returns the server, started on first use, skipping b on a machine
+// without PostgreSQL.
+func (s *pgServer) start(b *testing.B) *pgtest.Cluster {
+	s.once.Do(func() {
 		done := make(chan struct{})
 		go func() {
 			runtime.LockOSThread()
-			pgCluster, pgErr = pgtest.Start(context.Background(), "max_connections=200", "deadlock_timeout=20ms")
+			s.cluster, s.err = pgtest.Start(context.Background(), s.settings...)
 			close(done)
 			select {} // keep the thread, and the server with it
 		}()
 		<-done
 	})
-	if pgtest.Missing(pgErr) && !pgtest.Required() {
-		b.Skip(pgErr) // no initdb or postgres here: the benchmarks need them
+	if pgtest.Missing(s.err) && !pgtest.Required() {
+		b.Skip(s.err) // no initdb or postgres here: the benchmarks need them
 	}
-	if pgErr != nil {
-		b.Fatal(pgErr)
+	if s.err != nil {
+		b.Fatal(s.err)
 	}
-	cfg, err := pgxpool.ParseConfig(pgCluster.DSN)
+	return s.cluster
+}
+
+// postgres returns a pool on pgBench, skipping b without PostgreSQL.
+func postgres(b *testing.B) *pgxpool.Pool {
+	cfg, err := pgxpool.ParseConfig(pgBench.start(b).DSN)
 	if err != nil {
 		b.Fatal(err)
 	}

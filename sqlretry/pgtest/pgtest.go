@@ -2,7 +2,8 @@
 
 // Package pgtest starts a throwaway PostgreSQL cluster for tests, as
 // net/http/httptest starts a server: initdb into a temporary directory and a
-// postgres server on a unix socket in it, run as a user other than root
+// postgres server on a unix socket in it (and on loopback TCP, given the
+// setting Loopback), run as a user other than root
 // (initdb refuses root), stopped and removed by Stop. sqlretry's tests and
 // the repository's benchmarks use it; so may the tests of code that calls
 // sqlretry. It never runs the test binary again: it only runs PostgreSQL's
@@ -14,6 +15,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"os/user"
@@ -41,9 +43,20 @@ const RequireEnv = "RETRYKIT_REQUIRE_SERVERS"
 var ErrNoPostgres = errors.New("PostgreSQL not found: no initdb and postgres on PATH nor under /usr/lib/postgresql/*/bin; " +
 	"install it (apt-get install postgresql, brew install postgresql) or set " + DSNEnv + " to a database the tests may use")
 
+// Loopback, given to Start as a setting, makes the server listen on
+// 127.0.0.1 too, at a port free when it starts, for clients that must reach
+// it over TCP (what a benchmark of round trips measures): LoopbackDSN
+// connects there.
+const Loopback = "listen_addresses=127.0.0.1"
+
 // Cluster is a running PostgreSQL server.
 type Cluster struct {
-	DSN  string // a pgx connection string for the database "postgres"
+	DSN string // a pgx connection string for the database "postgres"
+	// LoopbackDSN connects over TCP to 127.0.0.1, for a cluster started
+	// with the setting Loopback; it is DSN for the server of DSNEnv, and
+	// "" otherwise.
+	LoopbackDSN string
+
 	dir  string // the temporary directory, "" if the server is not ours
 	bin  string
 	cmd  *exec.Cmd
@@ -59,7 +72,7 @@ type Cluster struct {
 // thread for good (TestMain, after runtime.LockOSThread).
 func Start(ctx context.Context, settings ...string) (*Cluster, error) {
 	if dsn := os.Getenv(DSNEnv); dsn != "" {
-		return &Cluster{DSN: dsn}, nil
+		return &Cluster{DSN: dsn, LoopbackDSN: dsn}, nil
 	}
 	bin, err := findBin()
 	if err != nil {
@@ -150,7 +163,15 @@ func (c *Cluster) start(ctx context.Context, settings []string) error {
 	if out, err := initdb.CombinedOutput(); err != nil {
 		return fmt.Errorf("initdb: %v\n%s", err, out)
 	}
-	args := []string{"-D", data, "-k", c.dir, "-c", "listen_addresses=", "-p", "5432",
+	port := "5432" // the unix socket's name only, in a directory of its own
+	if slices.Contains(settings, Loopback) {
+		p, err := freePort()
+		if err != nil {
+			return err
+		}
+		port = strconv.Itoa(p)
+	}
+	args := []string{"-D", data, "-k", c.dir, "-c", "listen_addresses=", "-p", port,
 		"-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off"}
 	for _, s := range settings {
 		args = append(args, "-c", s)
@@ -171,7 +192,10 @@ func (c *Cluster) start(ctx context.Context, settings []string) error {
 		return err
 	}
 	go func() { c.exit <- c.cmd.Wait() }()
-	c.DSN = "host=" + c.dir + " port=5432 user=postgres dbname=postgres sslmode=disable"
+	c.DSN = "host=" + c.dir + " port=" + port + " user=postgres dbname=postgres sslmode=disable"
+	if slices.Contains(settings, Loopback) {
+		c.LoopbackDSN = "host=127.0.0.1 port=" + port + " user=postgres dbname=postgres sslmode=disable"
+	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		conn, err := pgx.Connect(ctx, c.DSN)
@@ -190,6 +214,16 @@ func (c *Cluster) start(ctx context.Context, settings []string) error {
 			return fmt.Errorf("postgres did not accept connections in 30s: %v", err)
 		}
 	}
+}
+
+// freePort returns a TCP port of 127.0.0.1 that nothing listens on now.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // Stop stops the server as pg_ctl stop -m immediate does (SIGQUIT) and
