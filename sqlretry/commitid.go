@@ -16,17 +16,27 @@ import (
 // message, which libpq's PQfn sends): the server calls the function by its
 // OID, with no statement to parse, plan and run, and answers with the
 // result and a ReadyForQuery, after which it sends all it holds. A
-// connection's first commit learns the OID with a statement, xidLookup,
-// which reads the id too; the connection keeps it, under idFuncKey of its
-// CustomData.
+// connection's first commit reads the id with a statement, xidLookup, which
+// also reads the OID; then, the transaction committed and nothing at stake,
+// it makes one fast-path call of its own, which tells whether the way to the
+// server takes the message: a proxy may refuse it (one that audits every
+// statement cannot see into it), and one refusal inside a transaction would
+// abort it. The connection keeps what it learned under idFuncKey of its
+// CustomData: the OID once the call went through, and the later commits
+// take the fast path; fastPathRefused if it did not, and they read the id
+// with xidLookup.
 const (
 	// xidLookup reads the transaction's id, NULL if it wrote nothing
 	// (PostgreSQL 13 and later), and the OID of the function that reads
-	// it, for the fast path of the connection's later commits.
+	// it.
 	xidLookup = "SELECT pg_catalog.pg_current_xact_id_if_assigned(), " +
 		"'pg_catalog.pg_current_xact_id_if_assigned()'::pg_catalog.regprocedure::pg_catalog.oid"
 	idFuncKey = "github.com/retrykit/retry/sqlretry.pg_current_xact_id_if_assigned"
 )
+
+// fastPathRefused, under idFuncKey, says that the connection's fast-path
+// call failed.
+type fastPathRefused struct{}
 
 // commitReadingID commits the transaction open on conn, and reads its id on
 // the way: the id's request (the fast-path call, or xidLookup on the
@@ -68,7 +78,8 @@ func commitReadingID(ctx context.Context, conn *pgx.Conn, commit, ended func() e
 	if tracer != nil {
 		ctx = tracer.TraceQueryStart(ctx, conn, pgx.TraceQueryStartData{SQL: "COMMIT"})
 	}
-	fn, _ := pc.CustomData()[idFuncKey].(uint32)
+	learned := pc.CustomData()[idFuncKey]
+	fn, _ := learned.(uint32)
 	f := pc.Frontend()
 	if fn != 0 {
 		f.Send(&pgproto3.FunctionCall{Function: fn})
@@ -86,17 +97,17 @@ func commitReadingID(ctx context.Context, conn *pgx.Conn, commit, ended func() e
 		var a commitAnswers
 		err = a.receive(ctx, pc)
 		xid, read, tag = a.xid, a.read, a.tag
-		switch data := pc.CustomData(); {
-		case data == nil:
-		case a.fn != 0:
-			data[idFuncKey] = a.fn
-		case fn != 0 && errors.As(err, new(*pgconn.PgError)):
-			// Refused (not a server this connection learned it from?):
-			// the next commit learns it again.
-			delete(data, idFuncKey)
-		}
 		if err != nil && !a.done {
 			abandon(ctx, pc)
+		}
+		switch data := pc.CustomData(); {
+		case data == nil:
+		case fn != 0 && errors.As(err, new(*pgconn.PgError)):
+			// Refused after all (a proxy put in the way since?): this
+			// transaction is lost, the next ones take the statement.
+			data[idFuncKey] = fastPathRefused{}
+		case learned == nil && a.fn != 0 && err == nil && a.done:
+			data[idFuncKey] = tryFastPath(ctx, pc, a.fn)
 		}
 	}
 	if ended != nil {
@@ -131,6 +142,39 @@ func abandon(ctx context.Context, pc *pgconn.PgConn) {
 	defer cancel()
 	_ = pc.CancelRequest(cctx)
 	_ = pc.Close(cctx)
+}
+
+// tryFastPath calls the function fn by the fast path, on pc, idle after its
+// commit, and returns what the connection is to keep: fn if the call went
+// through, fastPathRefused if it was refused, nil if the answer did not come
+// (the connection, closed then, is not to be used again; a context that
+// ended leaves it to the next commit to try).
+func tryFastPath(ctx context.Context, pc *pgconn.PgConn, fn uint32) any {
+	if ctx.Err() != nil {
+		return nil
+	}
+	f := pc.Frontend()
+	f.Send(&pgproto3.FunctionCall{Function: fn})
+	if err := f.Flush(); err != nil {
+		_ = pc.Close(ctx)
+		return nil
+	}
+	var learned any = fn
+	for {
+		msg, err := pc.ReceiveMessage(ctx)
+		if err != nil {
+			// Refused by closing, perhaps. No transaction is open: there
+			// is nothing to cancel, as abandon does.
+			_ = pc.Close(ctx)
+			return nil
+		}
+		switch msg.(type) {
+		case *pgproto3.ErrorResponse:
+			learned = fastPathRefused{}
+		case *pgproto3.ReadyForQuery:
+			return learned
+		}
+	}
 }
 
 // commitAnswers is what the server answered to the id's request and COMMIT.

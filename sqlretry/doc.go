@@ -116,7 +116,12 @@
 // server answers the call, and sends the answer, before it runs COMMIT, so
 // that the id reaches the client even when COMMIT's answer never does. A
 // connection's first commit reads the id with a statement instead, which
-// also reads the function's OID for the fast path of its later commits.
+// also reads the function's OID; then, its transaction committed, the
+// connection makes one fast-path call with no transaction open, a round
+// trip once in its life, to learn whether the way to the server takes the
+// message (a proxy that audits statements may refuse it, with an error or
+// by closing the session). Its later commits take the fast path if it did,
+// and the statement if not, so that a refusal never costs a transaction.
 // After a failure that lost the answer they ask
 // pg_xact_status(id) on another connection of the same database, which reads
 // the commit log (PostgreSQL's "System Information Functions and Operators",

@@ -6,19 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"os"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/retrykit/retry"
 	"github.com/retrykit/retry/sqlretry"
 )
@@ -267,123 +263,6 @@ func TestBackendGoneBeforeCommitRunsAgain(t *testing.T) {
 	})
 }
 
-// The id is read at every commit of a connection: the first, which learns
-// how to read it by the fast path, and the later ones, which read it so
-// (their COMMIT's write begins with a FunctionCall message). A commit cut
-// short, with no other connection to ask (PgxTx on a *pgx.Conn), is in
-// doubt with the id that fn's own pg_current_xact_id() saw.
-func TestIDReadAtEveryCommitOfAConnection(t *testing.T) {
-	needSyncStandby(t)
-	endSyncRepWaits(t)
-	const table = "id_every_commit"
-	accounts(t, table)
-	var last atomic.Value // the last write's first byte
-	cfg, err := pgx.ParseConfig(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
-		c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
-		return firstByteConn{c, &last}, err
-	}
-	for _, earlier := range []int{0, 1, 3} {
-		t.Run(fmt.Sprintf("after %d commits", earlier), func(t *testing.T) {
-			conn, err := pgx.ConnectConfig(t.Context(), cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer conn.Close(context.Background())
-			for i := range earlier {
-				if err := sqlretry.PgxTx(t.Context(), conn, func(ctx context.Context, tx pgx.Tx) error {
-					_, err := tx.Exec(ctx, "INSERT INTO "+table+"_log VALUES (0)")
-					return err
-				}); err != nil {
-					t.Fatal(err)
-				}
-				if got, want := last.Load(), byte('Q'); i == 0 && got != want {
-					t.Fatalf("the first COMMIT's write began with %q, want %q (a query)", got, want)
-				}
-				if got, want := last.Load(), byte('F'); i > 0 && got != want {
-					t.Fatalf("a later COMMIT's write began with %q, want %q (a FunctionCall)", got, want)
-				}
-			}
-			var xid uint64
-			runs := 0
-			err = sqlretry.PgxTx(t.Context(), conn, func(ctx context.Context, tx pgx.Tx) error {
-				runs++
-				if _, err := tx.Exec(ctx, "SET LOCAL synchronous_commit = on"); err != nil {
-					return err
-				}
-				return tx.QueryRow(ctx, "INSERT INTO "+table+"_log VALUES (1) RETURNING pg_current_xact_id()::text::bigint").Scan(&xid)
-			}, againAtOnce(), sqlretry.WithRetryOptions(retry.AttemptTimeout(200*time.Millisecond)))
-			wantInDoubt(t, err, runs, true)
-			var d *sqlretry.InDoubtError
-			if errors.As(err, &d); d.XID != xid {
-				t.Fatalf("in doubt with id %d, fn's transaction was %d", d.XID, xid)
-			}
-		})
-	}
-}
-
-// A server that refuses the id's request (here a fast-path call of a
-// function that does not exist, put where the connection keeps the one it
-// learned) aborts the transaction, and COMMIT, which runs after it, rolls
-// it back: the call fails with the server's error, nothing committed, and
-// the connection is left idle for the next call, which learns the OID
-// again.
-func TestIDRequestRefusedCommitsNothing(t *testing.T) {
-	needServer(t)
-	const table = "id_request_refused"
-	exec(t, "DROP TABLE IF EXISTS "+table, "CREATE TABLE "+table+" (k int)")
-	conn, err := pgx.Connect(t.Context(), dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
-	insert := func(ctx context.Context, tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, "INSERT INTO "+table+" VALUES (1)")
-		return err
-	}
-	if err := sqlretry.PgxTx(t.Context(), conn, insert); err != nil { // learns the function's OID
-		t.Fatal(err)
-	}
-	const key = "github.com/retrykit/retry/sqlretry.pg_current_xact_id_if_assigned" // commitid.go's idFuncKey
-	if _, ok := conn.PgConn().CustomData()[key].(uint32); !ok {
-		t.Fatalf("the connection keeps no function OID under %q", key)
-	}
-	conn.PgConn().CustomData()[key] = uint32(1) // no function has OID 1
-	err = sqlretry.PgxTx(t.Context(), conn, insert)
-	if !isCode(err, "42883") || errors.Is(err, sqlretry.ErrInDoubt) {
-		t.Fatalf("err %v: want the server's undefined_function (42883), not in doubt", err)
-	}
-	if n := queryInt(t, "SELECT count(*) FROM "+table); n != 1 {
-		t.Fatalf("%d rows, want the first call's 1", n)
-	}
-	if s := conn.PgConn().TxStatus(); s != 'I' || conn.IsClosed() {
-		t.Fatalf("connection status %q, closed %v: want idle and open", s, conn.IsClosed())
-	}
-	// The refused OID is forgotten: the next commit learns it again.
-	if err := sqlretry.PgxTx(t.Context(), conn, insert); err != nil {
-		t.Fatal(err)
-	}
-	if oid, _ := conn.PgConn().CustomData()[key].(uint32); oid == 1 || oid == 0 {
-		t.Fatalf("the connection keeps OID %d", oid)
-	}
-}
-
-// firstByteConn keeps the first byte of each write: a message's type.
-type firstByteConn struct {
-	net.Conn
-	first *atomic.Value
-}
-
-func (c firstByteConn) Write(b []byte) (int, error) {
-	if len(b) > 0 {
-		c.first.Store(b[0])
-	}
-	return c.Conn.Write(b)
-}
-
 // insertOne is a run that inserts 1 in table, after sending its backend's
 // pid to pids.
 func insertOne(table string, pids chan<- int64, runs *int) func(context.Context, q) error {
@@ -504,94 +383,6 @@ func TestAmbiguousResultAtCommitIsInDoubt(t *testing.T) {
 	})
 }
 
-// countingConn counts the writes to a connection: each is one request that
-// waits for its answer, a round trip.
-type countingConn struct {
-	net.Conn
-	writes *atomic.Int64
-}
-
-func (c countingConn) Write(b []byte) (int, error) {
-	c.writes.Add(1)
-	return c.Conn.Write(b)
-}
-
-// The transaction's id is read in the same write as its COMMIT: a short
-// transaction (BEGIN, one statement, COMMIT) makes three writes, as it did
-// before the id was read, through Tx and PgxTx alike; its connection is
-// kept (one backend for every call) and COMMIT is sent once (no warning of
-// a COMMIT or ROLLBACK outside a transaction, which the driver's own
-// Commit after sqlretry's would cause).
-func TestIDReadCostsNoRoundTrip(t *testing.T) {
-	needServer(t)
-	var writes atomic.Int64
-	cfg, err := pgx.ParseConfig(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
-		c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
-		return countingConn{c, &writes}, err
-	}
-	var notices atomic.Int64
-	cfg.OnNotice = func(*pgconn.PgConn, *pgconn.Notice) { notices.Add(1) }
-	db := stdlib.OpenDB(*cfg)
-	defer db.Close()
-	db.SetMaxOpenConns(1)
-	conn, err := pgx.ConnectConfig(t.Context(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
-	exec(t, "DROP TABLE IF EXISTS id_read_cost", "CREATE TABLE id_read_cost (k int)")
-	backends := map[int64]bool{}
-	for _, r := range []struct {
-		name string
-		run  func(ctx context.Context) error
-	}{
-		{"Tx", func(ctx context.Context) error {
-			return sqlretry.Tx(ctx, db, func(ctx context.Context, tx *sql.Tx) error {
-				var pid int64
-				err := tx.QueryRowContext(ctx, "INSERT INTO id_read_cost VALUES (1) RETURNING pg_backend_pid()").Scan(&pid)
-				backends[pid] = true
-				return err
-			})
-		}},
-		{"PgxTx", func(ctx context.Context) error {
-			return sqlretry.PgxTx(ctx, conn, func(ctx context.Context, tx pgx.Tx) error {
-				var pid int64
-				err := tx.QueryRow(ctx, "INSERT INTO id_read_cost VALUES (1) RETURNING pg_backend_pid()").Scan(&pid)
-				backends[pid] = true
-				return err
-			})
-		}},
-	} {
-		clear(backends)
-		// The first calls connect, and database/sql pings a connection
-		// on its first reuse (pgx's stdlib: after 1 s idle).
-		for range 2 {
-			if err := r.run(t.Context()); err != nil {
-				t.Fatal(err)
-			}
-		}
-		for range 3 {
-			before := writes.Load()
-			if err := r.run(t.Context()); err != nil {
-				t.Fatal(err)
-			}
-			if n := writes.Load() - before; n != 3 {
-				t.Errorf("%s: %d writes for BEGIN, INSERT, COMMIT; want 3", r.name, n)
-			}
-		}
-		if len(backends) != 1 || notices.Load() != 0 {
-			t.Errorf("%s: %d backends, %d notices: want 1, none", r.name, len(backends), notices.Load())
-		}
-	}
-	if n := queryInt(t, "SELECT count(*) FROM id_read_cost"); n != 10 {
-		t.Fatalf("%d rows committed, want 10", n)
-	}
-}
-
 // tracedQueries is a pgx QueryTracer that keeps each query it saw end: its
 // text, command tag and error.
 type tracedQueries struct {
@@ -640,13 +431,7 @@ func TestQueryTracerSeesOneCommit(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg.ConnConfig.Tracer = queries
-	p, err := pgxpool.NewWithConfig(t.Context(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	db := stdlib.OpenDB(*cfg.ConnConfig)
-	defer db.Close()
+	p, db := poolAndDB(t, cfg)
 	exec(t, "DROP TABLE IF EXISTS traced_commit", "CREATE TABLE traced_commit (k int UNIQUE DEFERRABLE INITIALLY DEFERRED)")
 	for _, r := range []struct {
 		name string

@@ -1,0 +1,371 @@
+package sqlretry_test
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/sqlretry"
+)
+
+// idFuncKey is where a connection keeps what it learned of the fast path
+// (commitid.go's idFuncKey): the function's OID once a call went through.
+const idFuncKey = "github.com/retrykit/retry/sqlretry.pg_current_xact_id_if_assigned"
+
+// The id is read at every commit of a connection: the first, with a
+// statement, after which a fast-path call of its own tells that the way to
+// the server takes the message, and the later ones by that call (their
+// COMMIT's write begins with a FunctionCall message). A commit cut short,
+// with no other connection to ask (PgxTx on a *pgx.Conn), is in doubt with
+// the id that fn's own pg_current_xact_id() saw.
+func TestIDReadAtEveryCommitOfAConnection(t *testing.T) {
+	needSyncStandby(t)
+	endSyncRepWaits(t)
+	const table = "id_every_commit"
+	accounts(t, table)
+	var commitWrite atomic.Value // the first byte of the last write that sent COMMIT
+	cfg := dialingThrough(t, func(c net.Conn) net.Conn { return commitWriteConn{c, &commitWrite} })
+	for _, earlier := range []int{0, 1, 3} {
+		t.Run(fmt.Sprintf("after %d commits", earlier), func(t *testing.T) {
+			conn, err := pgx.ConnectConfig(t.Context(), cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close(context.Background())
+			for i := range earlier {
+				if err := sqlretry.PgxTx(t.Context(), conn, func(ctx context.Context, tx pgx.Tx) error {
+					_, err := tx.Exec(ctx, "INSERT INTO "+table+"_log VALUES (0)")
+					return err
+				}); err != nil {
+					t.Fatal(err)
+				}
+				want := byte('F') // a FunctionCall
+				if i == 0 {
+					want = 'Q' // a query
+				}
+				if got := commitWrite.Load(); got != want {
+					t.Fatalf("commit %d: the COMMIT's write began with %q, want %q", i+1, got, want)
+				}
+			}
+			var xid uint64
+			runs := 0
+			err = sqlretry.PgxTx(t.Context(), conn, func(ctx context.Context, tx pgx.Tx) error {
+				runs++
+				if _, err := tx.Exec(ctx, "SET LOCAL synchronous_commit = on"); err != nil {
+					return err
+				}
+				return tx.QueryRow(ctx, "INSERT INTO "+table+"_log VALUES (1) RETURNING pg_current_xact_id()::text::bigint").Scan(&xid)
+			}, againAtOnce(), sqlretry.WithRetryOptions(retry.AttemptTimeout(200*time.Millisecond)))
+			wantInDoubt(t, err, runs, true)
+			var d *sqlretry.InDoubtError
+			if errors.As(err, &d); d.XID != xid {
+				t.Fatalf("in doubt with id %d, fn's transaction was %d", d.XID, xid)
+			}
+		})
+	}
+}
+
+// A server that refuses the fast-path call inside a transaction (here a
+// call of a function that does not exist, put where the connection keeps
+// the one it learned) aborts the transaction, and COMMIT, which runs after
+// it, rolls it back: the call fails with the server's error, nothing
+// committed, and the connection is left idle; its later commits read the
+// id with a statement.
+func TestFastPathRefusedInATransactionCommitsNothing(t *testing.T) {
+	needServer(t)
+	const table = "id_request_refused"
+	exec(t, "DROP TABLE IF EXISTS "+table, "CREATE TABLE "+table+" (k int)")
+	var commitWrite atomic.Value
+	cfg := dialingThrough(t, func(c net.Conn) net.Conn { return commitWriteConn{c, &commitWrite} })
+	conn, err := pgx.ConnectConfig(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	insert := func(ctx context.Context, tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, "INSERT INTO "+table+" VALUES (1)")
+		return err
+	}
+	if err := sqlretry.PgxTx(t.Context(), conn, insert); err != nil { // learns the function's OID
+		t.Fatal(err)
+	}
+	if _, ok := conn.PgConn().CustomData()[idFuncKey].(uint32); !ok {
+		t.Fatalf("the connection keeps no function OID under %q", idFuncKey)
+	}
+	conn.PgConn().CustomData()[idFuncKey] = uint32(1) // no function has OID 1
+	err = sqlretry.PgxTx(t.Context(), conn, insert)
+	if !isCode(err, "42883") || errors.Is(err, sqlretry.ErrInDoubt) {
+		t.Fatalf("err %v: want the server's undefined_function (42883), not in doubt", err)
+	}
+	if n := queryInt(t, "SELECT count(*) FROM "+table); n != 1 {
+		t.Fatalf("%d rows, want the first call's 1", n)
+	}
+	if s := conn.PgConn().TxStatus(); s != 'I' || conn.IsClosed() {
+		t.Fatalf("connection status %q, closed %v: want idle and open", s, conn.IsClosed())
+	}
+	for range 2 {
+		if err := sqlretry.PgxTx(t.Context(), conn, insert); err != nil {
+			t.Fatal(err)
+		}
+		if got := commitWrite.Load(); got != byte('Q') {
+			t.Fatalf("a commit after the refusal began with %q, want 'Q' (the statement)", got)
+		}
+	}
+}
+
+// A proxy on the way to the server that refuses the fast-path call (an
+// auditing proxy cannot see into it: some answer with an error, some close
+// the session) costs no transaction: a connection tries the call once,
+// after its first commit, with no transaction open. Refused with an error,
+// the connection reads the id with a statement from then on, and is kept;
+// refused by closing, the connection is replaced. Every call commits once,
+// through Tx and PgxTx.
+func TestFastPathRefusedOnTheWay(t *testing.T) {
+	needServer(t)
+	for _, closes := range []bool{false, true} {
+		t.Run(fmt.Sprintf("closes=%v", closes), func(t *testing.T) {
+			table := fmt.Sprintf("fast_path_refused_%v", closes)
+			exec(t, "DROP TABLE IF EXISTS "+table, "CREATE TABLE "+table+" (k int)")
+			var dials, calls atomic.Int64
+			cfg, err := pgxpool.ParseConfig(dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg.MaxConns = 1
+			cfg.ConnConfig = dialingThrough(t, func(c net.Conn) net.Conn {
+				dials.Add(1)
+				return &refusingProxy{Conn: c, closes: closes, calls: &calls}
+			})
+			p, db := poolAndDB(t, cfg)
+			db.SetMaxOpenConns(1)
+			const each = 4
+			for i := range each {
+				if err := sqlretry.PgxTx(t.Context(), p, func(ctx context.Context, tx pgx.Tx) error {
+					_, err := tx.Exec(ctx, "INSERT INTO "+table+" VALUES ($1)", i)
+					return err
+				}); err != nil {
+					t.Fatalf("PgxTx %d: %v", i, err)
+				}
+				if err := sqlretry.Tx(t.Context(), db, func(ctx context.Context, tx *sql.Tx) error {
+					_, err := tx.ExecContext(ctx, "INSERT INTO "+table+" VALUES ($1)", i)
+					return err
+				}); err != nil {
+					t.Fatalf("Tx %d: %v", i, err)
+				}
+			}
+			if n := queryInt(t, "SELECT count(*) FROM "+table); n != 2*each {
+				t.Fatalf("%d rows, want %d", n, 2*each)
+			}
+			// Refused with an error: one connection each for the pool and
+			// the *sql.DB, each tried once. Closed: each call's
+			// connection is new, and tried once.
+			switch {
+			case !closes && (dials.Load() != 2 || calls.Load() != 2):
+				t.Fatalf("%d connections, %d fast-path calls refused: want 2, 2", dials.Load(), calls.Load())
+			case closes && (dials.Load() < 2*each || calls.Load() != 2*each):
+				t.Fatalf("%d connections, %d fast-path calls refused: want %d calls", dials.Load(), calls.Load(), 2*each)
+			}
+		})
+	}
+}
+
+// refusingProxy stands for a proxy between the client and the server that
+// refuses the protocol's FunctionCall messages, which it counts in calls,
+// as an auditing proxy may: it answers one with an error (and a
+// ReadyForQuery that says no transaction is open, as when a connection
+// tries the call), or closes the session. It reads the client's messages as
+// pgx writes them, whole, after the startup message.
+type refusingProxy struct {
+	net.Conn
+	closes bool
+	calls  *atomic.Int64
+
+	mu      sync.Mutex
+	started bool
+	answer  []byte // the refusals' messages, read before the server's
+}
+
+func (p *refusingProxy) Write(b []byte) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.started { // the startup message has no type byte
+		p.started = true
+		return p.Conn.Write(b)
+	}
+	var pass []byte
+	for rest := b; len(rest) >= 5; {
+		n := 1 + int(binary.BigEndian.Uint32(rest[1:5]))
+		if rest[0] != 'F' {
+			pass = append(pass, rest[:n]...)
+		} else {
+			p.calls.Add(1)
+			if p.closes {
+				p.Conn.Close()
+				return len(b), nil
+			}
+			refusal := &pgproto3.ErrorResponse{Severity: "ERROR", Code: "0A000", Message: "fast-path function calls are not supported"}
+			p.answer, _ = refusal.Encode(p.answer)
+			p.answer, _ = (&pgproto3.ReadyForQuery{TxStatus: 'I'}).Encode(p.answer)
+		}
+		rest = rest[n:]
+	}
+	if len(pass) > 0 {
+		if _, err := p.Conn.Write(pass); err != nil {
+			return 0, err
+		}
+	}
+	return len(b), nil
+}
+
+func (p *refusingProxy) Read(b []byte) (int, error) {
+	p.mu.Lock()
+	if len(p.answer) > 0 {
+		n := copy(b, p.answer)
+		p.answer = p.answer[n:]
+		p.mu.Unlock()
+		return n, nil
+	}
+	p.mu.Unlock()
+	return p.Conn.Read(b)
+}
+
+// poolAndDB returns a pool and a *sql.DB (pgx's stdlib) of cfg, closed when
+// t ends.
+func poolAndDB(t *testing.T, cfg *pgxpool.Config) (*pgxpool.Pool, *sql.DB) {
+	t.Helper()
+	p, err := pgxpool.NewWithConfig(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	db := stdlib.OpenDB(*cfg.ConnConfig)
+	t.Cleanup(func() { db.Close() })
+	return p, db
+}
+
+// dialingThrough returns the connection config of the tests' server, whose
+// connections are wrap's of the server's.
+func dialingThrough(t *testing.T, wrap func(net.Conn) net.Conn) *pgx.ConnConfig {
+	t.Helper()
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return wrap(c), nil
+	}
+	return cfg
+}
+
+// countingConn counts the writes to a connection: each is one request that
+// waits for its answer, a round trip.
+type countingConn struct {
+	net.Conn
+	writes *atomic.Int64
+}
+
+func (c countingConn) Write(b []byte) (int, error) {
+	c.writes.Add(1)
+	return c.Conn.Write(b)
+}
+
+// The transaction's id is read in the same write as its COMMIT: a short
+// transaction (BEGIN, one statement, COMMIT) makes three writes, as it did
+// before the id was read, through Tx and PgxTx alike; its connection is
+// kept (one backend for every call) and COMMIT is sent once (no warning of
+// a COMMIT or ROLLBACK outside a transaction, which the driver's own
+// Commit after sqlretry's would cause).
+func TestIDReadCostsNoRoundTrip(t *testing.T) {
+	needServer(t)
+	var writes atomic.Int64
+	cfg := dialingThrough(t, func(c net.Conn) net.Conn { return countingConn{c, &writes} })
+	var notices atomic.Int64
+	cfg.OnNotice = func(*pgconn.PgConn, *pgconn.Notice) { notices.Add(1) }
+	db := stdlib.OpenDB(*cfg)
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	conn, err := pgx.ConnectConfig(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	exec(t, "DROP TABLE IF EXISTS id_read_cost", "CREATE TABLE id_read_cost (k int)")
+	backends := map[int64]bool{}
+	for _, r := range []struct {
+		name string
+		run  func(ctx context.Context) error
+	}{
+		{"Tx", func(ctx context.Context) error {
+			return sqlretry.Tx(ctx, db, func(ctx context.Context, tx *sql.Tx) error {
+				var pid int64
+				err := tx.QueryRowContext(ctx, "INSERT INTO id_read_cost VALUES (1) RETURNING pg_backend_pid()").Scan(&pid)
+				backends[pid] = true
+				return err
+			})
+		}},
+		{"PgxTx", func(ctx context.Context) error {
+			return sqlretry.PgxTx(ctx, conn, func(ctx context.Context, tx pgx.Tx) error {
+				var pid int64
+				err := tx.QueryRow(ctx, "INSERT INTO id_read_cost VALUES (1) RETURNING pg_backend_pid()").Scan(&pid)
+				backends[pid] = true
+				return err
+			})
+		}},
+	} {
+		clear(backends)
+		// The first calls connect, and database/sql pings a connection
+		// on its first reuse (pgx's stdlib: after 1 s idle).
+		for range 2 {
+			if err := r.run(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for range 3 {
+			before := writes.Load()
+			if err := r.run(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			if n := writes.Load() - before; n != 3 {
+				t.Errorf("%s: %d writes for BEGIN, INSERT, COMMIT; want 3", r.name, n)
+			}
+		}
+		if len(backends) != 1 || notices.Load() != 0 {
+			t.Errorf("%s: %d backends, %d notices: want 1, none", r.name, len(backends), notices.Load())
+		}
+	}
+	if n := queryInt(t, "SELECT count(*) FROM id_read_cost"); n != 10 {
+		t.Fatalf("%d rows committed, want 10", n)
+	}
+}
+
+// commitWriteConn keeps the first byte (a message's type) of each write
+// that sends COMMIT as a query.
+type commitWriteConn struct {
+	net.Conn
+	first *atomic.Value
+}
+
+func (c commitWriteConn) Write(b []byte) (int, error) {
+	if bytes.Contains(b, []byte("COMMIT\x00")) {
+		c.first.Store(b[0])
+	}
+	return c.Conn.Write(b)
+}
