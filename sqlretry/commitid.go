@@ -65,8 +65,10 @@ type fastPathRefused struct{}
 // closed whatever Exec returns); pgx's QueryTracer sees that "commit" fail
 // with "conn busy". A connection whose answers were not all read (a lost
 // connection, the context's end) is closed, as pgx's Commit closes one
-// that its COMMIT left in a transaction.
-func commitReadingID(ctx context.Context, conn *pgx.Conn, commit, ended func() error) (xid uint64, read bool, err error) {
+// that its COMMIT left in a transaction (see abandon, for which call is the
+// call's context, ctx the attempt's). Once ctx has ended COMMIT is not
+// sent: the transaction is rolled back, and read is true with no id.
+func commitReadingID(ctx, call context.Context, conn *pgx.Conn, commit, ended func() error) (xid uint64, read bool, err error) {
 	var pc *pgconn.PgConn
 	if conn != nil {
 		pc = conn.PgConn()
@@ -77,6 +79,20 @@ func commitReadingID(ctx context.Context, conn *pgx.Conn, commit, ended func() e
 	tracer := queryTracerOf(conn)
 	if tracer != nil {
 		ctx = tracer.TraceQueryStart(ctx, conn, pgx.TraceQueryStartData{SQL: "COMMIT"})
+	}
+	if err := ctx.Err(); err != nil {
+		// pgx's Flush does not look at ctx: COMMIT is not sent after the
+		// attempt's end. The transaction is rolled back, as rollback does
+		// once the context has ended, so that the connection is kept (a
+		// *pgx.Conn's is the caller's only one); if that fails it ends with
+		// its connection. Nothing committed.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
+		defer cancel()
+		if _, rerr := conn.Exec(rctx, "ROLLBACK"); rerr != nil {
+			_ = pc.Close(rctx)
+		}
+		endSQLTx(pc, ended)
+		return 0, true, err
 	}
 	learned := pc.CustomData()[idFuncKey]
 	fn, _ := learned.(uint32)
@@ -92,13 +108,13 @@ func commitReadingID(ctx context.Context, conn *pgx.Conn, commit, ended func() e
 		// Nothing of the write reached the server: COMMIT was not sent,
 		// so the transaction did not commit, which read with no id says.
 		read = unsent(err)
-		abandon(ctx, pc)
+		_ = pc.Close(ctx)
 	} else {
 		var a commitAnswers
 		err = a.receive(ctx, pc)
 		xid, read, tag = a.xid, a.read, a.tag
 		if err != nil && !a.done {
-			abandon(ctx, pc)
+			abandon(call, pc)
 		}
 		switch data := pc.CustomData(); {
 		case data == nil:
@@ -110,11 +126,7 @@ func commitReadingID(ctx context.Context, conn *pgx.Conn, commit, ended func() e
 			data[idFuncKey] = tryFastPath(ctx, pc, a.fn)
 		}
 	}
-	if ended != nil {
-		held := pc.StartPipeline(context.Background()) // holds the connection busy, sends nothing
-		_ = ended()
-		_ = held.Close()
-	}
+	endSQLTx(pc, ended)
 	if tracer != nil {
 		tracer.TraceQueryEnd(ctx, conn, pgx.TraceQueryEndData{CommandTag: tag, Err: err})
 	}
@@ -124,24 +136,34 @@ func commitReadingID(ctx context.Context, conn *pgx.Conn, commit, ended func() e
 	return xid, read, err
 }
 
-// abandon closes pc, whose answers were not all read, as pgconn closes a
-// connection whose exchange failed: it first asks the server to cancel what
-// the backend runs, so that a COMMIT still in flight ends, and
-// pg_xact_status can tell how. A COMMIT waiting for a synchronous standby
-// then ends committed locally (PostgreSQL warns that the standby may not
-// have it yet); one in a deferred trigger ends aborted. Without it, a
-// backend whose client is gone waits for the standby as long as it takes,
-// holding its locks. While ctx is live the cancel request keeps its
-// deadline; once ctx has ended it is sent anyway, for at most
-// rollbackTimeout, as a rollback is.
-func abandon(ctx context.Context, pc *pgconn.PgConn) {
-	if ctx.Err() != nil {
-		ctx = context.WithoutCancel(ctx)
+// endSQLTx calls ended, if not nil, while pc is held busy, so that it sends
+// nothing: see commitReadingID.
+func endSQLTx(pc *pgconn.PgConn, ended func() error) {
+	if ended != nil {
+		held := pc.StartPipeline(context.Background()) // holds the connection busy, sends nothing
+		_ = ended()
+		_ = held.Close()
 	}
-	cctx, cancel := context.WithTimeout(ctx, rollbackTimeout)
-	defer cancel()
-	_ = pc.CancelRequest(cctx)
-	_ = pc.Close(cctx)
+}
+
+// abandon closes pc, whose answers were not all read, as pgconn closes a
+// connection whose exchange failed: first, while call, the call's context,
+// is live (the resolution that follows has its time to wait), it asks the
+// server to cancel what the backend runs, so that a COMMIT still in flight
+// ends and pg_xact_status can tell how. A COMMIT waiting for a synchronous
+// standby then ends committed locally (PostgreSQL warns that the standby
+// may not have it yet); one in a deferred trigger ends aborted. Without
+// it, such a backend goes on after its client is gone, waiting for the
+// standby as long as it takes: pg_xact_status says "in progress" until it
+// ends. A connection pgconn has closed needs no cancel: a FATAL error ended
+// the backend, or pgconn sent one itself (a connection lost).
+func abandon(call context.Context, pc *pgconn.PgConn) {
+	if !pc.IsClosed() && call.Err() == nil {
+		cctx, cancel := context.WithTimeout(call, rollbackTimeout)
+		_ = pc.CancelRequest(cctx)
+		cancel()
+	}
+	_ = pc.Close(call)
 }
 
 // tryFastPath calls the function fn by the fast path, on pc, idle after its
@@ -187,10 +209,11 @@ type commitAnswers struct {
 }
 
 // receive reads the answers, up to COMMIT's ReadyForQuery. An error of the
-// server's in the id's request (the transaction then cannot commit: COMMIT
+// backend's in the id's request (the transaction then cannot commit: COMMIT
 // answers ROLLBACK, or the backend has ended, if the error is FATAL) is
 // returned, with read true and no id, which says that nothing committed;
-// one in COMMIT is COMMIT's failure, as pgx returns it.
+// one in COMMIT is COMMIT's failure, as pgx returns it. A COMMIT answered
+// COMMIT is a success.
 func (a *commitAnswers) receive(ctx context.Context, pc *pgconn.PgConn) error {
 	var idErr, commitErr error
 	for ready := 0; ready < 2; {
@@ -203,7 +226,7 @@ func (a *commitAnswers) receive(ctx context.Context, pc *pgconn.PgConn) error {
 			// before the id's ReadyForQuery: the backend ended before it
 			// took COMMIT, so nothing committed.
 			var pe *pgconn.PgError
-			if ready == 0 && errors.As(err, &pe) {
+			if ready == 0 && errors.As(err, &pe) && fromBackend(pe) {
 				a.read = true
 				return pe
 			}
@@ -222,7 +245,8 @@ func (a *commitAnswers) receive(ctx context.Context, pc *pgconn.PgConn) error {
 			}
 		case *pgproto3.ErrorResponse:
 			if ready == 0 {
-				idErr, a.read = pgconn.ErrorResponseToPgError(msg), true
+				pe := pgconn.ErrorResponseToPgError(msg)
+				idErr, a.read = pe, a.read || fromBackend(pe)
 			} else {
 				commitErr = pgconn.ErrorResponseToPgError(msg)
 			}
@@ -253,6 +277,10 @@ func (a *commitAnswers) receive(ctx context.Context, pc *pgconn.PgConn) error {
 	}
 	a.done = true
 	switch {
+	case commitErr == nil && a.tag.String() == "COMMIT":
+		// Committed, whatever the id's request met: an error there that
+		// was not the backend's (a proxy's) did not abort the transaction.
+		return nil
 	case idErr != nil:
 		return idErr
 	case commitErr != nil:
@@ -262,6 +290,14 @@ func (a *commitAnswers) receive(ctx context.Context, pc *pgconn.PgConn) error {
 	}
 	return nil
 }
+
+// fromBackend reports whether e is an error of PostgreSQL's backend, which
+// names the routine that raised it, and not of a proxy on the way (PgBouncer
+// sends its own FATAL errors, "server conn crashed?", with a severity, code
+// and message alone). Only the backend's error in the id's request proves
+// that COMMIT did not commit: the backend aborted the transaction, or ended,
+// before it read COMMIT; a proxy's may come after the server committed.
+func fromBackend(e *pgconn.PgError) bool { return e.Routine != "" }
 
 // parseID reads the id's value: nil (NULL) is a transaction that wrote
 // nothing.

@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -180,6 +181,177 @@ func TestFastPathRefusedOnTheWay(t *testing.T) {
 				t.Fatalf("%d connections, %d fast-path calls refused: want %d calls", dials.Load(), calls.Load(), 2*each)
 			}
 		})
+	}
+}
+
+// A proxy's own FATAL error (PgBouncer's "server conn crashed?", sent when
+// its link to the server fails) before the id's answer says nothing of the
+// backend: the server may have committed. The outcome is in doubt, and the
+// transfer is not run again. Before, any FATAL error there was taken for a
+// backend that ended before COMMIT, and a committed transaction ran twice.
+func TestProxysFatalErrorBeforeTheIDIsInDoubt(t *testing.T) {
+	needServer(t)
+	for _, warm := range []bool{false, true} { // the id by a statement, by the fast path
+		t.Run(fmt.Sprintf("warm=%v", warm), func(t *testing.T) {
+			table := fmt.Sprintf("proxy_fatal_%v", warm)
+			exec(t, "DROP TABLE IF EXISTS "+table, "CREATE TABLE "+table+" (k int)")
+			var armed atomic.Bool
+			cfg, err := pgxpool.ParseConfig(dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg.MaxConns = 1
+			cfg.ConnConfig = dialingThrough(t, func(c net.Conn) net.Conn { return &crashingProxy{Conn: c, armed: &armed} })
+			p, db := poolAndDB(t, cfg)
+			db.SetMaxOpenConns(1)
+			for _, a := range []api{
+				{name: "Tx", run: func(ctx context.Context, fn func(context.Context, q) error, opts ...sqlretry.Option) error {
+					return sqlretry.Tx(ctx, db, func(ctx context.Context, tx *sql.Tx) error { return fn(ctx, sqlQ{tx}) }, opts...)
+				}},
+				{name: "PgxTx", run: func(ctx context.Context, fn func(context.Context, q) error, opts ...sqlretry.Option) error {
+					return sqlretry.PgxTx(ctx, p, func(ctx context.Context, tx pgx.Tx) error { return fn(ctx, pgxQ{tx}) }, opts...)
+				}},
+			} {
+				insert := func(ctx context.Context, tx q) error { return tx.Exec(ctx, "INSERT INTO "+table+" VALUES (1)") }
+				for warm && !armed.Load() { // two commits: the statement's, then the fast path tried
+					for range 2 {
+						if err := a.run(t.Context(), insert); err != nil {
+							t.Fatal(err)
+						}
+					}
+					exec(t, "TRUNCATE "+table)
+					armed.Store(true)
+				}
+				armed.Store(true)
+				runs := 0
+				err := a.run(t.Context(), func(ctx context.Context, tx q) error { runs++; return insert(ctx, tx) }, againAtOnce())
+				wantInDoubt(t, err, runs, false)
+				if n := queryInt(t, "SELECT count(*) FROM "+table); n != 1 {
+					t.Fatalf("%s: %d rows, want the one committed", a.name, n)
+				}
+				exec(t, "TRUNCATE "+table)
+			}
+		})
+	}
+}
+
+// crashingProxy stands for a proxy whose link to the server fails after
+// the server answered COMMIT, once armed: it passes COMMIT on, swallows the
+// server's answers up to COMMIT's, and sends its own FATAL error (severity,
+// code and message, as PgBouncer's), then closes. It disarms itself.
+type crashingProxy struct {
+	net.Conn
+	armed    *atomic.Bool
+	crashing bool
+	sent     bool
+}
+
+func (p *crashingProxy) Write(b []byte) (int, error) {
+	if p.armed.Load() && bytes.Contains(b, []byte("COMMIT\x00")) {
+		p.crashing = true
+		p.armed.Store(false)
+	}
+	return p.Conn.Write(b)
+}
+
+func (p *crashingProxy) Read(b []byte) (int, error) {
+	if !p.crashing {
+		return p.Conn.Read(b)
+	}
+	if p.sent {
+		return 0, io.EOF
+	}
+	var seen []byte
+	buf := make([]byte, 4096)
+	for !bytes.Contains(seen, []byte("C\x00\x00\x00\x0bCOMMIT\x00")) { // COMMIT's CommandComplete
+		n, err := p.Conn.Read(buf)
+		if err != nil {
+			return 0, err
+		}
+		seen = append(seen, buf[:n]...)
+	}
+	p.Conn.Close()
+	p.sent = true
+	fatal, _ := (&pgproto3.ErrorResponse{Severity: "FATAL", SeverityUnlocalized: "FATAL", Code: "08P01", Message: "server conn crashed?"}).Encode(nil)
+	return copy(b, fatal), nil
+}
+
+// A run whose attempt ends after fn returned, before COMMIT was written,
+// sends no COMMIT: the transaction is rolled back, on a connection that is
+// kept (a *pgx.Conn's too), and the run is safe to run again, and commits
+// once. Before, PgxTx sent COMMIT after the attempt's end and left the
+// outcome in doubt.
+func TestAttemptEndedBeforeCommitSendsNoCommit(t *testing.T) {
+	needServer(t)
+	const table = "attempt_ended_before_commit"
+	exec(t, "DROP TABLE IF EXISTS "+table, "CREATE TABLE "+table+" (k int)")
+	conn, err := pgx.Connect(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	for _, db := range []sqlretry.Beginner{pool, conn} {
+		exec(t, "TRUNCATE "+table)
+		runs := 0
+		err := sqlretry.PgxTx(t.Context(), db, func(ctx context.Context, tx pgx.Tx) error {
+			runs++
+			if _, err := tx.Exec(ctx, "INSERT INTO "+table+" VALUES (1)"); err != nil || runs > 1 {
+				return err
+			}
+			<-ctx.Done()
+			return nil
+		}, againAtOnce(), sqlretry.WithRetryOptions(retry.AttemptTimeout(100*time.Millisecond)))
+		if err != nil || runs != 2 {
+			t.Fatalf("%T: %d runs, err %v: want 2, success", db, runs, err)
+		}
+		if n := queryInt(t, "SELECT count(*) FROM "+table); n != 1 {
+			t.Fatalf("%T: %d rows, want 1", db, n)
+		}
+	}
+}
+
+// A COMMIT whose answer the call gave up on, its context ended, sends no
+// cancel request: the resolution that would wait for it has no time left.
+// Before, the cancel request, whose dial to a server that had become
+// unreachable hung, held the call 5 s past its deadline.
+func TestLostCommitAfterTheCallsEndHoldsItNoLonger(t *testing.T) {
+	needSyncStandby(t)
+	endSyncRepWaits(t)
+	const table = "lost_commit_call_end"
+	accounts(t, table)
+	var dials atomic.Int64
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dial := cfg.DialFunc
+	cfg.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if dials.Add(1) > 1 { // the server has become unreachable
+			<-ctx.Done()
+			return nil, ctx.Err()
+		}
+		return dial(ctx, network, addr)
+	}
+	conn, err := pgx.ConnectConfig(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	runs := 0
+	err = sqlretry.PgxTx(ctx, conn, func(ctx context.Context, tx pgx.Tx) error {
+		runs++
+		if _, err := tx.Exec(ctx, "SET LOCAL synchronous_commit = on"); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, "INSERT INTO "+table+"_log VALUES (1)")
+		return err
+	})
+	wantInDoubt(t, err, runs, true)
+	if took := time.Since(start); took > 2*time.Second {
+		t.Fatalf("the call took %v, its deadline was 300ms", took)
 	}
 }
 

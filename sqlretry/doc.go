@@ -128,12 +128,20 @@
 // https://www.postgresql.org/docs/current/functions-info.html, documents it
 // for a client disconnected while COMMIT was in progress). A COMMIT whose
 // answer they stop waiting for (the attempt's context ended) is first sent
-// a cancel request, as pgx sends for any exchange it abandons, and its
-// connection closed: a COMMIT waiting for a synchronous standby then ends
-// committed locally (PostgreSQL warns that the standby may not have it yet:
-// resolved committed, it is durable on the primary only), one in a
-// deferred trigger ends aborted; without it, the backend would wait for the
-// standby as long as it takes, and the lookup with it. The lookup says:
+// a cancel request, as pgx sends for any exchange it abandons, while the
+// call's context is live (after it, the lookup has no time to wait
+// anyway), and its connection closed: a COMMIT waiting for a synchronous
+// standby then ends committed locally (PostgreSQL warns that the standby
+// may not have it yet: resolved committed, it is durable on the primary
+// only), one in a deferred trigger ends aborted; without it, the backend
+// would wait for the standby as long as it takes, pg_xact_status saying
+// "in progress" until then. An error in the id's request proves that
+// nothing committed only when PostgreSQL's backend sent it (its errors name
+// the routine that raised them): a proxy's own (PgBouncer's FATAL "server
+// conn crashed?") may come after the server committed, and leaves the
+// outcome in doubt. Once the attempt's context has ended, before COMMIT
+// was written, COMMIT is not sent: the transaction is rolled back, and the
+// run is safe to run again. The lookup says:
 //
 //   - "committed": the call succeeds, and fn is not run again. OnResolved
 //     is told, with the attempt's context; a retry.Trace sees the attempt

@@ -259,7 +259,7 @@ func Tx(ctx context.Context, db *sql.DB, fn func(ctx context.Context, tx *sql.Tx
 			_ = tx.Rollback()
 			return &txError{stage: stageCommit, err: ctx.Err()}
 		}
-		xid, read, err := commitReadingID(ctx, pconn, tx.Commit, tx.Commit)
+		xid, read, err := commitReadingID(ctx, call, pconn, tx.Commit, tx.Commit)
 		if err != nil {
 			return c.settle(call, ctx, &txError{stage: stageCommit, err: err, foreign: c.foreign}, xid, read, status)
 		}
@@ -370,7 +370,7 @@ func PgxTx(ctx context.Context, db Beginner, fn func(ctx context.Context, tx pgx
 			return &txError{stage: stageFn, err: err}
 		}
 		// A connection whose COMMIT failed mid-transaction is closed.
-		xid, read, err := commitReadingID(ctx, pconn, func() error { return tx.Commit(ctx) }, nil)
+		xid, read, err := commitReadingID(ctx, call, pconn, func() error { return tx.Commit(ctx) }, nil)
 		if err != nil {
 			return c.settle(call, ctx, &txError{stage: stageCommit, err: err, foreign: c.foreign}, xid, read, status)
 		}
