@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -33,6 +34,9 @@ const (
 		"'pg_catalog.pg_current_xact_id_if_assigned()'::pg_catalog.regprocedure::pg_catalog.oid"
 	idFuncKey = "github.com/retrykit/retry/sqlretry.pg_current_xact_id_if_assigned"
 )
+
+// fastPathTryTimeout bounds the wait for the answer to tryFastPath's call.
+const fastPathTryTimeout = time.Second
 
 // fastPathRefused, under idFuncKey, says that the connection's fast-path
 // call failed.
@@ -76,10 +80,6 @@ func commitReadingID(ctx, call context.Context, conn *pgx.Conn, commit, ended fu
 	if pc == nil || pc.TxStatus() != 'T' || pc.IsBusy() || !knowsXactStatus(pc) {
 		return 0, false, commit()
 	}
-	tracer := queryTracerOf(conn)
-	if tracer != nil {
-		ctx = tracer.TraceQueryStart(ctx, conn, pgx.TraceQueryStartData{SQL: "COMMIT"})
-	}
 	if err := ctx.Err(); err != nil {
 		// pgx's Flush does not look at ctx: COMMIT is not sent after the
 		// attempt's end. The transaction is rolled back, as rollback does
@@ -92,7 +92,11 @@ func commitReadingID(ctx, call context.Context, conn *pgx.Conn, commit, ended fu
 			_ = pc.Close(rctx)
 		}
 		endSQLTx(pc, ended)
-		return 0, true, err
+		return 0, true, &commitNotSent{err}
+	}
+	tracer := queryTracerOf(conn)
+	if tracer != nil {
+		ctx = tracer.TraceQueryStart(ctx, conn, pgx.TraceQueryStartData{SQL: "COMMIT"})
 	}
 	learned := pc.CustomData()[idFuncKey]
 	fn, _ := learned.(uint32)
@@ -107,7 +111,9 @@ func commitReadingID(ctx, call context.Context, conn *pgx.Conn, commit, ended fu
 	if err = f.Flush(); err != nil {
 		// Nothing of the write reached the server: COMMIT was not sent,
 		// so the transaction did not commit, which read with no id says.
-		read = unsent(err)
+		if read = unsent(err); read {
+			err = &commitNotSent{err}
+		}
 		_ = pc.Close(ctx)
 	} else {
 		var a commitAnswers
@@ -118,9 +124,9 @@ func commitReadingID(ctx, call context.Context, conn *pgx.Conn, commit, ended fu
 		}
 		switch data := pc.CustomData(); {
 		case data == nil:
-		case fn != 0 && errors.As(err, new(*pgconn.PgError)):
-			// Refused after all (a proxy put in the way since?): this
-			// transaction is lost, the next ones take the statement.
+		case fn != 0 && a.idFailed:
+			// Refused after all (a proxy put in the way since?): the
+			// next commits take the statement.
 			data[idFuncKey] = fastPathRefused{}
 		case learned == nil && a.fn != 0 && err == nil && a.done:
 			data[idFuncKey] = tryFastPath(ctx, pc, a.fn)
@@ -135,6 +141,14 @@ func commitReadingID(ctx, call context.Context, conn *pgx.Conn, commit, ended fu
 	}
 	return xid, read, err
 }
+
+// commitNotSent is the error of a COMMIT that was never sent: the attempt's
+// context had ended, or the write failed before any of it went out. Nothing
+// committed, and there is nothing to resolve (see settle).
+type commitNotSent struct{ err error }
+
+func (e *commitNotSent) Error() string { return "sqlretry: COMMIT not sent: " + e.err.Error() }
+func (e *commitNotSent) Unwrap() error { return e.err }
 
 // endSQLTx calls ended, if not nil, while pc is held busy, so that it sends
 // nothing: see commitReadingID.
@@ -169,12 +183,17 @@ func abandon(call context.Context, pc *pgconn.PgConn) {
 // tryFastPath calls the function fn by the fast path, on pc, idle after its
 // commit, and returns what the connection is to keep: fn if the call went
 // through, fastPathRefused if it was refused, nil if the answer did not come
-// (the connection, closed then, is not to be used again; a context that
-// ended leaves it to the next commit to try).
+// within fastPathTryTimeout (the connection, closed then, is not to be
+// used again; a context that had ended leaves it to the next commit to
+// try).
 func tryFastPath(ctx context.Context, pc *pgconn.PgConn, fn uint32) any {
 	if ctx.Err() != nil {
 		return nil
 	}
+	// A proxy that drops the message without a word must not hold the
+	// call, whose transaction has committed, for longer.
+	ctx, cancel := context.WithTimeout(ctx, fastPathTryTimeout)
+	defer cancel()
 	f := pc.Frontend()
 	f.Send(&pgproto3.FunctionCall{Function: fn})
 	if err := f.Flush(); err != nil {
@@ -206,21 +225,28 @@ type commitAnswers struct {
 	fn   uint32 // the OID xidLookup read
 	tag  pgconn.CommandTag
 	done bool // both ReadyForQuery read: nothing of the exchange is left
+	// idFailed: the id's request was answered with an error (the fast
+	// path refused, if it was a call), both answers read.
+	idFailed bool
+	// idAborted: the backend answered the id's request with an error and a
+	// ReadyForQuery that says the transaction failed: COMMIT cannot commit.
+	idAborted bool
 }
 
 // receive reads the answers, up to COMMIT's ReadyForQuery. An error of the
-// backend's in the id's request (the transaction then cannot commit: COMMIT
-// answers ROLLBACK, or the backend has ended, if the error is FATAL) is
-// returned, with read true and no id, which says that nothing committed;
-// one in COMMIT is COMMIT's failure, as pgx returns it. A COMMIT answered
-// COMMIT is a success.
+// backend's in the id's request, with a ReadyForQuery that says the
+// transaction failed (COMMIT then rolls it back), or FATAL (the backend
+// ended before it read COMMIT), is returned with read true and no id,
+// which says that nothing committed; one in COMMIT is COMMIT's failure, as
+// pgx returns it; one of a proxy's in the id's request proves nothing (the
+// proxy may have passed COMMIT on). A COMMIT answered COMMIT is a success.
 func (a *commitAnswers) receive(ctx context.Context, pc *pgconn.PgConn) error {
-	var idErr, commitErr error
+	var idErr, commitErr *pgconn.PgError
 	for ready := 0; ready < 2; {
 		msg, err := pc.ReceiveMessage(ctx)
 		if err != nil {
-			if idErr != nil {
-				return idErr
+			if a.idAborted {
+				return idErr // COMMIT cannot commit
 			}
 			// A FATAL error (pgconn closes the connection and returns it)
 			// before the id's ReadyForQuery: the backend ended before it
@@ -240,13 +266,17 @@ func (a *commitAnswers) receive(ctx context.Context, pc *pgconn.PgConn) error {
 		switch msg := msg.(type) {
 		case *pgproto3.ReadyForQuery:
 			ready++
+			if ready == 1 && idErr != nil && fromBackend(idErr) && msg.TxStatus == 'E' {
+				// The backend says so: the transaction failed, and COMMIT
+				// will roll it back.
+				a.idAborted, a.read = true, true
+			}
 			if ready == 1 && !a.read && idErr == nil {
 				return errors.New("sqlretry: reading the transaction's id: no answer")
 			}
 		case *pgproto3.ErrorResponse:
 			if ready == 0 {
-				pe := pgconn.ErrorResponseToPgError(msg)
-				idErr, a.read = pe, a.read || fromBackend(pe)
+				idErr = pgconn.ErrorResponseToPgError(msg)
 			} else {
 				commitErr = pgconn.ErrorResponseToPgError(msg)
 			}
@@ -276,15 +306,18 @@ func (a *commitAnswers) receive(ctx context.Context, pc *pgconn.PgConn) error {
 		}
 	}
 	a.done = true
+	a.idFailed = idErr != nil
 	switch {
 	case commitErr == nil && a.tag.String() == "COMMIT":
 		// Committed, whatever the id's request met: an error there that
 		// was not the backend's (a proxy's) did not abort the transaction.
 		return nil
-	case idErr != nil:
-		return idErr
+	case a.idAborted:
+		return idErr // and COMMIT answered ROLLBACK
 	case commitErr != nil:
 		return commitErr
+	case idErr != nil:
+		return idErr // a proxy's, and COMMIT answered ROLLBACK: nothing committed
 	case a.tag.String() == "":
 		return errors.New("sqlretry: COMMIT answered nothing")
 	}
@@ -293,10 +326,12 @@ func (a *commitAnswers) receive(ctx context.Context, pc *pgconn.PgConn) error {
 
 // fromBackend reports whether e is an error of PostgreSQL's backend, which
 // names the routine that raised it, and not of a proxy on the way (PgBouncer
-// sends its own FATAL errors, "server conn crashed?", with a severity, code
-// and message alone). Only the backend's error in the id's request proves
-// that COMMIT did not commit: the backend aborted the transaction, or ended,
-// before it read COMMIT; a proxy's may come after the server committed.
+// and pgpool-II send their own errors, such as PgBouncer's FATAL "server
+// conn crashed?", with no routine). Only the backend's error in the id's
+// request proves that COMMIT did not commit: the backend aborted the
+// transaction, or ended, before it read COMMIT; a proxy's may come after the
+// server committed. A proxy that sent a routine of its own would be
+// believed.
 func fromBackend(e *pgconn.PgError) bool { return e.Routine != "" }
 
 // parseID reads the id's value: nil (NULL) is a transaction that wrote

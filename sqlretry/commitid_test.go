@@ -184,16 +184,27 @@ func TestFastPathRefusedOnTheWay(t *testing.T) {
 	}
 }
 
-// A proxy's own FATAL error (PgBouncer's "server conn crashed?", sent when
-// its link to the server fails) before the id's answer says nothing of the
-// backend: the server may have committed. The outcome is in doubt, and the
-// transfer is not run again. Before, any FATAL error there was taken for a
-// backend that ended before COMMIT, and a committed transaction ran twice.
-func TestProxysFatalErrorBeforeTheIDIsInDoubt(t *testing.T) {
+// A proxy on the way that loses its link to the server after the server
+// committed (it passed COMMIT on) leaves the outcome in doubt, and the
+// transfer is not run again, whatever the proxy said of the id's request
+// before: its own FATAL error (PgBouncer's "server conn crashed?"), or its
+// own refusal of the fast-path call, which the server never saw. Neither
+// is the backend's word that the transaction aborted. Before, the first
+// was taken for a backend that ended before COMMIT, and a committed
+// transaction ran twice; the second was returned as a plain client error.
+func TestProxysErrorsBeforeALostCommitLeaveItInDoubt(t *testing.T) {
 	needServer(t)
-	for _, warm := range []bool{false, true} { // the id by a statement, by the fast path
-		t.Run(fmt.Sprintf("warm=%v", warm), func(t *testing.T) {
-			table := fmt.Sprintf("proxy_fatal_%v", warm)
+	for _, c := range []struct {
+		name          string
+		warm          bool // the id by the fast path, not the statement
+		refuse, fatal bool
+	}{
+		{"fatal, the id by the statement", false, false, true},
+		{"fatal, the id by the fast path", true, false, true},
+		{"the fast path refused, then the link lost", true, true, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			table := fmt.Sprintf("proxy_errors_%d", tables.Add(1))
 			exec(t, "DROP TABLE IF EXISTS "+table, "CREATE TABLE "+table+" (k int)")
 			var armed atomic.Bool
 			cfg, err := pgxpool.ParseConfig(dsn)
@@ -201,7 +212,9 @@ func TestProxysFatalErrorBeforeTheIDIsInDoubt(t *testing.T) {
 				t.Fatal(err)
 			}
 			cfg.MaxConns = 1
-			cfg.ConnConfig = dialingThrough(t, func(c net.Conn) net.Conn { return &crashingProxy{Conn: c, armed: &armed} })
+			cfg.ConnConfig = dialingThrough(t, func(conn net.Conn) net.Conn {
+				return &crashingProxy{Conn: conn, armed: &armed, refuse: c.refuse, fatal: c.fatal}
+			})
 			p, db := poolAndDB(t, cfg)
 			db.SetMaxOpenConns(1)
 			for _, a := range []api{
@@ -213,14 +226,13 @@ func TestProxysFatalErrorBeforeTheIDIsInDoubt(t *testing.T) {
 				}},
 			} {
 				insert := func(ctx context.Context, tx q) error { return tx.Exec(ctx, "INSERT INTO "+table+" VALUES (1)") }
-				for warm && !armed.Load() { // two commits: the statement's, then the fast path tried
+				if c.warm { // two commits: the statement's, then the fast path tried
 					for range 2 {
 						if err := a.run(t.Context(), insert); err != nil {
 							t.Fatal(err)
 						}
 					}
 					exec(t, "TRUNCATE "+table)
-					armed.Store(true)
 				}
 				armed.Store(true)
 				runs := 0
@@ -236,29 +248,54 @@ func TestProxysFatalErrorBeforeTheIDIsInDoubt(t *testing.T) {
 }
 
 // crashingProxy stands for a proxy whose link to the server fails after
-// the server answered COMMIT, once armed: it passes COMMIT on, swallows the
-// server's answers up to COMMIT's, and sends its own FATAL error (severity,
-// code and message, as PgBouncer's), then closes. It disarms itself.
+// the server answered COMMIT, once armed (it disarms itself): it passes
+// COMMIT on, swallows the server's answers up to COMMIT's, and ends the
+// session, with its own FATAL error first (severity, code and message, as
+// PgBouncer's) if fatal. With refuse it does not pass the fast-path call
+// on, and answers it with its own error and a ReadyForQuery that says a
+// transaction is open.
 type crashingProxy struct {
 	net.Conn
-	armed    *atomic.Bool
+	armed         *atomic.Bool
+	refuse, fatal bool
+
 	crashing bool
-	sent     bool
+	answer   []byte // the proxy's own messages, read before the server's
+	ended    bool
 }
 
 func (p *crashingProxy) Write(b []byte) (int, error) {
-	if p.armed.Load() && bytes.Contains(b, []byte("COMMIT\x00")) {
-		p.crashing = true
-		p.armed.Store(false)
+	if !p.armed.Load() || !bytes.Contains(b, []byte("COMMIT\x00")) {
+		return p.Conn.Write(b)
 	}
-	return p.Conn.Write(b)
+	p.crashing = true
+	p.armed.Store(false)
+	var pass []byte
+	for rest := b; len(rest) >= 5; {
+		n := 1 + int(binary.BigEndian.Uint32(rest[1:5]))
+		if rest[0] == 'F' && p.refuse {
+			p.answer, _ = (&pgproto3.ErrorResponse{Severity: "ERROR", Code: "0A000", Message: "fast-path function calls are not supported"}).Encode(p.answer)
+			p.answer, _ = (&pgproto3.ReadyForQuery{TxStatus: 'T'}).Encode(p.answer)
+		} else {
+			pass = append(pass, rest[:n]...)
+		}
+		rest = rest[n:]
+	}
+	if _, err := p.Conn.Write(pass); err != nil {
+		return 0, err
+	}
+	return len(b), nil
 }
 
 func (p *crashingProxy) Read(b []byte) (int, error) {
-	if !p.crashing {
+	switch {
+	case !p.crashing:
 		return p.Conn.Read(b)
-	}
-	if p.sent {
+	case len(p.answer) > 0:
+		n := copy(b, p.answer)
+		p.answer = p.answer[n:]
+		return n, nil
+	case p.ended:
 		return 0, io.EOF
 	}
 	var seen []byte
@@ -271,7 +308,10 @@ func (p *crashingProxy) Read(b []byte) (int, error) {
 		seen = append(seen, buf[:n]...)
 	}
 	p.Conn.Close()
-	p.sent = true
+	p.ended = true
+	if !p.fatal {
+		return 0, io.EOF
+	}
 	fatal, _ := (&pgproto3.ErrorResponse{Severity: "FATAL", SeverityUnlocalized: "FATAL", Code: "08P01", Message: "server conn crashed?"}).Encode(nil)
 	return copy(b, fatal), nil
 }
@@ -279,34 +319,136 @@ func (p *crashingProxy) Read(b []byte) (int, error) {
 // A run whose attempt ends after fn returned, before COMMIT was written,
 // sends no COMMIT: the transaction is rolled back, on a connection that is
 // kept (a *pgx.Conn's too), and the run is safe to run again, and commits
-// once. Before, PgxTx sent COMMIT after the attempt's end and left the
-// outcome in doubt.
+// once; a QueryTracer sees no COMMIT begin without an end. Through Tx, when
+// the attempt ends while fn still runs, database/sql rolls back, and the
+// run is safe to run again too. Before, PgxTx sent COMMIT after the
+// attempt's end and left the outcome in doubt, the tracer saw a COMMIT
+// that never ended, and Tx's run was never run again, although nothing
+// committed.
 func TestAttemptEndedBeforeCommitSendsNoCommit(t *testing.T) {
 	needServer(t)
 	const table = "attempt_ended_before_commit"
 	exec(t, "DROP TABLE IF EXISTS "+table, "CREATE TABLE "+table+" (k int)")
+	queries := &tracedQueries{}
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ConnConfig.Tracer = queries
+	p, db := poolAndDB(t, cfg)
+	conn, err := pgx.ConnectConfig(t.Context(), cfg.ConnConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	// fn inserts, then, on its first run, returns once the attempt has
+	// ended, after linger.
+	fn := func(runs *int, linger time.Duration) func(context.Context, q) error {
+		return func(ctx context.Context, tx q) error {
+			*runs++
+			if err := tx.Exec(ctx, "INSERT INTO "+table+" VALUES (1)"); err != nil || *runs > 1 {
+				return err
+			}
+			<-ctx.Done()
+			time.Sleep(linger)
+			return nil
+		}
+	}
+	cut := sqlretry.WithRetryOptions(retry.AttemptTimeout(100 * time.Millisecond))
+	for _, c := range []struct {
+		name   string
+		linger time.Duration
+		run    func(ctx context.Context, fn func(context.Context, q) error) error
+	}{
+		{"PgxTx on a pool", 0, func(ctx context.Context, fn func(context.Context, q) error) error {
+			return sqlretry.PgxTx(ctx, p, func(ctx context.Context, tx pgx.Tx) error { return fn(ctx, pgxQ{tx}) }, againAtOnce(), cut)
+		}},
+		{"PgxTx on a *pgx.Conn", 0, func(ctx context.Context, fn func(context.Context, q) error) error {
+			return sqlretry.PgxTx(ctx, conn, func(ctx context.Context, tx pgx.Tx) error { return fn(ctx, pgxQ{tx}) }, againAtOnce(), cut)
+		}},
+		{"Tx", 50 * time.Millisecond, func(ctx context.Context, fn func(context.Context, q) error) error {
+			return sqlretry.Tx(ctx, db, func(ctx context.Context, tx *sql.Tx) error { return fn(ctx, sqlQ{tx}) }, againAtOnce(), cut)
+		}},
+	} {
+		exec(t, "TRUNCATE "+table)
+		runs := 0
+		if err := c.run(t.Context(), fn(&runs, c.linger)); err != nil || runs != 2 {
+			t.Fatalf("%s: %d runs, err %v: want 2, success", c.name, runs, err)
+		}
+		if n := queryInt(t, "SELECT count(*) FROM "+table); n != 1 {
+			t.Fatalf("%s: %d rows, want 1", c.name, n)
+		}
+		if n := queries.open(); n != 0 {
+			t.Fatalf("%s: the tracer saw %d queries begin and not end", c.name, n)
+		}
+	}
+}
+
+// A COMMIT that fails for a reason of its own (a deferred unique
+// constraint) says nothing of the fast path: the connection keeps it.
+// Before, any error at COMMIT put the connection on the statement for good.
+func TestCommitsOwnErrorKeepsTheFastPath(t *testing.T) {
+	needServer(t)
+	const table = "commit_error_fast_path"
+	exec(t, "DROP TABLE IF EXISTS "+table, "CREATE TABLE "+table+" (k int UNIQUE DEFERRABLE INITIALLY DEFERRED)")
 	conn, err := pgx.Connect(t.Context(), dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close(context.Background())
-	for _, db := range []sqlretry.Beginner{pool, conn} {
-		exec(t, "TRUNCATE "+table)
-		runs := 0
-		err := sqlretry.PgxTx(t.Context(), db, func(ctx context.Context, tx pgx.Tx) error {
-			runs++
-			if _, err := tx.Exec(ctx, "INSERT INTO "+table+" VALUES (1)"); err != nil || runs > 1 {
-				return err
-			}
-			<-ctx.Done()
-			return nil
-		}, againAtOnce(), sqlretry.WithRetryOptions(retry.AttemptTimeout(100*time.Millisecond)))
-		if err != nil || runs != 2 {
-			t.Fatalf("%T: %d runs, err %v: want 2, success", db, runs, err)
+	for i := range 2 { // the statement's commit, then the fast path tried
+		if err := sqlretry.PgxTx(t.Context(), conn, func(ctx context.Context, tx pgx.Tx) error {
+			_, err := tx.Exec(ctx, "INSERT INTO "+table+" VALUES ($1)", i)
+			return err
+		}); err != nil {
+			t.Fatal(err)
 		}
-		if n := queryInt(t, "SELECT count(*) FROM "+table); n != 1 {
-			t.Fatalf("%T: %d rows, want 1", db, n)
-		}
+	}
+	oid, ok := conn.PgConn().CustomData()[idFuncKey].(uint32)
+	if !ok {
+		t.Fatalf("the connection keeps %v, want the function's OID", conn.PgConn().CustomData()[idFuncKey])
+	}
+	err = sqlretry.PgxTx(t.Context(), conn, func(ctx context.Context, tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, "INSERT INTO "+table+" VALUES (1), (1)")
+		return err
+	})
+	if !isCode(err, "23505") {
+		t.Fatalf("err %v, want COMMIT's unique violation", err)
+	}
+	if got := conn.PgConn().CustomData()[idFuncKey]; got != oid {
+		t.Fatalf("after COMMIT's own error the connection keeps %v, want OID %d", got, oid)
+	}
+}
+
+// A proxy that drops the fast-path call without a word holds a call whose
+// transaction committed no longer than fastPathTryTimeout (1 s), then the
+// connection is replaced. Before, the call waited for its context's end.
+func TestFastPathUnansweredHoldsTheCallNoLonger(t *testing.T) {
+	needServer(t)
+	const table = "fast_path_unanswered"
+	exec(t, "DROP TABLE IF EXISTS "+table, "CREATE TABLE "+table+" (k int)")
+	var calls atomic.Int64
+	cfg := dialingThrough(t, func(c net.Conn) net.Conn { return &refusingProxy{Conn: c, drops: true, calls: &calls} })
+	conn, err := pgx.ConnectConfig(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	start := time.Now()
+	if err := sqlretry.PgxTx(ctx, conn, func(ctx context.Context, tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, "INSERT INTO "+table+" VALUES (1)")
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took > 3*time.Second || calls.Load() != 1 || !conn.IsClosed() {
+		t.Fatalf("took %v, %d calls dropped, connection closed %v: want at most 1 s more than the commit, 1, closed",
+			took, calls.Load(), conn.IsClosed())
+	}
+	if n := queryInt(t, "SELECT count(*) FROM "+table); n != 1 {
+		t.Fatalf("%d rows, want 1", n)
 	}
 }
 
@@ -357,13 +499,15 @@ func TestLostCommitAfterTheCallsEndHoldsItNoLonger(t *testing.T) {
 
 // refusingProxy stands for a proxy between the client and the server that
 // refuses the protocol's FunctionCall messages, which it counts in calls,
-// as an auditing proxy may: it answers one with an error (and a
-// ReadyForQuery that says no transaction is open, as when a connection
-// tries the call), or closes the session. It reads the client's messages as
-// pgx writes them, whole, after the startup message.
+// as an auditing proxy may: it drops one without a word (drops), closes the
+// session (closes), or answers it with an error and a ReadyForQuery that
+// says no transaction is open (as when a connection tries the call). It
+// reads the client's messages as pgx writes them, whole, after the startup
+// message.
 type refusingProxy struct {
 	net.Conn
-	closes bool
+	closes bool // close the session, not answer with an error
+	drops  bool // drop the message without a word
 	calls  *atomic.Int64
 
 	mu      sync.Mutex
@@ -385,6 +529,10 @@ func (p *refusingProxy) Write(b []byte) (int, error) {
 			pass = append(pass, rest[:n]...)
 		} else {
 			p.calls.Add(1)
+			if p.drops {
+				rest = rest[n:]
+				continue
+			}
 			if p.closes {
 				p.Conn.Close()
 				return len(b), nil

@@ -175,7 +175,8 @@
 // short in fn, before COMMIT, is not resolved: it is not run again, as
 // WithRetryOptions says. pgx's QueryTracer of the connection sees that
 // COMMIT as one query, with its command tag or error, as it sees pgx's own
-// Commit (the id's request in the same write is not shown); through Tx it
+// Commit (the id's request in the same write is not shown), or the ROLLBACK
+// sent in its place once the attempt's context has ended; through Tx it
 // also sees a "commit" fail with "conn busy": the driver's Commit, by which
 // database/sql's transaction is told that it ended, finds the connection
 // held busy by Tx and sends nothing.

@@ -97,6 +97,9 @@ const (
 // bounded by ctx, the call's context. Anything else is an *InDoubtError.
 // actx is the attempt's context, given to the OnResolved hook.
 func (c *config) settle(ctx, actx context.Context, te *txError, xid uint64, read bool, status xactStatus) error {
+	if errors.As(te.err, new(*commitNotSent)) {
+		return &txError{stage: stageCommit, err: te.err, aborted: true}
+	}
 	w := inspect(te)
 	if Classify(te).Safety != retry.Unsafe {
 		return te

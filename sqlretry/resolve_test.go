@@ -386,8 +386,9 @@ func TestAmbiguousResultAtCommitIsInDoubt(t *testing.T) {
 // tracedQueries is a pgx QueryTracer that keeps each query it saw end: its
 // text, command tag and error.
 type tracedQueries struct {
-	mu    sync.Mutex
-	ended []tracedQuery
+	mu     sync.Mutex
+	starts int
+	ended  []tracedQuery
 }
 
 type tracedQuery struct {
@@ -398,7 +399,17 @@ type tracedQuery struct {
 type tracedSQL struct{}
 
 func (q *tracedQueries) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.starts++
 	return context.WithValue(ctx, tracedSQL{}, d.SQL)
+}
+
+// open returns how many queries started and have not ended.
+func (q *tracedQueries) open() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.starts - len(q.ended)
 }
 
 func (q *tracedQueries) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryEndData) {
@@ -413,6 +424,7 @@ func (q *tracedQueries) take() []tracedQuery {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	seen := q.ended
+	q.starts -= len(seen)
 	q.ended = nil
 	return seen
 }

@@ -255,9 +255,10 @@ func Tx(ctx context.Context, db *sql.DB, fn func(ctx context.Context, tx *sql.Tx
 		}
 		ends.done(conn)
 		if !stop() {
-			// ctx ended before COMMIT: database/sql rolls back.
+			// ctx ended before COMMIT: database/sql rolls back, and the
+			// run is safe to run again, as PgxTx's (commitNotSent).
 			_ = tx.Rollback()
-			return &txError{stage: stageCommit, err: ctx.Err()}
+			return &txError{stage: stageCommit, err: ctx.Err(), aborted: true}
 		}
 		xid, read, err := commitReadingID(ctx, call, pconn, tx.Commit, tx.Commit)
 		if err != nil {
