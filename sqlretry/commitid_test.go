@@ -329,14 +329,8 @@ func TestAttemptEndedBeforeCommitSendsNoCommit(t *testing.T) {
 	needServer(t)
 	const table = "attempt_ended_before_commit"
 	exec(t, "DROP TABLE IF EXISTS "+table, "CREATE TABLE "+table+" (k int)")
-	queries := &tracedQueries{}
-	cfg, err := pgxpool.ParseConfig(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.ConnConfig.Tracer = queries
-	p, db := poolAndDB(t, cfg)
-	conn, err := pgx.ConnectConfig(t.Context(), cfg.ConnConfig)
+	queries, p, db := traced(t)
+	conn, err := pgx.ConnectConfig(t.Context(), p.Config().ConnConfig)
 	if err != nil {
 		t.Fatal(err)
 	}

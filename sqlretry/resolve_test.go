@@ -419,6 +419,20 @@ func (q *tracedQueries) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, d pgx.Tr
 	q.ended = append(q.ended, tracedQuery{sql, d.CommandTag.String(), d.Err})
 }
 
+// traced returns a pool and a *sql.DB of the tests' server whose
+// connections have queries for their QueryTracer.
+func traced(t *testing.T) (queries *tracedQueries, p *pgxpool.Pool, db *sql.DB) {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	queries = &tracedQueries{}
+	cfg.ConnConfig.Tracer = queries
+	p, db = poolAndDB(t, cfg)
+	return queries, p, db
+}
+
 // take returns the queries seen since the last take.
 func (q *tracedQueries) take() []tracedQuery {
 	q.mu.Lock()
@@ -437,13 +451,7 @@ func (q *tracedQueries) take() []tracedQuery {
 // without being sent (see commitReadingID).
 func TestQueryTracerSeesOneCommit(t *testing.T) {
 	needServer(t)
-	queries := &tracedQueries{}
-	cfg, err := pgxpool.ParseConfig(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.ConnConfig.Tracer = queries
-	p, db := poolAndDB(t, cfg)
+	queries, p, db := traced(t)
 	exec(t, "DROP TABLE IF EXISTS traced_commit", "CREATE TABLE traced_commit (k int UNIQUE DEFERRABLE INITIALLY DEFERRED)")
 	for _, r := range []struct {
 		name string
