@@ -107,7 +107,10 @@ func commitReadingID(ctx, call context.Context, conn *pgx.Conn, commit, ended fu
 		f.SendQuery(&pgproto3.Query{String: xidLookup})
 	}
 	f.SendQuery(&pgproto3.Query{String: "COMMIT"})
-	var tag pgconn.CommandTag
+	var (
+		tag pgconn.CommandTag
+		try uint32 // the OID to try the fast path with, once COMMIT is done
+	)
 	if err = f.Flush(); err != nil {
 		// Nothing of the write reached the server: COMMIT was not sent,
 		// so the transaction did not commit, which read with no id says.
@@ -129,12 +132,15 @@ func commitReadingID(ctx, call context.Context, conn *pgx.Conn, commit, ended fu
 			// next commits take the statement.
 			data[idFuncKey] = fastPathRefused{}
 		case learned == nil && a.fn != 0 && err == nil && a.done:
-			data[idFuncKey] = tryFastPath(ctx, pc, a.fn)
+			try = a.fn
 		}
 	}
 	endSQLTx(pc, ended)
 	if tracer != nil {
 		tracer.TraceQueryEnd(ctx, conn, pgx.TraceQueryEndData{CommandTag: tag, Err: err})
+	}
+	if try != 0 && pc.CustomData() != nil {
+		pc.CustomData()[idFuncKey] = tryFastPath(ctx, pc, try)
 	}
 	if err == nil && tag.String() == "ROLLBACK" {
 		err = pgx.ErrTxCommitRollback
