@@ -121,7 +121,9 @@
 // trip once in its life, to learn whether the way to the server takes the
 // message (a proxy that audits statements may refuse it, with an error or
 // by closing the session). Its later commits take the fast path if it did,
-// and the statement if not, so that a refusal never costs a transaction.
+// and the statement if not, so that such a proxy costs no transaction
+// (unless it is put in the way of a connection that had learned the fast
+// path: that transaction fails, or is in doubt if the link is lost too).
 // After a failure that lost the answer they ask
 // pg_xact_status(id) on another connection of the same database, which reads
 // the commit log (PostgreSQL's "System Information Functions and Operators",
@@ -172,8 +174,9 @@
 // id when COMMIT is sent is taken to have written nothing, which misjudges
 // a NOTIFY alone (PostgreSQL assigns its id during COMMIT) and writes made
 // only through postgres_fdw (which WithForeignWrites covers). A run cut
-// short in fn, before COMMIT, is not resolved: it is not run again, as
-// WithRetryOptions says. pgx's QueryTracer of the connection sees that
+// short in fn, before COMMIT (fn returns the context's error), is not
+// resolved: it is not run again, as WithRetryOptions says; one whose fn
+// returned nil after the attempt's end sends no COMMIT (above). pgx's QueryTracer of the connection sees that
 // COMMIT as one query, with its command tag or error, as it sees pgx's own
 // Commit (the id's request in the same write is not shown), or the ROLLBACK
 // sent in its place once the attempt's context has ended; through Tx it

@@ -51,9 +51,11 @@ func WithPgxTxOptions(o pgx.TxOptions) Option {
 // retry.AttemptTimeout bounds each run of the whole transaction, BEGIN to
 // COMMIT; a run cut short during COMMIT has its outcome resolved as after a
 // lost connection (see Tx), within the call's context. One cut short in fn
-// is not run again: the connection's state cannot prove
-// that fn did not commit (a COMMIT statement of its own, COMMIT AND CHAIN, a
-// COMMIT still in flight), so the timeout counts as the caller's.
+// (fn returns the context's error) is not run again: the connection's state
+// cannot prove that fn did not commit (a COMMIT statement of its own,
+// COMMIT AND CHAIN, a COMMIT still in flight), so the timeout counts as the
+// caller's. One whose fn returned nil after the attempt's end sends no
+// COMMIT: it is rolled back, and safe to run again.
 // retry.Unmarked changes nothing: the transaction's loop never marks its
 // attempts (see the package documentation).
 func WithRetryOptions(opts ...retry.Option) Option {
