@@ -86,7 +86,7 @@ func commitReadingID(ctx, call context.Context, conn *pgx.Conn, commit, ended fu
 		// once the context has ended, so that the connection is kept (a
 		// *pgx.Conn's is the caller's only one); if that fails it ends with
 		// its connection. Nothing committed.
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
+		rctx, cancel := rollbackContext(ctx)
 		defer cancel()
 		if _, rerr := conn.Exec(rctx, "ROLLBACK"); rerr != nil {
 			_ = pc.Close(rctx)

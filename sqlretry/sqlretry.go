@@ -506,12 +506,18 @@ func runPgx(ctx context.Context, tx pgx.Tx, fn func(context.Context, pgx.Tx) err
 // connection without sending ROLLBACK, which also ends the transaction, but
 // costs the pool a connection.
 func rollback(ctx context.Context, tx pgx.Tx) error {
+	rctx, cancel := rollbackContext(ctx)
+	defer cancel()
+	return tx.Rollback(rctx)
+}
+
+// rollbackContext is the context a rollback is sent in: ctx while it is
+// live, else one that ends after rollbackTimeout.
+func rollbackContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	if ctx.Err() != nil {
 		ctx = context.WithoutCancel(ctx)
 	}
-	rctx, cancel := context.WithTimeout(ctx, rollbackTimeout)
-	defer cancel()
-	return tx.Rollback(rctx)
+	return context.WithTimeout(ctx, rollbackTimeout)
 }
 
 // do runs op, one run of the transaction, through retry.Do.
