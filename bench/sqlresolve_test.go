@@ -3,11 +3,13 @@ package main
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"math/rand/v2"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgproto3"
 	"github.com/jackc/pgx/v5/pgxpool"
 	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver
 	"github.com/retrykit/retry/sqlretry"
@@ -20,10 +22,11 @@ import (
 // benchmarks' server over loopback TCP, one at a time. PgxTx/resolving
 // reads the id in COMMIT's write; PgxTx/plain commits with a CommitQuery of
 // the caller's, for which sqlretry reads no id (the cost before); pgx is
-// the same transaction without sqlretry. Tx/resolving and database-sql are
-// the same through pgx's stdlib driver. Compare ns/op: the id read adds no
-// round trip. BenchmarkSQLResolvingCommitPaired compares them under the
-// same load.
+// the same transaction without sqlretry, and pgx/flush the same with the
+// early send that reading the id needs, and no id (flushedCommit).
+// Tx/resolving and database-sql are the same through pgx's stdlib driver.
+// Compare ns/op: the id read adds no round trip.
+// BenchmarkSQLResolvingCommitPaired compares them under the same load.
 func BenchmarkSQLResolvingCommit(b *testing.B) {
 	pool, db := loopback(b, pgBench.start(b), 40)
 	for _, c := range shortTransactions(b, pool, db, "bench_resolve") {
@@ -69,7 +72,7 @@ type shortTransaction struct {
 
 // shortTransactions creates table, with its one row, and returns the ways
 // of running the short transaction on it: PgxTx/resolving, PgxTx/plain and
-// pgx on pool, Tx/resolving and database-sql on db.
+// pgx on pool, Tx/resolving and database-sql on db, and pgx/flush on pool.
 func shortTransactions(b *testing.B, pool *pgxpool.Pool, db *sql.DB, table string) []shortTransaction {
 	ctx := context.Background()
 	if _, err := pool.Exec(ctx, "DROP TABLE IF EXISTS "+table+"; CREATE TABLE "+table+" (id int PRIMARY KEY, n bigint); INSERT INTO "+table+" VALUES (1, 0)"); err != nil {
@@ -102,7 +105,59 @@ func shortTransactions(b *testing.B, pool *pgxpool.Pool, db *sql.DB, table strin
 			}
 			return tx.Commit()
 		}},
+		{"pgx/flush", func() error { return flushedCommit(ctx, pool, update) }},
 	}
+}
+
+// flushedCommit runs the short transaction on pgx alone, with a bare Sync
+// message before COMMIT in COMMIT's write: the server answers it with a
+// ReadyForQuery, which it sends at once, before it runs COMMIT. It reads
+// nothing: it is the early send that reading the id needs (so that the id
+// reaches the client before COMMIT's answer, which may be lost), and what
+// that send costs on this machine, with no id in it. What resolution costs
+// over it is the fast-path call and sqlretry's handling.
+func flushedCommit(ctx context.Context, pool *pgxpool.Pool, update string) error {
+	c, err := pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Release()
+	conn := c.Conn()
+	if _, err := conn.Exec(ctx, "BEGIN"); err != nil {
+		return err
+	}
+	if _, err := conn.Exec(ctx, update); err != nil {
+		_, _ = conn.Exec(ctx, "ROLLBACK")
+		return err
+	}
+	pc := conn.PgConn()
+	f := pc.Frontend()
+	f.Send(&pgproto3.Sync{})
+	f.SendQuery(&pgproto3.Query{String: "COMMIT"})
+	if err := f.Flush(); err != nil {
+		_ = pc.Close(ctx)
+		return err
+	}
+	var tag string
+	for ready := 0; ready < 2; {
+		msg, err := pc.ReceiveMessage(ctx)
+		if err != nil {
+			_ = pc.Close(ctx)
+			return err
+		}
+		switch msg := msg.(type) {
+		case *pgproto3.ReadyForQuery:
+			ready++
+		case *pgproto3.CommandComplete:
+			tag = string(msg.CommandTag)
+		case *pgproto3.ErrorResponse:
+			tag = msg.Message
+		}
+	}
+	if tag != "COMMIT" {
+		return fmt.Errorf("COMMIT answered %q", tag)
+	}
+	return nil
 }
 
 // BenchmarkSQLResolvingCommitPaired runs, in each iteration, the short
@@ -112,7 +167,8 @@ func shortTransactions(b *testing.B, pool *pgxpool.Pool, db *sql.DB, table strin
 // PgxTx/plain-resolving is PgxTx with the id read over PgxTx without it (a
 // CommitQuery of the caller's), the cost of resolution; PgxTx/pgx-resolving
 // and Tx/database-sql are sqlretry's whole cost over the same transaction
-// without it (Tx cannot be asked not to read the id). The runs of one
+// without it (Tx cannot be asked not to read the id); pgx/pgx-flush is the
+// floor under the first, the cost of the early send alone (flushedCommit). The runs of one
 // iteration see the same load on a shared machine, where separate
 // benchmarks, run one after another, do not; and the same backend, whose
 // caches and plans they share. The order is random because a fixed
@@ -158,6 +214,7 @@ func BenchmarkSQLResolvingCommitPaired(b *testing.B) {
 			b.ReportMetric(ratio(0, 1), "PgxTx/plain-resolving")
 			b.ReportMetric(ratio(0, 2), "PgxTx/pgx-resolving")
 			b.ReportMetric(ratio(3, 4), "Tx/database-sql")
+			b.ReportMetric(ratio(5, 2), "pgx/pgx-flush")
 		})
 	}
 }
