@@ -255,6 +255,26 @@ func (b *Breaker) Delay(scope string) time.Duration {
 	return breakerAt{b, sc}.openLeft()
 }
 
+// RefusedFor returns how long from now Allow goes on refusing attempts in
+// scope, as far as the breaker knows now: Delay while the circuit is open;
+// half-open with every probe's place taken, until the places are handed out
+// again; in a circuit shared with a fleet, until the fleet's probe may be
+// claimed. It is 0 when Allow may let an attempt through, for a scope the
+// breaker has not seen (which RefusedFor does not create) and for a nil b.
+// A loop that polls (a queue receive) waits it before it returns a refusal,
+// never past its deadline, so that its caller, polling again at once,
+// cannot spin against the circuit: LongPoll makes Do wait it.
+func (b *Breaker) RefusedFor(scope string) time.Duration {
+	if b == nil {
+		return 0
+	}
+	sc := b.scopes.peek(scope)
+	if sc == nil {
+		return 0
+	}
+	return breakerAt{b, sc}.refusedFor()
+}
+
 // A BreakerTicket is a Breaker's leave for one attempt, which Allow
 // gives: its Done reports the attempt's outcome. The zero BreakerTicket
 // reports to no breaker. A ticket is also Allow's record of a refusal,

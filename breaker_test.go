@@ -675,6 +675,46 @@ func TestBreakerLongPollWaitsForTheProbe(t *testing.T) {
 	})
 }
 
+// TestBreakerRefusedFor: RefusedFor is what a poller of its own waits,
+// and what LongPoll waits: Delay while the circuit is open, the probe's
+// time while half-open with its one place taken (where Delay is 0), 0
+// once Allow lets an attempt through again; it creates no scope.
+func TestBreakerRefusedFor(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const openFor = 5 * time.Second
+		var nilB *Breaker
+		b := NewBreaker(BreakerOptions{MinAttempts: 1, OpenFor: openFor})
+		if nilB.RefusedFor("s") != 0 || b.RefusedFor("s") != 0 || b.scopes.peek("s") != nil {
+			t.Fatal("RefusedFor of a nil breaker, or of a scope not seen, is not 0, or created the scope")
+		}
+		_ = Do(t.Context(), &No{}, func(context.Context) error { return errBrk500 }, WithBreaker(b), Scope("s"))
+		if got, d := b.RefusedFor("s"), b.Delay("s"); got != openFor || d != openFor {
+			t.Fatalf("open: RefusedFor %v, Delay %v; want both %v", got, d, openFor)
+		}
+		time.Sleep(openFor)
+		probe, err := b.Allow("s")
+		if err != nil {
+			t.Fatalf("half-open: the probe was refused: %v", err)
+		}
+		if _, err := b.Allow("s"); !errors.Is(err, ErrCircuitOpen) {
+			t.Fatalf("half-open with the probe out: a second attempt was let through (%v)", err)
+		}
+		if got, d := b.RefusedFor("s"), b.Delay("s"); got <= 0 || d != 0 {
+			t.Fatalf("half-open with the probe out: RefusedFor %v, Delay %v; want RefusedFor > 0, Delay 0", got, d)
+		}
+		time.Sleep(b.RefusedFor("s"))
+		if got := b.RefusedFor("s"); got != 0 {
+			t.Fatalf("after RefusedFor's wait: RefusedFor %v, want 0", got)
+		}
+		if tk, err := b.Allow("s"); err != nil {
+			t.Fatalf("after RefusedFor's wait Allow refused: %v", err)
+		} else {
+			tk.Release()
+		}
+		probe.Done(t.Context(), nil) // late: its place was handed out again
+	})
+}
+
 // TestBreakerTicketReportedTwiceDecidesOnce: a probe's ticket decides once.
 // A Release deferred in case the attempt is not made, run after the
 // attempt's Done or after WithTicket's loop reported it, frees no second

@@ -36,6 +36,13 @@
 //     leave is taken when it is granted, before its wait: the SDK gives a
 //     retryer no place after the wait where a refusal could hand the
 //     strategy's token back.
+//   - A call that polls (SQS's ReceiveMessage, and the other operations
+//     LongPolling names, or those Options.LongPoll names) is not let
+//     return at once when a retry or an attempt is refused, as
+//     retry.LongPoll says for retry.Do: it first waits the backoff the
+//     quota refused, or until the breaker may let an attempt through
+//     (retry.Breaker's RefusedFor), never past its deadline, so that a
+//     consumer polling in a loop cannot spin against a failing queue.
 //   - When the Retryer stops retrying, the SDK's error joins the attempt's
 //     error with a *retry.Error whose Reason says why: errors.Is finds
 //     retry.ErrMaxAttempts, retry.ErrBudgetExhausted, retry.ErrCircuitOpen

@@ -39,8 +39,8 @@ type Options struct {
 	// and every retry.WithTrace, such as otelretry's), which see each SDK
 	// attempt as they would an attempt of retry.Do (see the package
 	// documentation for what differs). Other options (AttemptTimeout,
-	// MaxElapsed, LongPoll) are retry.Do's own: use the call's context and
-	// the client's options.
+	// MaxElapsed, LongPoll) are retry.Do's own: use the call's context,
+	// the client's options, and Options.LongPoll.
 	RetryOptions []retry.Option
 	// RetryableCodes are error codes of a service's own failures, beyond
 	// those Classify knows, that are retried as transient (MaybeSafe, a
@@ -54,6 +54,16 @@ type Options struct {
 	// refused or reset connection, a timeout): retries at two layers
 	// multiply.
 	Independent bool
+	// LongPoll reports whether the call whose attempt has ctx polls (a
+	// queue receive, which a consumer calls again as soon as it returns),
+	// as retry.LongPoll says of a call of retry.Do: when the strategy's
+	// quota refuses such a call a retry, the Retryer waits the backoff the
+	// retry would have had before the SDK returns the failure, and when
+	// the breaker refuses an attempt, until it may let one through (see
+	// retry.Breaker's RefusedFor), never past the context's deadline, so
+	// that the consumer cannot spin against a failing service. nil =
+	// LongPolling, the operations AWS's SDKs treat as long polling.
+	LongPoll func(ctx context.Context) bool
 }
 
 // Retryer is an aws.RetryerV2 whose decisions are those of a
@@ -74,6 +84,7 @@ type Retryer struct {
 	hasScope    bool
 	extra       map[string]bool
 	independent bool
+	longPoll    func(context.Context) bool
 	trace       *retry.Trace // RetryOptions' hooks, folded (retry.TraceOf); nil if none
 	vet         func(ctx context.Context, attempt int, err error) error
 
@@ -94,6 +105,7 @@ func New(o Options) *Retryer {
 		breaker:     o.Breaker,
 		scope:       o.Scope,
 		independent: o.Independent,
+		longPoll:    o.LongPoll,
 		parked:      make(map[error]*call),
 		delays:      make(map[error]time.Duration),
 	}
@@ -226,6 +238,9 @@ func (r *Retryer) GetAttemptToken(ctx context.Context) (func(error) error, error
 			refused, ticket = err != nil, t
 		}
 		if refused {
+			if r.polls(ctx) {
+				pollWait(ctx, b.RefusedFor(scope))
+			}
 			e := &retry.Error{Reason: retry.ErrCircuitOpen}
 			r.ended(hctx, scope, 0, 0, e)
 			return nil, e
@@ -384,6 +399,10 @@ func (r *Retryer) GetRetryToken(ctx context.Context, err error) (func(error) err
 	}
 	next, refused := r.strategy.RefreshToken(c.tok, ce)
 	if refused != nil {
+		var qe *retry.QuotaError
+		if errors.As(refused, &qe) && qe.Delay > 0 && r.polls(ctx) {
+			pollWait(ctx, qe.Delay)
+		}
 		return nil, c.giveUp(ce, refused)
 	}
 	delay := next.Delay()
@@ -395,13 +414,17 @@ func (r *Retryer) GetRetryToken(ctx context.Context, err error) (func(error) err
 		// The SDK gives a retryer no place between the wait and the
 		// attempt where a refusal could hand the token back, so the
 		// retry's leave is taken now, before the wait.
+		t, err := retry.BreakerTicket{}, error(nil)
 		if b.Delay(c.scope) > delay {
-			r.release(next)
-			return nil, c.giveUp(ce, retry.ErrCircuitOpen)
+			err = retry.ErrCircuitOpen
+		} else {
+			t, err = b.Allow(c.scope)
 		}
-		t, err := b.Allow(c.scope)
 		if err != nil {
 			r.release(next)
+			if r.polls(ctx) {
+				pollWait(ctx, b.RefusedFor(c.scope))
+			}
 			return nil, c.giveUp(ce, retry.ErrCircuitOpen)
 		}
 		c.ticket = t
