@@ -78,5 +78,11 @@
 // reads it, and no context value the SDK makes public tells one call's
 // attempts from another's. Should the SDK change, every retry test of this
 // package fails. The strategy bounds the attempts (MaxAttempts returns 0): set them
-// in the strategy, not with the client's RetryMaxAttempts.
+// in the strategy, not with the client's RetryMaxAttempts (nor
+// AWS_MAX_ATTEMPTS, nor max_attempts in the shared config). Set below the
+// strategy's bound, it makes the SDK end a call without asking the Retryer
+// for the retry: the Retryer takes the call for ended once it has waited a
+// second for the question, when the next call starts, and only then are
+// the strategy told of its last failure and the hooks of its end (their
+// reason wraps retry.ErrMaxAttempts).
 package awsretry

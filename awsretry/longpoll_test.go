@@ -32,6 +32,19 @@ func inBubble() *http.Client {
 	return &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
 }
 
+// ddbInBubble returns a DynamoDB client of s with retryer r and the
+// SDK's RetryMaxAttempts, for a synctest bubble.
+func ddbInBubble(s *service, r aws.Retryer, maxAttempts int) *dynamodb.Client {
+	return dynamodb.New(dynamodb.Options{
+		Region:           "us-east-1",
+		BaseEndpoint:     aws.String(s.URL),
+		Credentials:      credentials.NewStaticCredentialsProvider("AKID", "SECRET", ""),
+		Retryer:          r,
+		HTTPClient:       inBubble(),
+		RetryMaxAttempts: maxAttempts,
+	})
+}
+
 // sqsc returns an SQS client of s with retryer r.
 func sqsc(s *service, r aws.Retryer, hc *http.Client) *sqs.Client {
 	return sqs.New(sqs.Options{
@@ -79,11 +92,8 @@ func TestLongPollWaitsTheRefusedRetrysBackoff(t *testing.T) {
 		return elapsed, s.requests.Load() - before
 	}
 	receiving := func(ctx context.Context, hc *http.Client, r aws.Retryer) error { return receive(ctx, sqsc(s, r, hc)) }
-	getting := func(ctx context.Context, hc *http.Client, r aws.Retryer) error {
-		return getItem(ctx, dynamodb.New(dynamodb.Options{
-			Region: "us-east-1", BaseEndpoint: aws.String(s.URL), Retryer: r, HTTPClient: hc,
-			Credentials: credentials.NewStaticCredentialsProvider("AKID", "SECRET", ""),
-		}))
+	getting := func(ctx context.Context, _ *http.Client, r aws.Retryer) error {
+		return getItem(ctx, ddbInBubble(s, r, 0))
 	}
 	always := func(context.Context) bool { return true }
 	never := func(context.Context) bool { return false }

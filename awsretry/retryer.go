@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -89,7 +90,10 @@ type Retryer struct {
 	vet         func(ctx context.Context, attempt int, err error) error
 
 	mu     sync.Mutex
-	parked map[error]*call         // calls whose last attempt failed with the key, awaiting GetRetryToken
+	parked map[error]*call // calls whose last attempt failed with the key, awaiting GetRetryToken
+	queue  []parking       // the parkings, oldest first from head (see park)
+	head   int
+	oldest atomic.Int64            // when the queue's first was parked (UnixNano); 0 if none
 	delays map[error]time.Duration // waits granted after a failure, awaiting RetryDelay
 
 	scopes sync.Map // scopeKey -> string: the default scopes, built once each
@@ -156,6 +160,11 @@ type call struct {
 	last *classified
 	wait time.Duration
 	stop func() bool
+
+	// For a parked call (see park): the failure it is parked with, and
+	// the count of its parkings, kept when it goes back to the pool.
+	failed *classified
+	gen    uint64
 }
 
 // unmade ends c before an attempt it was granted: the attempt will not be
@@ -169,7 +178,7 @@ func (c *call) unmade() {
 // free returns c to the pool.
 func (c *call) free() {
 	r := c.r
-	*c = call{r: r, done: c.done}
+	*c = call{r: r, done: c.done, gen: c.gen}
 	r.calls.Put(c)
 }
 
@@ -190,7 +199,9 @@ func (r *Retryer) IsErrorRetryable(err error) bool {
 // MaxAttempts returns 0: the strategy bounds the attempts (three with the
 // defaults), and refuses a retry beyond them with retry.ErrMaxAttempts.
 // Set them in the strategy's options, not with the client's
-// RetryMaxAttempts, whose wrapper ends a call without telling the Retryer.
+// RetryMaxAttempts, whose wrapper ends a call without asking the Retryer:
+// the Retryer learns of that end only a second later (see the package
+// documentation).
 func (r *Retryer) MaxAttempts() int { return 0 }
 
 // RetryDelay returns the wait that GetRetryToken granted after err.
@@ -223,6 +234,7 @@ func (r *Retryer) GetAttemptToken(ctx context.Context) (func(error) error, error
 	if !firstAttempt(ctx) {
 		return nopRelease, nil
 	}
+	r.sweepUnasked()
 	scope := r.scopeOf(ctx)
 	hctx := ctx
 	if r.trace != nil && r.trace.CallStart != nil {
@@ -323,9 +335,7 @@ func (c *call) attemptDone(err error) error {
 		_ = c.giveUp(ce, errUnkeyed)
 		return nil
 	}
-	r.mu.Lock()
-	r.parked[err] = c
-	r.mu.Unlock()
+	r.park(c, ce)
 	return nil
 }
 
