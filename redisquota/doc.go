@@ -171,6 +171,9 @@
 // stay the process's own. The request path never calls Redis: one script
 // call per process per FlushInterval sends every scope's counts and takes
 // the fleet's views, which stay fresh for two FlushIntervals plus Timeout.
+// A large fleet syncs less often: NewFleetAdaptiveWith and
+// NewFleetBreakerWith take FleetOptions, whose FlushInterval of a second
+// makes 10,000 processes call Redis 10,000 times a second, not 100,000.
 // Each scope is a hash, EvidenceKey(name, scope), whose TTL is two windows
 // (20 s by default), so that a dead process's evidence leaves with the
 // window. While Redis cannot be reached each process decides on its own

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/retrykit/retry"
@@ -55,4 +56,25 @@ func ExampleNewFleetAdaptive() {
 	})
 	fmt.Println("attempts:", attempts, "error:", err)
 	// Output: attempts: 2 error: <nil>
+}
+
+// A large fleet syncs less often: 10,000 processes syncing every second
+// make 10,000 calls a second to Redis, where the default 100 ms would make
+// 100,000.
+func ExampleNewFleetBreakerWith() {
+	client := redis.NewClient(&redis.Options{Addr: sharedRedis}) // e.g. "localhost:6379"
+	defer client.Close()
+	fleet, err := redisquota.NewFleetBreakerWith(client, "payments-api", retry.BreakerOptions{},
+		redisquota.FleetOptions{FlushInterval: time.Second})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer fleet.Close()
+
+	err = retry.Do(context.Background(), retry.NewStandard(retry.StandardOptions{}), func(ctx context.Context) error {
+		return nil
+	}, retry.WithBreaker(fleet.Breaker()))
+	fmt.Println("error:", err)
+	// Output: error: <nil>
 }

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/retrykit/retry"
 	"github.com/retrykit/retry/internal/sharedevidence"
 )
 
@@ -15,20 +14,6 @@ import (
 // key TTL in ms), for tests that play a process call by call.
 func RunScript(ctx context.Context, c redis.UniversalClient, key string, args ...any) ([]int64, error) {
 	return syncScript.Run(ctx, c, Keys(key), args...).Int64Slice()
-}
-
-// NewFleetBreakerWith is NewFleetBreaker with the timing and logging of o
-// (FlushInterval, Timeout, ReconnectMax, KeyTTL, Logger, Rand), for tests
-// that need a Timeout a loaded machine keeps, or a Redis that comes back
-// soon.
-func NewFleetBreakerWith(rdb redis.UniversalClient, name string, opts retry.BreakerOptions, o Options) (*FleetBreaker, error) {
-	return newFleetBreaker(rdb, name, opts, o)
-}
-
-// NewFleetAdaptiveWith is NewFleetAdaptive with the timing and logging of o
-// (FlushInterval, Timeout, ReconnectMax, Logger, Rand).
-func NewFleetAdaptiveWith(rdb redis.UniversalClient, name string, opts retry.AdaptiveOptions, o Options) (*FleetAdaptive, error) {
-	return newFleetAdaptive(rdb, name, opts, o)
 }
 
 // RunEvidenceScript runs the evidence script of the fleet name on reports

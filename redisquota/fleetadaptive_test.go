@@ -29,7 +29,7 @@ const fleetSyncs = 20 * time.Millisecond
 
 // adaptives returns n FleetAdaptives named name on addr, standing for n
 // processes (see ownClients).
-func adaptives(t testing.TB, addr, name string, n int, opts retry.AdaptiveOptions, o redisquota.Options) []*redisquota.FleetAdaptive {
+func adaptives(t testing.TB, addr, name string, n int, opts retry.AdaptiveOptions, o redisquota.FleetOptions) []*redisquota.FleetAdaptive {
 	t.Helper()
 	if o.FlushInterval == 0 {
 		o.FlushInterval = fleetSyncs
@@ -136,7 +136,7 @@ func TestNewFleetAdaptive(t *testing.T) {
 // after the fleet has synced, every process refuses its next retry.
 func TestFleetAdaptiveStopsAnOutageAsOne(t *testing.T) {
 	needRedis(t)
-	fs := adaptives(t, sharedRedis, uniqueName("outage"), 20, retry.AdaptiveOptions{}, redisquota.Options{Timeout: upTimeout})
+	fs := adaptives(t, sharedRedis, uniqueName("outage"), 20, retry.AdaptiveOptions{}, redisquota.FleetOptions{Timeout: upTimeout})
 	const scope = "payments"
 	for _, f := range fs {
 		if err := failAttempt(t, f.Strategy(), scope, errDown); err != nil {
@@ -172,7 +172,7 @@ func TestFleetAdaptiveStopsAnOutageAsOne(t *testing.T) {
 func TestFleetAdaptiveRetriesABlackHoledReplica(t *testing.T) {
 	needRedis(t)
 	opts := retry.AdaptiveOptions{Window: 2 * time.Second}
-	fs := adaptives(t, sharedRedis, uniqueName("blackhole"), 6, opts, redisquota.Options{Timeout: upTimeout})
+	fs := adaptives(t, sharedRedis, uniqueName("blackhole"), 6, opts, redisquota.FleetOptions{Timeout: upTimeout})
 	quiet, busy := fs[0], fs[1:]
 	const scope = "orders"
 	succeedAttempt(t, quiet.Strategy(), scope, 0) // the scope, and no probe of its own
@@ -223,7 +223,7 @@ func TestFleetAdaptiveDeadProcessExpires(t *testing.T) {
 			const window = 500 * time.Millisecond
 			opts := retry.AdaptiveOptions{Window: window, Streak: streak, Rand: func() float64 { return 0 }}
 			name := uniqueName("dead")
-			fs := adaptives(t, sharedRedis, name, 2, opts, redisquota.Options{Timeout: upTimeout})
+			fs := adaptives(t, sharedRedis, name, 2, opts, redisquota.FleetOptions{Timeout: upTimeout})
 			dead, alive := fs[0], fs[1]
 			const scope = "s"
 			// The survivor's success reaches the fleet before the doomed
@@ -281,7 +281,7 @@ func TestFleetAdaptiveRedisAway(t *testing.T) {
 			defer admin.Close()
 			var l logs
 			const timeout = 100 * time.Millisecond
-			o := redisquota.Options{Timeout: timeout, ReconnectMax: 100 * time.Millisecond, Logger: slog.New(&l)}
+			o := redisquota.FleetOptions{Timeout: timeout, ReconnectMax: 100 * time.Millisecond, Logger: slog.New(&l)}
 			fs := adaptives(t, addr, uniqueName(away), 3, retry.AdaptiveOptions{}, o)
 			// shared fails once in every process, and checks that the
 			// fleet's streak refuses the next failure.
@@ -372,7 +372,7 @@ func TestFleetAdaptiveOneCallPerSync(t *testing.T) {
 	admin := redis.NewClient(&redis.Options{Addr: r.Addr})
 	defer admin.Close()
 	const interval = 50 * time.Millisecond
-	f := adaptives(t, r.Addr, uniqueName("calls"), 1, retry.AdaptiveOptions{}, redisquota.Options{FlushInterval: interval, Timeout: upTimeout})[0]
+	f := adaptives(t, r.Addr, uniqueName("calls"), 1, retry.AdaptiveOptions{}, redisquota.FleetOptions{FlushInterval: interval, Timeout: upTimeout})[0]
 	if err := admin.ConfigResetStat(t.Context()).Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -432,7 +432,7 @@ func TestFleetAdaptiveOneCallPerSync(t *testing.T) {
 func TestFleetAdaptiveRejoinKeepsWhatItSawAlone(t *testing.T) {
 	t.Parallel() // its waits overlap the others'
 	r := startRedis(t)
-	o := redisquota.Options{Timeout: 100 * time.Millisecond, ReconnectMax: 100 * time.Millisecond}
+	o := redisquota.FleetOptions{Timeout: 100 * time.Millisecond, ReconnectMax: 100 * time.Millisecond}
 	fs := adaptives(t, r.Addr, uniqueName("rejoin"), 1, retry.AdaptiveOptions{}, o)
 	f := fs[0]
 	succeedAttempt(t, f.Strategy(), "s", 0)

@@ -22,7 +22,7 @@ func (serverFault) RetryInfo() retry.Info { return retry.Info{Fault: retry.Fault
 
 // processes returns n FleetBreakers named name on addr, standing for n
 // processes (see ownClients).
-func processes(t testing.TB, addr, name string, n int, opts retry.BreakerOptions, o redisquota.Options) []*redisquota.FleetBreaker {
+func processes(t testing.TB, addr, name string, n int, opts retry.BreakerOptions, o redisquota.FleetOptions) []*redisquota.FleetBreaker {
 	t.Helper()
 	return ownClients(t, addr, n, func(c redis.UniversalClient) (*redisquota.FleetBreaker, error) {
 		return redisquota.NewFleetBreakerWith(c, name, opts, o)
@@ -105,7 +105,7 @@ func TestFleetBreakerOpensFleetWide(t *testing.T) {
 		n = 200
 	}
 	name := uniqueName("opens")
-	fs := processes(t, sharedRedis, name, n, retry.BreakerOptions{}, redisquota.Options{Timeout: upTimeout})
+	fs := processes(t, sharedRedis, name, n, retry.BreakerOptions{}, redisquota.FleetOptions{Timeout: upTimeout})
 	const scope = "payments"
 	for _, f := range fs { // each process has its scope: State reports scopes seen
 		tk, _ := f.Breaker().Allow(scope)
@@ -181,7 +181,7 @@ func TestFleetBreakerProbesFleetWide(t *testing.T) {
 	name := uniqueName("probes")
 	const spell = 300 * time.Millisecond
 	opts := retry.BreakerOptions{MinAttempts: 5, OpenFor: spell, Probes: 2}
-	fs := processes(t, sharedRedis, name, 40, opts, redisquota.Options{Timeout: upTimeout})
+	fs := processes(t, sharedRedis, name, 40, opts, redisquota.FleetOptions{Timeout: upTimeout})
 	const scope = "s"
 	for _, f := range fs {
 		tk, _ := f.Breaker().Allow(scope)
@@ -253,7 +253,7 @@ func TestFleetBreakerProbeHolderDies(t *testing.T) {
 	needRedis(t)
 	name := uniqueName("holder")
 	const spell = 200 * time.Millisecond
-	o := redisquota.Options{Timeout: 500 * time.Millisecond, FlushInterval: 100 * time.Millisecond}
+	o := redisquota.FleetOptions{Timeout: 500 * time.Millisecond, FlushInterval: 100 * time.Millisecond}
 	grace := o.Timeout + o.FlushInterval
 	fs := processes(t, sharedRedis, name, 2, retry.BreakerOptions{MinAttempts: 5, OpenFor: spell}, o)
 	dead, alive := fs[0], fs[1]
@@ -302,7 +302,7 @@ func TestFleetBreakerRedisGone(t *testing.T) {
 	r := startRedis(t)
 	name := uniqueName("gone")
 	var l logs
-	o := redisquota.Options{Timeout: 100 * time.Millisecond, ReconnectMax: 100 * time.Millisecond, Logger: slog.New(&l)}
+	o := redisquota.FleetOptions{Timeout: 100 * time.Millisecond, ReconnectMax: 100 * time.Millisecond, Logger: slog.New(&l)}
 	fs := processes(t, r.Addr, name, 3, retry.BreakerOptions{MinAttempts: 5, OpenFor: time.Minute}, o)
 	for _, f := range fs {
 		tk, _ := f.Breaker().Allow("")
@@ -347,7 +347,7 @@ func TestFleetBreakerPausedRedis(t *testing.T) {
 	r := startRedis(t)
 	name := uniqueName("paused")
 	const spell = 200 * time.Millisecond
-	fs := processes(t, r.Addr, name, 1, retry.BreakerOptions{MinAttempts: 5, OpenFor: spell}, redisquota.Options{})
+	fs := processes(t, r.Addr, name, 1, retry.BreakerOptions{MinAttempts: 5, OpenFor: spell}, redisquota.FleetOptions{})
 	b := fs[0].Breaker()
 	fail(t, b, "", 5)
 	waitFor(t, 2*time.Second, "the fleet's circuit opens", func() bool { return b.State("") != retry.BreakerClosed })
