@@ -248,7 +248,13 @@ func (a *Adaptive) next(st state, err error) (state, error) {
 			// The client already sends more than the throttled rate
 			// allows: a retry would only add to the queue of attempts.
 			// (A client with a handful of attempts has no rate to speak
-			// of, and its limiter starts from the floor: it retries.)
+			// of, and its limiter starts from the floor: it retries. In
+			// a fleet sharing its evidence the attempts are the fleet's,
+			// though the limiter paces this process alone: a quiet
+			// process of a throttled fleet is refused as a busy one is.
+			// Counting its own instead, retry sim's throttle scenario at
+			// 10,000 clients sends 1.38x the load during the incident
+			// where this sends 1.15x, for the same success.)
 			a.release(state{bucket: sc, cost: cost, retries: 1, limited: true})
 			return st, errLimited
 		}
