@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/retrykit/retry"
 	"github.com/retrykit/retry/sqlretry"
 )
@@ -89,5 +90,59 @@ func TestFnCommitsFromAnotherGoroutine(t *testing.T) {
 		if !errors.Is(err, failed) || runs != 1 {
 			t.Fatalf("%v after %d runs, want fn's error after 1", err, runs)
 		}
+	}
+}
+
+// TestFnTxKeptAfterTheRunIsClosed: fn code that keeps its tx and uses it
+// after PgxTx returned, when the connection is back in its pool and in
+// another goroutine's transaction, is refused with pgx.ErrTxClosed, as
+// pgx's own transaction is after its Commit, whatever it calls; before, its
+// statements ran on the connection, inside the other's transaction.
+func TestFnTxKeptAfterTheRunIsClosed(t *testing.T) {
+	needServer(t)
+	exec(t, "DROP TABLE IF EXISTS fntx_kept", "CREATE TABLE fntx_kept (n int)")
+	ctx := context.Background()
+	cfg := pool.Config()
+	cfg.MaxConns = 1 // the kept tx's connection is the next transaction's
+	one, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer one.Close()
+	var kept, keptNested pgx.Tx
+	if err := sqlretry.PgxTx(ctx, one, func(ctx context.Context, tx pgx.Tx) error {
+		kept = tx
+		return pgx.BeginFunc(ctx, tx, func(nested pgx.Tx) error {
+			keptNested = nested
+			return nil
+		})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	other, err := one.Begin(ctx) // another's transaction, on the same connection
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Rollback(ctx)
+	for _, tx := range []pgx.Tx{kept, keptNested} {
+		calls := map[string]error{}
+		_, calls["Exec"] = tx.Exec(ctx, "INSERT INTO fntx_kept VALUES (1)")
+		_, calls["Query"] = tx.Query(ctx, "SELECT 1")
+		calls["QueryRow"] = tx.QueryRow(ctx, "SELECT 1").Scan(new(int))
+		calls["SendBatch"] = tx.SendBatch(ctx, &pgx.Batch{QueuedQueries: []*pgx.QueuedQuery{{SQL: "INSERT INTO fntx_kept VALUES (2)"}}}).Close()
+		_, calls["CopyFrom"] = tx.CopyFrom(ctx, pgx.Identifier{"fntx_kept"}, []string{"n"}, pgx.CopyFromRows([][]any{{3}}))
+		_, calls["Prepare"] = tx.Prepare(ctx, "kept", "SELECT 1")
+		_, calls["Begin"] = tx.Begin(ctx)
+		calls["Commit"] = tx.Commit(ctx)
+		calls["Rollback"] = tx.Rollback(ctx)
+		for name, err := range calls {
+			if !errors.Is(err, pgx.ErrTxClosed) {
+				t.Errorf("%s on the kept tx: %v, want pgx.ErrTxClosed", name, err)
+			}
+		}
+	}
+	var n int
+	if err := other.QueryRow(ctx, "SELECT count(*) FROM fntx_kept").Scan(&n); err != nil || n != 0 {
+		t.Fatalf("the other transaction sees %d rows (%v), want none of the kept tx's", n, err)
 	}
 }

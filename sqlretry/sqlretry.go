@@ -343,7 +343,10 @@ func runSQL(ctx context.Context, tx *sql.Tx, fn func(context.Context, *sql.Tx) e
 // handed the connection back to a pool. A Beginner of one's own whose
 // transactions show no connection (Conn returns nil, or panics, as a mock's
 // may) gets the first check alone. The package documentation says which
-// ends it cannot see.
+// ends it cannot see. Once the run is over, tx and the savepoints begun on
+// it refuse every statement with pgx.ErrTxClosed, as pgx's own transaction
+// does after its Commit: fn must not keep them (tx.Conn() and
+// tx.LargeObjects() reach the connection itself, back in its pool by then).
 func PgxTx(ctx context.Context, db Beginner, fn func(ctx context.Context, tx pgx.Tx) error, opts ...Option) error {
 	c := newConfig(opts)
 	switch {
@@ -360,7 +363,11 @@ func PgxTx(ctx context.Context, db Beginner, fn func(ctx context.Context, tx pgx
 			return &txError{stage: stageBegin, err: err}
 		}
 		defer release()
-		if err, ended := runPgx(ctx, tx, fn); err != nil {
+		// Once the run is over, fn's tx refuses everything, before the
+		// connection goes back to its pool (see watchedTx).
+		closed := new(atomic.Bool)
+		defer closed.Store(true)
+		if err, ended := runPgx(ctx, tx, fn, closed); err != nil {
 			// Read before the ROLLBACK, which ends the transaction too, and
 			// only if fn did not end it with Commit or Rollback, after which
 			// a Beginner of one's own may have handed the connection back
@@ -483,17 +490,18 @@ func idleConn(tx pgx.Tx) (idle bool) {
 	return pc != nil && pc.TxStatus() == 'I'
 }
 
-// runPgx calls fn, rolling tx back if fn panics.
+// runPgx calls fn, rolling tx back if fn panics. The tx fn gets refuses
+// everything once closed is set.
 // It reports whether fn ended tx, or may have: with its Commit or Rollback,
 // or with a statement sent through it (see fnTx).
-func runPgx(ctx context.Context, tx pgx.Tx, fn func(context.Context, pgx.Tx) error) (err error, ended bool) {
+func runPgx(ctx context.Context, tx pgx.Tx, fn func(context.Context, pgx.Tx) error, closed *atomic.Bool) (err error, ended bool) {
 	done := false
 	defer func() {
 		if !done {
 			_ = rollback(ctx, tx)
 		}
 	}()
-	own := &fnTx{watchedTx{Tx: tx, ended: new(atomic.Bool)}}
+	own := &fnTx{watchedTx{Tx: tx, ended: new(atomic.Bool), closed: closed}}
 	err = fn(ctx, own)
 	done = true
 	return err, own.ended.Load()
