@@ -119,7 +119,7 @@ func commitReadingID(ctx, call context.Context, conn *pgx.Conn, commit, ended fu
 		}
 		_ = pc.Close(ctx)
 	} else {
-		var a commitAnswers
+		a := commitAnswers{call: fn != 0}
 		err = a.receive(ctx, pc)
 		xid, read, tag = a.xid, a.read, a.tag
 		if err != nil && !a.done {
@@ -188,26 +188,33 @@ func abandon(call context.Context, pc *pgconn.PgConn) {
 
 // tryFastPath calls the function fn by the fast path, on pc, idle after its
 // commit, and returns what the connection is to keep: fn if the call went
-// through, fastPathRefused if it was refused, nil if the answer did not come
-// within fastPathTryTimeout (the connection, closed then, is not to be
-// used again; a context that had ended leaves it to the next commit to
-// try).
+// through, fastPathRefused if it was refused, nil if no answer came within
+// fastPathTryTimeout (the connection, closed then, is not to be used
+// again; a context that had ended leaves it to the next commit to try).
+// A Sync follows the call in the same write, and the server answers it
+// with a ReadyForQuery of its own, after the call's: a proxy that drops
+// the call without a word (pgcat does) lets the Sync through, whose answer
+// alone then says so at once, and the connection is kept.
 func tryFastPath(ctx context.Context, pc *pgconn.PgConn, fn uint32) any {
 	if ctx.Err() != nil {
 		return nil
 	}
-	// A proxy that drops the message without a word must not hold the
+	// A proxy that drops both messages without a word must not hold the
 	// call, whose transaction has committed, for longer.
 	ctx, cancel := context.WithTimeout(ctx, fastPathTryTimeout)
 	defer cancel()
 	f := pc.Frontend()
 	f.Send(&pgproto3.FunctionCall{Function: fn})
+	f.Send(&pgproto3.Sync{})
 	if err := f.Flush(); err != nil {
 		_ = pc.Close(ctx)
 		return nil
 	}
-	var learned any = fn
-	for {
+	var (
+		learned  any  = fastPathRefused{} // unless the call's result comes
+		answered bool                     // the call's result or error came: two ReadyForQuery
+	)
+	for ready := 0; ready < 1 || answered && ready < 2; {
 		msg, err := pc.ReceiveMessage(ctx)
 		if err != nil {
 			// Refused by closing, perhaps. No transaction is open: there
@@ -216,12 +223,19 @@ func tryFastPath(ctx context.Context, pc *pgconn.PgConn, fn uint32) any {
 			return nil
 		}
 		switch msg.(type) {
+		case *pgproto3.FunctionCallResponse:
+			if ready == 0 {
+				learned, answered = fn, true
+			}
 		case *pgproto3.ErrorResponse:
-			learned = fastPathRefused{}
+			if ready == 0 {
+				learned, answered = fastPathRefused{}, true
+			}
 		case *pgproto3.ReadyForQuery:
-			return learned
+			ready++
 		}
 	}
+	return learned
 }
 
 // commitAnswers is what the server answered to the id's request and COMMIT.
@@ -237,6 +251,9 @@ type commitAnswers struct {
 	// idAborted: the backend answered the id's request with an error and a
 	// ReadyForQuery that says the transaction failed: COMMIT cannot commit.
 	idAborted bool
+	// call: the id's request was the fast-path call, whose answer is a
+	// FunctionCallResponse or an error, never a command tag.
+	call bool
 }
 
 // receive reads the answers, up to COMMIT's ReadyForQuery. An error of the
@@ -272,6 +289,17 @@ func (a *commitAnswers) receive(ctx context.Context, pc *pgconn.PgConn) error {
 		switch msg := msg.(type) {
 		case *pgproto3.ReadyForQuery:
 			ready++
+			if ready == 1 && a.call && !a.read && a.dropped(idErr, msg.TxStatus) {
+				// The call got no answer: a proxy dropped it (pgcat does),
+				// and these were COMMIT's answers. The fast path is refused
+				// from now on.
+				if idErr != nil {
+					commitErr, idErr = idErr, nil
+				}
+				ready++
+				a.idFailed = true
+				break
+			}
 			if ready == 1 && idErr != nil && fromBackend(idErr) && msg.TxStatus == 'E' {
 				// The backend says so: the transaction failed, and COMMIT
 				// will roll it back.
@@ -306,13 +334,15 @@ func (a *commitAnswers) receive(ctx context.Context, pc *pgconn.PgConn) error {
 				a.fn = uint32(oid)
 			}
 		case *pgproto3.CommandComplete:
-			if ready == 1 {
+			if ready == 1 || a.call {
+				// Before the first ReadyForQuery, a tag cannot answer the
+				// call: it is COMMIT's (see dropped).
 				a.tag = pgconn.NewCommandTag(string(msg.CommandTag))
 			}
 		}
 	}
 	a.done = true
-	a.idFailed = idErr != nil
+	a.idFailed = a.idFailed || idErr != nil
 	switch {
 	case commitErr == nil && a.tag.String() == "COMMIT":
 		// Committed, whatever the id's request met: an error there that
@@ -330,15 +360,29 @@ func (a *commitAnswers) receive(ctx context.Context, pc *pgconn.PgConn) error {
 	return nil
 }
 
+// dropped reports whether the answers read up to the first ReadyForQuery,
+// whose status is status, are COMMIT's, the fast-path call having got no
+// answer of its own: a command tag came (the call's answer has none), or
+// an error of the backend's followed by a ReadyForQuery that says no
+// transaction is open (the call, inside the transaction, cannot end it; a
+// failed call leaves it failed, 'E').
+func (a *commitAnswers) dropped(idErr *pgconn.PgError, status byte) bool {
+	return a.tag.String() != "" || idErr != nil && fromBackend(idErr) && status == 'I'
+}
+
 // fromBackend reports whether e is an error of PostgreSQL's backend, which
-// names the routine that raised it, and not of a proxy on the way (PgBouncer
-// and pgpool-II send their own errors, such as PgBouncer's FATAL "server
-// conn crashed?", with no routine). Only the backend's error in the id's
+// names the C function that raised it, and not of a proxy on the way:
+// PgBouncer, pgpool-II, Odyssey, pgcat and Supavisor send errors of their
+// own with no routine (PgBouncer's FATAL "server conn crashed?"); PgDog
+// names its own Rust routines, "client::QueryEngine::route_query", which no
+// C function's name looks like. Only the backend's error in the id's
 // request proves that COMMIT did not commit: the backend aborted the
 // transaction, or ended, before it read COMMIT; a proxy's may come after the
-// server committed. A proxy that sent a routine of its own would be
+// server committed. A proxy that sent a C-like routine of its own would be
 // believed.
-func fromBackend(e *pgconn.PgError) bool { return e.Routine != "" }
+func fromBackend(e *pgconn.PgError) bool {
+	return e.Routine != "" && !strings.Contains(e.Routine, "::")
+}
 
 // parseID reads the id's value: nil (NULL) is a transaction that wrote
 // nothing.

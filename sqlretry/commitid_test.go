@@ -27,6 +27,14 @@ import (
 // (commitid.go's idFuncKey): the function's OID once a call went through.
 const idFuncKey = "github.com/retrykit/retry/sqlretry.pg_current_xact_id_if_assigned"
 
+// refusedFastPath reports whether conn keeps that its fast-path call was
+// refused: something other than the function's OID.
+func refusedFastPath(conn *pgx.Conn) bool {
+	v := conn.PgConn().CustomData()[idFuncKey]
+	_, learned := v.(uint32)
+	return v != nil && !learned
+}
+
 // The id is read at every commit of a connection: the first, with a
 // statement, after which a fast-path call of its own tells that the way to
 // the server takes the message, and the later ones by that call (their
@@ -198,10 +206,12 @@ func TestProxysErrorsBeforeALostCommitLeaveItInDoubt(t *testing.T) {
 		name          string
 		warm          bool // the id by the fast path, not the statement
 		refuse, fatal bool
+		routine       string // the refusal's, if any, with a ReadyForQuery that says the transaction failed
 	}{
-		{"fatal, the id by the statement", false, false, true},
-		{"fatal, the id by the fast path", true, false, true},
-		{"the fast path refused, then the link lost", true, true, false},
+		{"fatal, the id by the statement", false, false, true, ""},
+		{"fatal, the id by the fast path", true, false, true, ""},
+		{"the fast path refused, then the link lost", true, true, false, ""},
+		{"the fast path refused naming a routine of the proxy's, then the link lost", true, true, false, "client::QueryEngine::route_query"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			table := fmt.Sprintf("proxy_errors_%d", tables.Add(1))
@@ -213,7 +223,7 @@ func TestProxysErrorsBeforeALostCommitLeaveItInDoubt(t *testing.T) {
 			}
 			cfg.MaxConns = 1
 			cfg.ConnConfig = dialingThrough(t, func(conn net.Conn) net.Conn {
-				return &crashingProxy{Conn: conn, armed: &armed, refuse: c.refuse, fatal: c.fatal}
+				return &crashingProxy{Conn: conn, armed: &armed, refuse: c.refuse, fatal: c.fatal, routine: c.routine}
 			})
 			p, db := poolAndDB(t, cfg)
 			db.SetMaxOpenConns(1)
@@ -253,11 +263,13 @@ func TestProxysErrorsBeforeALostCommitLeaveItInDoubt(t *testing.T) {
 // session, with its own FATAL error first (severity, code and message, as
 // PgBouncer's) if fatal. With refuse it does not pass the fast-path call
 // on, and answers it with its own error and a ReadyForQuery that says a
-// transaction is open.
+// transaction is open (or, with routine, PgDog's way: an error naming a
+// routine of the proxy's, and a ReadyForQuery that says it failed).
 type crashingProxy struct {
 	net.Conn
 	armed         *atomic.Bool
 	refuse, fatal bool
+	routine       string // the refusal's (PgDog names its own), then a ReadyForQuery 'E'
 
 	crashing bool
 	answer   []byte // the proxy's own messages, read before the server's
@@ -274,8 +286,12 @@ func (p *crashingProxy) Write(b []byte) (int, error) {
 	for rest := b; len(rest) >= 5; {
 		n := 1 + int(binary.BigEndian.Uint32(rest[1:5]))
 		if rest[0] == 'F' && p.refuse {
-			p.answer, _ = (&pgproto3.ErrorResponse{Severity: "ERROR", Code: "0A000", Message: "fast-path function calls are not supported"}).Encode(p.answer)
-			p.answer, _ = (&pgproto3.ReadyForQuery{TxStatus: 'T'}).Encode(p.answer)
+			status := byte('T')
+			if p.routine != "" {
+				status = 'E'
+			}
+			p.answer, _ = (&pgproto3.ErrorResponse{Severity: "ERROR", Code: "0A000", Message: "fast-path function calls are not supported", Routine: p.routine}).Encode(p.answer)
+			p.answer, _ = (&pgproto3.ReadyForQuery{TxStatus: status}).Encode(p.answer)
 		} else {
 			pass = append(pass, rest[:n]...)
 		}
@@ -414,36 +430,91 @@ func TestCommitsOwnErrorKeepsTheFastPath(t *testing.T) {
 	}
 }
 
-// A proxy that drops the fast-path call without a word holds a call whose
-// transaction committed no longer than fastPathTryTimeout (1 s), then the
-// connection is replaced. Before, the call waited for its context's end.
-func TestFastPathUnansweredHoldsTheCallNoLonger(t *testing.T) {
+// A proxy that drops the fast-path call without a word (pgcat does) costs
+// nothing: the connection's one try of the fast path, followed by a Sync
+// that the proxy lets through, learns of the drop from the Sync's answer at
+// once, and the connection is kept and reads the id with the statement.
+// One that starts dropping after the connection learned the fast path
+// costs no transaction either: COMMIT's answers, read where the call's
+// were awaited, say so, and the call succeeds. Before, the try held the
+// call a second and closed the connection, every new connection's first
+// commit alike; and a COMMIT after a dropped call was taken for lost: in
+// doubt, its connection closed.
+func TestFastPathDroppedOnTheWay(t *testing.T) {
 	needServer(t)
-	const table = "fast_path_unanswered"
+	const table = "fast_path_dropped"
 	exec(t, "DROP TABLE IF EXISTS "+table, "CREATE TABLE "+table+" (k int)")
-	var calls atomic.Int64
-	cfg := dialingThrough(t, func(c net.Conn) net.Conn { return &refusingProxy{Conn: c, drops: true, calls: &calls} })
-	conn, err := pgx.ConnectConfig(t.Context(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
-	start := time.Now()
-	if err := sqlretry.PgxTx(ctx, conn, func(ctx context.Context, tx pgx.Tx) error {
+	insert := func(ctx context.Context, tx pgx.Tx) error {
 		_, err := tx.Exec(ctx, "INSERT INTO "+table+" VALUES (1)")
 		return err
-	}); err != nil {
-		t.Fatal(err)
 	}
-	if took := time.Since(start); took > 3*time.Second || calls.Load() != 1 || !conn.IsClosed() {
-		t.Fatalf("took %v, %d calls dropped, connection closed %v: want at most 1 s more than the commit, 1, closed",
-			took, calls.Load(), conn.IsClosed())
-	}
-	if n := queryInt(t, "SELECT count(*) FROM "+table); n != 1 {
-		t.Fatalf("%d rows, want 1", n)
-	}
+	t.Run("from the start", func(t *testing.T) {
+		var (
+			calls atomic.Int64
+			first atomic.Value
+		)
+		cfg := dialingThrough(t, func(c net.Conn) net.Conn {
+			return &refusingProxy{Conn: commitWriteConn{c, &first}, drops: true, calls: &calls}
+		})
+		conn, err := pgx.ConnectConfig(t.Context(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close(context.Background())
+		for i := range 3 {
+			ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond) // half the try's bound: it must not wait for it
+			err := sqlretry.PgxTx(ctx, conn, insert)
+			cancel()
+			if err != nil {
+				t.Fatalf("call %d: %v", i+1, err)
+			}
+			if first.Load() != byte('Q') {
+				t.Fatalf("call %d's COMMIT began with %q, want 'Q' (the statement)", i+1, first.Load())
+			}
+		}
+		if !refusedFastPath(conn) || conn.IsClosed() || calls.Load() != 1 {
+			t.Fatalf("the connection keeps %v, closed %v, %d calls dropped: want refused, open, 1",
+				conn.PgConn().CustomData()[idFuncKey], conn.IsClosed(), calls.Load())
+		}
+	})
+	t.Run("once the fast path was learned", func(t *testing.T) {
+		var (
+			calls    atomic.Int64
+			dropping atomic.Bool
+		)
+		cfg := dialingThrough(t, func(c net.Conn) net.Conn {
+			return &refusingProxy{Conn: c, dropping: &dropping, calls: &calls}
+		})
+		conn, err := pgx.ConnectConfig(t.Context(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close(context.Background())
+		for range 2 { // the statement, then the fast path learned
+			if err := sqlretry.PgxTx(t.Context(), conn, insert); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, ok := conn.PgConn().CustomData()[idFuncKey].(uint32); !ok {
+			t.Fatalf("the connection keeps %v, want the function's OID", conn.PgConn().CustomData()[idFuncKey])
+		}
+		exec(t, "TRUNCATE "+table)
+		dropping.Store(true)
+		runs := 0
+		if err := sqlretry.PgxTx(t.Context(), conn, func(ctx context.Context, tx pgx.Tx) error { runs++; return insert(ctx, tx) }); err != nil || runs != 1 {
+			t.Fatalf("the call whose fast-path call was dropped: %v after %d runs, want success after 1", err, runs)
+		}
+		if n := queryInt(t, "SELECT count(*) FROM "+table); n != 1 {
+			t.Fatalf("%d rows, want 1", n)
+		}
+		if !refusedFastPath(conn) || conn.IsClosed() || conn.PgConn().TxStatus() != 'I' {
+			t.Fatalf("the connection keeps %v, closed %v, status %q: want refused, open, idle",
+				conn.PgConn().CustomData()[idFuncKey], conn.IsClosed(), conn.PgConn().TxStatus())
+		}
+		if err := sqlretry.PgxTx(t.Context(), conn, insert); err != nil || calls.Load() != 1 {
+			t.Fatalf("the next call: %v, %d calls dropped; want success by the statement, 1", err, calls.Load())
+		}
+	})
 }
 
 // A COMMIT whose answer the call gave up on, its context ended, sends no
@@ -500,9 +571,10 @@ func TestLostCommitAfterTheCallsEndHoldsItNoLonger(t *testing.T) {
 // message.
 type refusingProxy struct {
 	net.Conn
-	closes bool // close the session, not answer with an error
-	drops  bool // drop the message without a word
-	calls  *atomic.Int64
+	closes   bool         // close the session, not answer with an error
+	drops    bool         // drop the message without a word
+	dropping *atomic.Bool // if set, drop it while true, else pass it on
+	calls    *atomic.Int64
 
 	mu      sync.Mutex
 	started bool
@@ -519,11 +591,11 @@ func (p *refusingProxy) Write(b []byte) (int, error) {
 	var pass []byte
 	for rest := b; len(rest) >= 5; {
 		n := 1 + int(binary.BigEndian.Uint32(rest[1:5]))
-		if rest[0] != 'F' {
+		if rest[0] != 'F' || p.dropping != nil && !p.dropping.Load() {
 			pass = append(pass, rest[:n]...)
 		} else {
 			p.calls.Add(1)
-			if p.drops {
+			if p.drops || p.dropping != nil {
 				rest = rest[n:]
 				continue
 			}
