@@ -314,11 +314,7 @@ func run(ctx context.Context, s Strategy, op func(context.Context) error, c *con
 				var qe *QuotaError
 				if errors.As(refused, &qe) && qe.Delay > 0 {
 					// Up to the deadline, never past it: a poller must not spin.
-					wait := qe.Delay
-					if deadline, ok := ctx.Deadline(); ok {
-						wait = min(wait, time.Until(deadline)-1)
-					}
-					_ = d.sleep(ctx, wait)
+					pollWait(ctx, qe.Delay, &d.timer)
 				}
 			}
 			return d.timer, c.giveUp(ctx, attempt, opErr, c.passOn(ctx, opErr, refused))
@@ -326,6 +322,11 @@ func run(ctx context.Context, s Strategy, op func(context.Context) error, c *con
 		delay := d.delay()
 		if !fits(ctx, delay) {
 			d.release()
+			if c.longPoll {
+				// The retry does not fit before the deadline: the poller
+				// waits until it, rather than polling again at once.
+				pollWait(ctx, delay, &d.timer)
+			}
 			return d.timer, c.giveUp(ctx, attempt, opErr, ErrDeadline)
 		}
 		if brk.refuses(delay) {
@@ -362,12 +363,8 @@ func (c *config) refusesFirst(brk breakerAt) (breakerAt, bool) {
 // deadline, so that a poller cannot spin against the circuit.
 func (c *config) circuitOpen(ctx context.Context, brk breakerAt, attempts int, last error) *Error {
 	if c.longPoll {
-		if wait := brk.refusedFor(); wait > 0 {
-			if deadline, ok := ctx.Deadline(); ok {
-				wait = min(wait, time.Until(deadline)-1)
-			}
-			_ = Sleep(ctx, wait)
-		}
+		var t *time.Timer
+		pollWait(ctx, brk.refusedFor(), &t)
 	}
 	return c.giveUp(ctx, attempts, last, ErrCircuitOpen)
 }

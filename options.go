@@ -166,10 +166,12 @@ func MaxElapsed(d time.Duration) Option { return Option{kind: optMaxElapsed, dur
 
 // LongPoll is for operations that poll, such as queue receives: when the
 // quota refuses a retry, the loop still waits the backoff the retry would have
-// had before it returns the failure, and when a breaker's circuit refuses an
+// had before it returns the failure, when a breaker's circuit refuses an
 // attempt, it waits until the circuit may let one through (see WithBreaker),
-// so that a caller polling in a loop cannot spin against a failing service.
-// No wait goes past the context's deadline.
+// and when a retry's wait would not end before the context's deadline, it
+// waits until the deadline, so that a caller polling in a loop cannot spin
+// against a failing service. No wait goes past the context's deadline: one
+// it cuts short returns at the deadline.
 func LongPoll() Option { return Option{kind: optLongPoll} }
 
 // OnAttemptFailed calls f after every failed attempt, the last one included,

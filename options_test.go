@@ -130,8 +130,25 @@ func TestDoLongPoll(t *testing.T) {
 		defer cancel()
 		start = time.Now()
 		err = Do(ctx, s, failing(5, errTransient).op, LongPoll())
-		if elapsed := time.Since(start); elapsed >= time.Second || elapsed < time.Second-time.Millisecond || !errors.Is(err, ErrQuotaExhausted) {
-			t.Fatalf("LongPoll with a 1s deadline: %v after %v, want ErrQuotaExhausted just before the deadline", err, elapsed)
+		if elapsed := time.Since(start); elapsed != time.Second || !errors.Is(err, ErrQuotaExhausted) {
+			t.Fatalf("LongPoll with a 1s deadline: %v after %v, want ErrQuotaExhausted at the deadline", err, elapsed)
+		}
+		// A retry the quota grants but whose wait ends past the deadline:
+		// without LongPoll the loop gives up at once, with it at the
+		// deadline, so that a poller whose deadline is shorter than the
+		// backoff polls once per deadline, not as fast as it can.
+		full := NewStandard(StandardOptions{Backoff: Constant(3 * time.Second)})
+		for _, c := range []struct {
+			opts []Option
+			want time.Duration
+		}{{nil, 0}, {[]Option{LongPoll()}, time.Second}} {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			start = time.Now()
+			err = Do(ctx, full, failing(5, errTransient).op, c.opts...)
+			cancel()
+			if elapsed := time.Since(start); elapsed != c.want || !errors.Is(err, ErrDeadline) {
+				t.Fatalf("a retry past the 1s deadline, %d options: %v after %v, want ErrDeadline after %v", len(c.opts), err, elapsed, c.want)
+			}
 		}
 	})
 }

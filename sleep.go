@@ -46,6 +46,26 @@ func sleep(ctx context.Context, d time.Duration, t **time.Timer) error {
 	}
 }
 
+// pollWait is a poller's wait before its refusal returns (LongPoll): d, or
+// until ctx is done, whichever comes first, so that a poller whose deadline
+// comes sooner waits until it (sleep, bounded by the deadline itself, would
+// not wait at all: a bound read a moment before no longer fits).
+func pollWait(ctx context.Context, d time.Duration, t **time.Timer) {
+	if d <= 0 {
+		return
+	}
+	if *t == nil {
+		*t = time.NewTimer(d)
+	} else {
+		(*t).Reset(d)
+	}
+	select {
+	case <-ctx.Done():
+		(*t).Stop()
+	case <-(*t).C:
+	}
+}
+
 // fits reports whether a wait of d can end before ctx's deadline.
 func fits(ctx context.Context, d time.Duration) bool {
 	deadline, ok := ctx.Deadline()

@@ -41,7 +41,8 @@
 //     return at once when a retry or an attempt is refused, as
 //     retry.LongPoll says for retry.Do: it first waits the backoff the
 //     quota refused, or until the breaker may let an attempt through
-//     (retry.Breaker's RefusedFor), never past its deadline, so that a
+//     (retry.Breaker's RefusedFor), or, for a retry whose wait would end
+//     past the deadline, until the deadline; never past it, so that a
 //     consumer polling in a loop cannot spin against a failing queue.
 //   - When the Retryer stops retrying, the SDK's error joins the attempt's
 //     error with a *retry.Error whose Reason says why: errors.Is finds

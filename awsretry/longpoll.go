@@ -5,7 +5,6 @@ import (
 	"time"
 
 	awsmiddle "github.com/aws/aws-sdk-go-v2/aws/middleware"
-	"github.com/retrykit/retry"
 )
 
 // longPolled are the operations AWS's SDKs treat as long polling, by
@@ -35,16 +34,19 @@ func (r *Retryer) polls(ctx context.Context) bool {
 
 // pollWait is the wait of a polling call before its refusal returns: d,
 // the backoff the refused retry would have had or the time the circuit
-// goes on refusing, never past ctx's deadline, as retry.LongPoll waits in
-// retry.Do. The SDK's own loop makes no such wait for a retryer of its
-// caller's: without it, a consumer whose calls are refused polls again at
-// once, and its first attempts, which no quota holds back, reach the
-// failing service as fast as the loop runs.
+// goes on refusing, or until ctx is done if sooner (its deadline), as
+// retry.LongPoll waits in retry.Do. The SDK's own loop makes no such wait
+// for a retryer of its caller's: without it, a consumer whose calls are
+// refused polls again at once, and its first attempts, which no quota
+// holds back, reach the failing service as fast as the loop runs.
 func pollWait(ctx context.Context, d time.Duration) {
-	if deadline, ok := ctx.Deadline(); ok {
-		d = min(d, time.Until(deadline)-1)
+	if d <= 0 {
+		return
 	}
-	if d > 0 {
-		_ = retry.Sleep(ctx, d)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
 	}
 }

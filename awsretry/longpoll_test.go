@@ -120,7 +120,7 @@ func TestLongPollWaitsTheRefusedRetrysBackoff(t *testing.T) {
 // A consumer polling SQS while the breaker's circuit is open: a
 // ReceiveMessage refused before its first attempt, or after it, returns
 // only once the circuit may let an attempt through (RefusedFor is 0), or
-// just before its deadline, and sends nothing while it waits.
+// at its deadline, and sends nothing while it waits.
 func TestLongPollWaitsOutTheOpenCircuit(t *testing.T) {
 	const openFor = 5 * time.Second
 	s := newService(t, failing)
@@ -157,7 +157,7 @@ func TestLongPollWaitsOutTheOpenCircuit(t *testing.T) {
 		}
 
 		// Refused with a deadline nearer than the circuit's end: it
-		// returns just before the deadline.
+		// returns at the deadline.
 		reprobe, err := b.Allow(scope)
 		if err != nil {
 			t.Fatalf("the circuit refused after RefusedFor's wait: %v", err)
@@ -170,8 +170,39 @@ func TestLongPollWaitsOutTheOpenCircuit(t *testing.T) {
 		defer cancel()
 		start = time.Now()
 		err = receive(ctx, c)
-		if waited := time.Since(start); !errors.Is(err, retry.ErrCircuitOpen) || waited >= time.Second || waited < time.Second-time.Millisecond || s.requests.Load() != 1 {
-			t.Fatalf("refused with a 1 s deadline: %v after %v, want a refusal just before the deadline", err, waited)
+		if waited := time.Since(start); !errors.Is(err, retry.ErrCircuitOpen) || waited != time.Second || s.requests.Load() != 1 {
+			t.Fatalf("refused with a 1 s deadline: %v after %v, want a refusal at the deadline", err, waited)
 		}
 	})
+}
+
+// A polling call whose retry is granted but whose wait would end past its
+// deadline waits until the deadline before it fails, rather than polling
+// again at once (as retry.LongPoll); one that does not poll fails at once.
+func TestLongPollWaitsUntilTheDeadlineARetryMisses(t *testing.T) {
+	s := newService(t, failing)
+	for _, c := range []struct {
+		name string
+		poll bool
+		want time.Duration
+	}{{"SQS ReceiveMessage", true, time.Second}, {"DynamoDB GetItem", false, 0}} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				st := retry.NewStandard(retry.StandardOptions{Backoff: retry.Constant(2 * time.Second)})
+				r := awsretry.New(awsretry.Options{Strategy: st})
+				ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+				defer cancel()
+				start := time.Now()
+				var err error
+				if c.poll {
+					err = receive(ctx, sqsc(s, r, inBubble()))
+				} else {
+					err = getItem(ctx, ddbInBubble(s, r, 0))
+				}
+				if waited := time.Since(start); !errors.Is(err, retry.ErrDeadline) || waited != c.want {
+					t.Fatalf("%v after %v, want ErrDeadline after %v", err, waited, c.want)
+				}
+			})
+		})
+	}
 }

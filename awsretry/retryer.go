@@ -93,7 +93,8 @@ type Retryer struct {
 	parked map[error]*call // calls whose last attempt failed with the key, awaiting GetRetryToken
 	queue  []parking       // the parkings, oldest first from head (see park)
 	head   int
-	oldest atomic.Int64            // when the queue's first was parked (UnixNano); 0 if none
+	oldest atomic.Int64            // when the queue's first was parked (now); 0 if none
+	epoch  time.Time               // now's origin
 	delays map[error]time.Duration // waits granted after a failure, awaiting RetryDelay
 
 	scopes sync.Map // scopeKey -> string: the default scopes, built once each
@@ -110,6 +111,7 @@ func New(o Options) *Retryer {
 		scope:       o.Scope,
 		independent: o.Independent,
 		longPoll:    o.LongPoll,
+		epoch:       time.Now(),
 		parked:      make(map[error]*call),
 		delays:      make(map[error]time.Duration),
 	}
@@ -418,6 +420,11 @@ func (r *Retryer) GetRetryToken(ctx context.Context, err error) (func(error) err
 	delay := next.Delay()
 	if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) <= delay {
 		r.release(next)
+		if r.polls(ctx) {
+			// The retry does not fit before the deadline: the poller
+			// waits until it, rather than polling again at once.
+			pollWait(ctx, delay)
+		}
 		return nil, c.giveUp(ce, retry.ErrDeadline)
 	}
 	if b := r.breaker; b != nil {

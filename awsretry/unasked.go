@@ -34,22 +34,34 @@ type parking struct {
 	err error
 	c   *call
 	gen uint64
-	at  int64 // time.Now().UnixNano()
+	at  int64 // Retryer.now()
 }
 
 // park parks c, whose attempt failed with ce, until GetRetryToken asks, and
-// ends the calls parked for longer than unaskedAfter.
+// ends the calls parked for longer than unaskedAfter. Those are ended
+// first, and c's time starts after them: their hooks and strategy may take
+// their time, which is not c's waiting for the SDK.
 func (r *Retryer) park(c *call, ce *classified) {
-	now := time.Now().UnixNano()
 	r.mu.Lock()
+	if unasked := r.sweep(r.now()); len(unasked) > 0 {
+		r.mu.Unlock()
+		endUnasked(unasked)
+		r.mu.Lock()
+	}
 	c.gen++
 	c.failed = ce
 	r.parked[ce.err] = c
-	r.queue = append(r.queue, parking{ce.err, c, c.gen, now})
-	unasked := r.sweep(now)
+	r.queue = append(r.queue, parking{ce.err, c, c.gen, r.now()})
+	if r.oldest.Load() == 0 {
+		r.oldest.Store(r.queue[r.head].at)
+	}
 	r.mu.Unlock()
-	endUnasked(unasked)
 }
+
+// now is the time since the Retryer was made, on the monotonic clock, which
+// a change of the system's clock does not move; never 0, which oldest
+// keeps for none.
+func (r *Retryer) now() int64 { return int64(time.Since(r.epoch)) + 1 }
 
 // sweepUnasked ends the calls parked for longer than unaskedAfter, if any:
 // it costs a load when there is none.
@@ -58,7 +70,7 @@ func (r *Retryer) sweepUnasked() {
 	if oldest == 0 {
 		return
 	}
-	now := time.Now().UnixNano()
+	now := r.now()
 	if now-oldest < int64(unaskedAfter) {
 		return
 	}

@@ -3,12 +3,16 @@ package awsretry_test
 import (
 	"context"
 	"errors"
+	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/retrykit/retry"
 	"github.com/retrykit/retry/awsretry"
@@ -129,6 +133,55 @@ func TestCallTheSDKEndsWithoutAskingIsFoundBehindOthers(t *testing.T) {
 		}
 		if unasked != 1 {
 			t.Fatalf("%d calls taken for ended by the SDK, want 1", unasked)
+		}
+	})
+}
+
+// slowHTTP makes each request wait d before it is sent.
+type slowHTTP struct {
+	d  time.Duration
+	hc *http.Client
+}
+
+func (s slowHTTP) Do(r *http.Request) (*http.Response, error) {
+	time.Sleep(s.d)
+	return s.hc.Do(r)
+}
+
+// A call whose attempt fails while the calls the SDK ended without asking
+// are being ended, their hooks slow, is not taken for one of them: its
+// wait for the SDK's question starts once they are done. Before, a call
+// started meanwhile took it for ended after a second, and the SDK's retry
+// it asked for then failed with ErrInvalidToken.
+func TestCallParkedBehindSlowHooksIsNotTakenForEnded(t *testing.T) {
+	s := newService(t, failing)
+	synctest.Test(t, func(t *testing.T) {
+		var slowed atomic.Bool
+		tr := &retry.Trace{Done: func(context.Context, string, int, time.Duration, error) {
+			if slowed.CompareAndSwap(false, true) {
+				time.Sleep(2 * time.Second) // the first call ended: a slow hook
+			}
+		}}
+		st := retry.NewStandard(retry.StandardOptions{Backoff: retry.Constant(time.Millisecond)})
+		r := awsretry.New(awsretry.Options{Strategy: st, RetryOptions: []retry.Option{retry.WithTrace(tr)}})
+		client := func(maxAttempts int, hc dynamodb.HTTPClient) *dynamodb.Client {
+			return dynamodb.New(dynamodb.Options{
+				Region: "us-east-1", BaseEndpoint: aws.String(s.URL), Retryer: r, HTTPClient: hc,
+				Credentials: credentials.NewStaticCredentialsProvider("AKID", "SECRET", ""), RetryMaxAttempts: maxAttempts,
+			})
+		}
+		_ = getItem(t.Context(), client(1, inBubble())) // A: ended by the SDK unasked, at 0 s
+		time.Sleep(900 * time.Millisecond)
+		before := s.requests.Load()
+		done := make(chan error, 1)
+		go func() { // B: its first attempt fails at 1.1 s, and ends A, whose hook takes 2 s
+			done <- getItem(t.Context(), client(0, slowHTTP{200 * time.Millisecond, inBubble()}))
+		}()
+		time.Sleep(1300 * time.Millisecond)
+		_ = getItem(t.Context(), client(1, inBubble())) // C starts while B is in A's hook
+		err := <-done
+		if n := s.requests.Load() - before - 1; n != 3 || !errors.Is(err, retry.ErrMaxAttempts) || strings.Contains(err.Error(), "without asking") {
+			t.Fatalf("B made %d attempts and failed with %v; want its 3 and the strategy's ErrMaxAttempts", n, err)
 		}
 	})
 }
