@@ -19,7 +19,8 @@ import (
 // result and a ReadyForQuery, after which it sends all it holds. A
 // connection's first commit reads the id with a statement, xidLookup, which
 // also reads the OID; then, the transaction committed and nothing at stake,
-// it makes one fast-path call of its own, which tells whether the way to the
+// it makes one fast-path call of its own, in an empty transaction
+// (tryFastPath), which tells whether the way to the
 // server takes the message: a proxy may refuse it (one that audits every
 // statement cannot see into it), and one refusal inside a transaction would
 // abort it. The connection keeps what it learned under idFuncKey of its
@@ -191,49 +192,58 @@ func abandon(call context.Context, pc *pgconn.PgConn) {
 // through, fastPathRefused if it was refused, nil if no answer came within
 // fastPathTryTimeout (the connection, closed then, is not to be used
 // again; a context that had ended leaves it to the next commit to try).
-// A Sync follows the call in the same write, and the server answers it
-// with a ReadyForQuery of its own, after the call's: a proxy that drops
-// the call without a word (pgcat does) lets the Sync through, whose answer
-// alone then says so at once, and the connection is kept.
+// The call goes in a transaction of its own, BEGIN, the call and ROLLBACK
+// in one write, with nothing in it: a proxy that drops the call without a
+// word (pgcat does) passes ROLLBACK on, whose answer, where the call's was
+// awaited, says so at once, and the connection is kept; and no answer
+// comes while no transaction is open but the last, so that a proxy that
+// hands its server connection back at the first idle ReadyForQuery
+// (transaction pooling) keeps it for them all.
 func tryFastPath(ctx context.Context, pc *pgconn.PgConn, fn uint32) any {
 	if ctx.Err() != nil {
 		return nil
 	}
-	// A proxy that drops both messages without a word must not hold the
+	// A proxy that drops every message without a word must not hold the
 	// call, whose transaction has committed, for longer.
 	ctx, cancel := context.WithTimeout(ctx, fastPathTryTimeout)
 	defer cancel()
 	f := pc.Frontend()
+	f.SendQuery(&pgproto3.Query{String: "BEGIN"})
 	f.Send(&pgproto3.FunctionCall{Function: fn})
-	f.Send(&pgproto3.Sync{})
+	f.SendQuery(&pgproto3.Query{String: "ROLLBACK"})
 	if err := f.Flush(); err != nil {
 		_ = pc.Close(ctx)
 		return nil
 	}
-	var (
-		learned  any  = fastPathRefused{} // unless the call's result comes
-		answered bool                     // the call's result or error came: two ReadyForQuery
-	)
-	for ready := 0; ready < 1 || answered && ready < 2; {
+	var learned any
+	for ready, want := 0, 3; ready < want; {
 		msg, err := pc.ReceiveMessage(ctx)
 		if err != nil {
-			// Refused by closing, perhaps. No transaction is open: there
-			// is nothing to cancel, as abandon does.
+			// Refused by closing, perhaps. The transaction is empty:
+			// there is nothing to cancel, as abandon does.
 			_ = pc.Close(ctx)
 			return nil
 		}
 		switch msg.(type) {
 		case *pgproto3.FunctionCallResponse:
-			if ready == 0 {
-				learned, answered = fn, true
+			if ready == 1 && learned == nil {
+				learned = fn
 			}
 		case *pgproto3.ErrorResponse:
-			if ready == 0 {
-				learned, answered = fastPathRefused{}, true
+			if ready == 1 && learned == nil {
+				learned = fastPathRefused{}
+			}
+		case *pgproto3.CommandComplete:
+			if ready == 1 && learned == nil {
+				learned, want = fastPathRefused{}, 2 // ROLLBACK's: the call was dropped
 			}
 		case *pgproto3.ReadyForQuery:
 			ready++
 		}
+	}
+	if learned == nil || pc.TxStatus() != 'I' {
+		_ = pc.Close(ctx) // BEGIN failed, or the answers were not as they must be
+		return nil
 	}
 	return learned
 }
@@ -363,11 +373,14 @@ func (a *commitAnswers) receive(ctx context.Context, pc *pgconn.PgConn) error {
 // dropped reports whether the answers read up to the first ReadyForQuery,
 // whose status is status, are COMMIT's, the fast-path call having got no
 // answer of its own: a command tag came (the call's answer has none), or
-// an error of the backend's followed by a ReadyForQuery that says no
+// an error naming its routine followed by a ReadyForQuery that says no
 // transaction is open (the call, inside the transaction, cannot end it; a
-// failed call leaves it failed, 'E').
+// failed call leaves it failed, 'E'). Any routine: a backend's error
+// raised by an extension written in Rust (pgrx) names a Rust one; the
+// proxies that send errors of their own with a ReadyForQuery 'I'
+// (PgBouncer) name none.
 func (a *commitAnswers) dropped(idErr *pgconn.PgError, status byte) bool {
-	return a.tag.String() != "" || idErr != nil && fromBackend(idErr) && status == 'I'
+	return a.tag.String() != "" || idErr != nil && idErr.Routine != "" && status == 'I'
 }
 
 // fromBackend reports whether e is an error of PostgreSQL's backend, which
@@ -375,7 +388,9 @@ func (a *commitAnswers) dropped(idErr *pgconn.PgError, status byte) bool {
 // PgBouncer, pgpool-II, Odyssey, pgcat and Supavisor send errors of their
 // own with no routine (PgBouncer's FATAL "server conn crashed?"); PgDog
 // names its own Rust routines, "client::QueryEngine::route_query", which no
-// C function's name looks like. Only the backend's error in the id's
+// C function's name looks like (an error of a pgrx extension's, which
+// names a Rust routine too, is then not believed either: the outcome stays
+// in doubt, which is safe). Only the backend's error in the id's
 // request proves that COMMIT did not commit: the backend aborted the
 // transaction, or ended, before it read COMMIT; a proxy's may come after the
 // server committed. A proxy that sent a C-like routine of its own would be

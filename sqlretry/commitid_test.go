@@ -562,13 +562,91 @@ func TestLostCommitAfterTheCallsEndHoldsItNoLonger(t *testing.T) {
 	}
 }
 
+// A proxy that hands its server connection back to its pool at the first
+// ReadyForQuery that says no transaction is open (transaction pooling, as
+// Supavisor does) and passes fast-path calls on: the connection's try of
+// the fast path learns it, and is kept. The try's messages are answered
+// with no idle ReadyForQuery but the last: a try answered with two (the
+// call's, then a Sync's) would lose the second to the pool, and wait for it
+// until it gave up and closed the connection.
+func TestFastPathTriedThroughTransactionPooling(t *testing.T) {
+	needServer(t)
+	const table = "fast_path_pooled"
+	exec(t, "DROP TABLE IF EXISTS "+table, "CREATE TABLE "+table+" (k int)")
+	cfg := dialingThrough(t, func(c net.Conn) net.Conn { return &idleReleasingProxy{Conn: c} })
+	conn, err := pgx.ConnectConfig(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	for i := range 3 {
+		ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond) // half the try's bound
+		err := sqlretry.PgxTx(ctx, conn, func(ctx context.Context, tx pgx.Tx) error {
+			_, err := tx.Exec(ctx, "INSERT INTO "+table+" VALUES (1)")
+			return err
+		})
+		cancel()
+		if err != nil {
+			t.Fatalf("call %d: %v", i+1, err)
+		}
+	}
+	if _, learned := conn.PgConn().CustomData()[idFuncKey].(uint32); !learned || conn.IsClosed() {
+		t.Fatalf("the connection keeps %v, closed %v: want the function's OID, open", conn.PgConn().CustomData()[idFuncKey], conn.IsClosed())
+	}
+	if n := queryInt(t, "SELECT count(*) FROM "+table); n != 3 {
+		t.Fatalf("%d rows, want 3", n)
+	}
+}
+
+// idleReleasingProxy stands for a transaction-pooling proxy: once it has
+// passed on a ReadyForQuery that says no transaction is open, the server's
+// connection is another client's, and what the server sends on it after
+// that, until this client writes again, does not reach this client.
+type idleReleasingProxy struct {
+	net.Conn
+	mu       sync.Mutex
+	released bool
+	server   messageReader
+	out      []byte
+}
+
+func (p *idleReleasingProxy) Write(b []byte) (int, error) {
+	p.mu.Lock()
+	p.released = false
+	p.mu.Unlock()
+	return p.Conn.Write(b)
+}
+
+func (p *idleReleasingProxy) Read(b []byte) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for len(p.out) == 0 {
+		p.mu.Unlock()
+		msgs, err := p.server.read(p.Conn)
+		p.mu.Lock()
+		if err != nil {
+			return 0, err
+		}
+		for _, m := range msgs {
+			if !p.released {
+				p.out = append(p.out, m...)
+				p.released = m[0] == 'Z' && m[5] == 'I'
+			}
+		}
+	}
+	n := copy(b, p.out)
+	p.out = p.out[n:]
+	return n, nil
+}
+
 // refusingProxy stands for a proxy between the client and the server that
 // refuses the protocol's FunctionCall messages, which it counts in calls,
-// as an auditing proxy may: it drops one without a word (drops), closes the
-// session (closes), or answers it with an error and a ReadyForQuery that
-// says no transaction is open (as when a connection tries the call). It
-// reads the client's messages as pgx writes them, whole, after the startup
-// message.
+// as an auditing proxy may: it drops one without a word (drops, or while
+// dropping is true), closes the session (closes), or answers it with an
+// error and a ReadyForQuery, in its place among the server's answers (after
+// those to the queries sent before it), with the status the server's last
+// ReadyForQuery had. It reads the client's messages as pgx writes them,
+// whole, after the startup message, and the server's as they come.
 type refusingProxy struct {
 	net.Conn
 	closes   bool         // close the session, not answer with an error
@@ -578,7 +656,12 @@ type refusingProxy struct {
 
 	mu      sync.Mutex
 	started bool
-	answer  []byte // the refusals' messages, read before the server's
+	sent    int   // queries passed on to the server
+	refusal []int // for each refusal owed, the queries answered before it
+	relayed int   // the server's ReadyForQuery messages read
+	status  byte  // the last one's
+	server  messageReader
+	out     []byte // what the client reads next
 }
 
 func (p *refusingProxy) Write(b []byte) (int, error) {
@@ -586,26 +669,28 @@ func (p *refusingProxy) Write(b []byte) (int, error) {
 	defer p.mu.Unlock()
 	if !p.started { // the startup message has no type byte
 		p.started = true
+		p.sent = 1 // the server's ReadyForQuery once the session starts
 		return p.Conn.Write(b)
 	}
 	var pass []byte
 	for rest := b; len(rest) >= 5; {
 		n := 1 + int(binary.BigEndian.Uint32(rest[1:5]))
-		if rest[0] != 'F' || p.dropping != nil && !p.dropping.Load() {
+		switch {
+		case rest[0] != 'F' || p.dropping != nil && !p.dropping.Load():
+			if rest[0] == 'Q' || rest[0] == 'F' || rest[0] == 'S' {
+				p.sent++
+			}
 			pass = append(pass, rest[:n]...)
-		} else {
+		case p.drops || p.dropping != nil:
 			p.calls.Add(1)
-			if p.drops || p.dropping != nil {
-				rest = rest[n:]
-				continue
-			}
-			if p.closes {
-				p.Conn.Close()
-				return len(b), nil
-			}
-			refusal := &pgproto3.ErrorResponse{Severity: "ERROR", Code: "0A000", Message: "fast-path function calls are not supported"}
-			p.answer, _ = refusal.Encode(p.answer)
-			p.answer, _ = (&pgproto3.ReadyForQuery{TxStatus: 'I'}).Encode(p.answer)
+		case p.closes:
+			p.calls.Add(1)
+			p.Conn.Close()
+			return len(b), nil
+		default:
+			p.calls.Add(1)
+			p.refusal = append(p.refusal, p.sent) // due once the queries before it are answered
+			p.sent++                              // it takes a query's place among the answers
 		}
 		rest = rest[n:]
 	}
@@ -619,14 +704,67 @@ func (p *refusingProxy) Write(b []byte) (int, error) {
 
 func (p *refusingProxy) Read(b []byte) (int, error) {
 	p.mu.Lock()
-	if len(p.answer) > 0 {
-		n := copy(b, p.answer)
-		p.answer = p.answer[n:]
+	defer p.mu.Unlock()
+	for {
+		p.owe()
+		if len(p.out) > 0 {
+			n := copy(b, p.out)
+			p.out = p.out[n:]
+			return n, nil
+		}
 		p.mu.Unlock()
-		return n, nil
+		msgs, err := p.server.read(p.Conn)
+		p.mu.Lock()
+		if err != nil {
+			return 0, err
+		}
+		for _, m := range msgs {
+			p.out = append(p.out, m...)
+			if m[0] == 'Z' {
+				p.relayed++
+				p.status = m[5]
+				p.owe()
+			}
+		}
 	}
-	p.mu.Unlock()
-	return p.Conn.Read(b)
+}
+
+// owe writes the refusals due, those whose queries before them are all
+// answered, after what the client is to read.
+func (p *refusingProxy) owe() {
+	for len(p.refusal) > 0 && p.refusal[0] <= p.relayed {
+		p.refusal = p.refusal[1:]
+		p.relayed++
+		status := p.status
+		if status == 0 {
+			status = 'I'
+		}
+		p.out, _ = (&pgproto3.ErrorResponse{Severity: "ERROR", Code: "0A000", Message: "fast-path function calls are not supported"}).Encode(p.out)
+		p.out, _ = (&pgproto3.ReadyForQuery{TxStatus: status}).Encode(p.out)
+	}
+}
+
+// messageReader reads a server's messages whole: its read returns those
+// that one read of the connection completes.
+type messageReader struct{ raw []byte }
+
+func (r *messageReader) read(c net.Conn) ([][]byte, error) {
+	buf := make([]byte, 4096)
+	n, err := c.Read(buf)
+	if err != nil {
+		return nil, err
+	}
+	r.raw = append(r.raw, buf[:n]...)
+	var msgs [][]byte
+	for len(r.raw) >= 5 {
+		m := 1 + int(binary.BigEndian.Uint32(r.raw[1:5]))
+		if len(r.raw) < m {
+			break
+		}
+		msgs = append(msgs, r.raw[:m:m])
+		r.raw = r.raw[m:]
+	}
+	return msgs, nil
 }
 
 // poolAndDB returns a pool and a *sql.DB (pgx's stdlib) of cfg, closed when

@@ -117,10 +117,11 @@
 // that the id reaches the client even when COMMIT's answer never does. A
 // connection's first commit reads the id with a statement instead, which
 // also reads the function's OID; then, its transaction committed, the
-// connection makes one fast-path call with no transaction open, a round
-// trip once in its life, to learn whether the way to the server takes the
-// message (a proxy that audits statements may refuse it, with an error or
-// by closing the session). Its later commits take the fast path if it did,
+// connection makes one fast-path call in an empty transaction of its own,
+// a round trip once in its life, to learn whether the way to the server
+// takes the message (a proxy that audits statements may refuse it, with an
+// error or by closing the session; pgcat drops it without a word). Its
+// later commits take the fast path if it did,
 // and the statement if not, so that such a proxy costs no transaction
 // (unless it is put in the way of a connection that had learned the fast
 // path: that transaction fails, or is in doubt if the link is lost too).

@@ -37,7 +37,7 @@ func (t *fnTx) Rollback(ctx context.Context) error {
 // and Rollback are the savepoint's, no end. Statements sent on tx.Conn() are
 // not seen.
 //
-// Once the run is over (closed, set by PgxTx), tx and its nested
+// Once fn has returned (closed, set by runPgx), tx and its nested
 // transactions refuse everything with pgx.ErrTxClosed, as pgx's own
 // transaction does after its Commit: PgxTx ends the transaction on the
 // connection without pgx's Commit, and gives the connection back to its

@@ -363,11 +363,7 @@ func PgxTx(ctx context.Context, db Beginner, fn func(ctx context.Context, tx pgx
 			return &txError{stage: stageBegin, err: err}
 		}
 		defer release()
-		// Once the run is over, fn's tx refuses everything, before the
-		// connection goes back to its pool (see watchedTx).
-		closed := new(atomic.Bool)
-		defer closed.Store(true)
-		if err, ended := runPgx(ctx, tx, fn, closed); err != nil {
+		if err, ended := runPgx(ctx, tx, fn); err != nil {
 			// Read before the ROLLBACK, which ends the transaction too, and
 			// only if fn did not end it with Commit or Rollback, after which
 			// a Beginner of one's own may have handed the connection back
@@ -491,17 +487,19 @@ func idleConn(tx pgx.Tx) (idle bool) {
 }
 
 // runPgx calls fn, rolling tx back if fn panics. The tx fn gets refuses
-// everything once closed is set.
+// everything once fn has returned (see watchedTx): what follows (the
+// rollback, or the commit and its resolution) is PgxTx's.
 // It reports whether fn ended tx, or may have: with its Commit or Rollback,
 // or with a statement sent through it (see fnTx).
-func runPgx(ctx context.Context, tx pgx.Tx, fn func(context.Context, pgx.Tx) error, closed *atomic.Bool) (err error, ended bool) {
+func runPgx(ctx context.Context, tx pgx.Tx, fn func(context.Context, pgx.Tx) error) (err error, ended bool) {
 	done := false
 	defer func() {
 		if !done {
 			_ = rollback(ctx, tx)
 		}
 	}()
-	own := &fnTx{watchedTx{Tx: tx, ended: new(atomic.Bool), closed: closed}}
+	own := &fnTx{watchedTx{Tx: tx, ended: new(atomic.Bool), closed: new(atomic.Bool)}}
+	defer own.closed.Store(true) // before the rollback above
 	err = fn(ctx, own)
 	done = true
 	return err, own.ended.Load()
