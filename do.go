@@ -248,6 +248,12 @@ func run(ctx context.Context, s Strategy, op func(context.Context) error, c *con
 		if delay := d.delay(); delay > 0 && (attempt > 1 || !c.ticketed) {
 			if err := d.sleep(ctx, delay); err != nil {
 				d.release()
+				if c.longPoll && errors.Is(err, ErrDeadline) {
+					// The wait does not fit before the deadline (the send-rate
+					// limiter's before a first attempt, or a retry's the
+					// hooks ran into): the poller waits until it.
+					pollWait(ctx, delay, &d.timer)
+				}
 				return d.timer, c.giveUp(ctx, attempt-1, lastErr, err)
 			}
 			c.waited += delay

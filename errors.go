@@ -23,7 +23,8 @@ var (
 	// strategy's MaxRetryAfter, so the strategy gives up instead of waiting.
 	ErrRetryAfterTooLong = errors.New("retry: service asked to wait too long")
 	// ErrDeadline: the next attempt could not start before the context's
-	// deadline, so the loop returned at once instead of waiting in vain.
+	// deadline, so the loop returned at once instead of waiting in vain
+	// (with LongPoll, at the deadline, so that a poller cannot spin).
 	ErrDeadline = errors.New("retry: next attempt would start after the deadline")
 	// ErrNilOperation: Do or DoValue was given a nil operation, so no attempt
 	// was made. It is the Reason of the *Error they return, instead of a panic

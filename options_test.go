@@ -150,6 +150,40 @@ func TestDoLongPoll(t *testing.T) {
 				t.Fatalf("a retry past the 1s deadline, %d options: %v after %v, want ErrDeadline after %v", len(c.opts), err, elapsed, c.want)
 			}
 		}
+		// A first attempt's wait past the deadline (Adaptive's send-rate
+		// limiter gives one after throttling), and a retry's that fit
+		// until an OnRetry hook ran into it: the poller waits until the
+		// deadline there too.
+		for _, c := range []struct {
+			name string
+			s    Strategy
+			opts []Option
+		}{
+			{"first attempt", &delayed{initial: 2 * time.Second}, nil},
+			{"retry after a slow hook", NewStandard(StandardOptions{Backoff: Constant(995 * time.Millisecond)}),
+				[]Option{OnRetry(func(context.Context, int, time.Duration, error) { time.Sleep(10 * time.Millisecond) })}},
+		} {
+			for _, poll := range []bool{false, true} {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				start = time.Now()
+				opts := c.opts
+				if poll {
+					opts = append(opts[:len(opts):len(opts)], LongPoll())
+				}
+				err = Do(ctx, c.s, failing(5, errTransient).op, opts...)
+				elapsed := time.Since(start)
+				cancel()
+				want := time.Duration(0)
+				if poll {
+					want = time.Second
+				} else if len(c.opts) > 0 {
+					want = 10 * time.Millisecond // the hook's
+				}
+				if elapsed != want || !errors.Is(err, ErrDeadline) {
+					t.Fatalf("%s, LongPoll %v: %v after %v, want ErrDeadline after %v", c.name, poll, err, elapsed, want)
+				}
+			}
+		}
 	})
 }
 func TestDoLog(t *testing.T) {

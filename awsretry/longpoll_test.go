@@ -176,33 +176,59 @@ func TestLongPollWaitsOutTheOpenCircuit(t *testing.T) {
 	})
 }
 
-// A polling call whose retry is granted but whose wait would end past its
-// deadline waits until the deadline before it fails, rather than polling
-// again at once (as retry.LongPoll); one that does not poll fails at once.
-func TestLongPollWaitsUntilTheDeadlineARetryMisses(t *testing.T) {
+// delayedFirst is a strategy whose first attempts wait d, as Adaptive's
+// send-rate limiter makes them wait after throttling.
+type delayedFirst struct {
+	*retry.Standard
+	d time.Duration
+}
+
+func (s delayedFirst) AcquireInitialToken(string) (retry.Token, error) {
+	return retry.NewToken(0, s.d, nil), nil
+}
+
+// A polling call whose next wait would end past its deadline (a retry
+// granted, or a first attempt the send-rate limiter holds back) waits until
+// the deadline before it fails, rather than polling again at once (as
+// retry.LongPoll); one that does not poll fails at once, as before.
+func TestLongPollWaitsUntilTheDeadlineAWaitMisses(t *testing.T) {
 	s := newService(t, failing)
-	for _, c := range []struct {
-		name string
-		poll bool
-		want time.Duration
-	}{{"SQS ReceiveMessage", true, time.Second}, {"DynamoDB GetItem", false, 0}} {
-		t.Run(c.name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				st := retry.NewStandard(retry.StandardOptions{Backoff: retry.Constant(2 * time.Second)})
-				r := awsretry.New(awsretry.Options{Strategy: st})
-				ctx, cancel := context.WithTimeout(t.Context(), time.Second)
-				defer cancel()
-				start := time.Now()
-				var err error
-				if c.poll {
-					err = receive(ctx, sqsc(s, r, inBubble()))
-				} else {
-					err = getItem(ctx, ddbInBubble(s, r, 0))
-				}
-				if waited := time.Since(start); !errors.Is(err, retry.ErrDeadline) || waited != c.want {
-					t.Fatalf("%v after %v, want ErrDeadline after %v", err, waited, c.want)
-				}
+	for _, w := range []struct {
+		name     string
+		strategy func() retry.Strategy
+		requests int64
+	}{
+		{"a retry's", func() retry.Strategy {
+			return retry.NewStandard(retry.StandardOptions{Backoff: retry.Constant(2 * time.Second)})
+		}, 1},
+		{"a first attempt's", func() retry.Strategy {
+			return delayedFirst{retry.NewStandard(retry.StandardOptions{}), 2 * time.Second}
+		}, 0},
+	} {
+		for _, c := range []struct {
+			name string
+			poll bool
+			want time.Duration
+		}{{"SQS ReceiveMessage", true, time.Second}, {"DynamoDB GetItem", false, 0}} {
+			t.Run(w.name+", "+c.name, func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					r := awsretry.New(awsretry.Options{Strategy: w.strategy()})
+					ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+					defer cancel()
+					before := s.requests.Load()
+					start := time.Now()
+					var err error
+					if c.poll {
+						err = receive(ctx, sqsc(s, r, inBubble()))
+					} else {
+						err = getItem(ctx, ddbInBubble(s, r, 0))
+					}
+					sent := s.requests.Load() - before
+					if waited := time.Since(start); !errors.Is(err, retry.ErrDeadline) || waited != c.want || sent != w.requests {
+						t.Fatalf("%v after %v and %d requests, want ErrDeadline after %v and %d", err, waited, sent, c.want, w.requests)
+					}
+				})
 			})
-		})
+		}
 	}
 }

@@ -266,6 +266,9 @@ func (r *Retryer) GetAttemptToken(ctx context.Context) (func(error) error, error
 	if c.acquired == nil {
 		if d := c.tok.Delay(); d > 0 {
 			if err := retry.Sleep(ctx, d); err != nil {
+				if errors.Is(err, retry.ErrDeadline) && r.polls(ctx) {
+					pollWait(ctx, d) // until the deadline: a poller must not spin
+				}
 				c.unmade()
 				e := &retry.Error{Reason: err}
 				r.ended(hctx, scope, 0, 0, e)

@@ -200,8 +200,8 @@ func abandon(call context.Context, pc *pgconn.PgConn) {
 // hands its server connection back at the first idle ReadyForQuery
 // (transaction pooling) keeps it for them all.
 func tryFastPath(ctx context.Context, pc *pgconn.PgConn, fn uint32) any {
-	if ctx.Err() != nil {
-		return nil
+	if ctx.Err() != nil || pc.TxStatus() != 'I' {
+		return nil // its ROLLBACK must roll back nothing but its own
 	}
 	// A proxy that drops every message without a word must not hold the
 	// call, whose transaction has committed, for longer.
@@ -242,7 +242,7 @@ func tryFastPath(ctx context.Context, pc *pgconn.PgConn, fn uint32) any {
 		}
 	}
 	if learned == nil || pc.TxStatus() != 'I' {
-		_ = pc.Close(ctx) // BEGIN failed, or the answers were not as they must be
+		_ = pc.Close(ctx) // the answers were not as they must be
 		return nil
 	}
 	return learned
