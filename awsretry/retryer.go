@@ -59,11 +59,12 @@ type Options struct {
 	// queue receive, which a consumer calls again as soon as it returns),
 	// as retry.LongPoll says of a call of retry.Do: when the strategy's
 	// quota refuses such a call a retry, the Retryer waits the backoff the
-	// retry would have had before the SDK returns the failure, and when
-	// the breaker refuses an attempt, until it may let one through (see
-	// retry.Breaker's RefusedFor), never past the context's deadline, so
-	// that the consumer cannot spin against a failing service. nil =
-	// LongPolling, the operations AWS's SDKs treat as long polling.
+	// retry would have had before the SDK returns the failure; when the
+	// breaker refuses an attempt, until it may let one through (see
+	// retry.Breaker's RefusedFor); and when a wait would end past the
+	// context's deadline, until the deadline; never past it, so that the
+	// consumer cannot spin against a failing service. nil = LongPolling,
+	// the operations AWS's SDKs treat as long polling.
 	LongPoll func(ctx context.Context) bool
 }
 
