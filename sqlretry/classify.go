@@ -136,10 +136,11 @@ func Classify(err error) retry.Info {
 		return retry.Info{Safety: retry.Unsafe}
 	case w.inDoubt:
 		return retry.Info{Safety: retry.Unsafe}
-	case w.aborted:
+	case w.aborted || w.idRefused && !w.foreign:
 		// The COMMIT's answer was lost, and pg_xact_status said the
 		// transaction aborted (or it wrote nothing): as a connection lost
-		// before COMMIT.
+		// before COMMIT. Or sqlretry's request for the id, which the
+		// server cannot run, aborted it before COMMIT.
 		return retry.Info{Safety: retry.Safe, Fault: retry.FaultServer}
 	case w.mark != nil:
 		return *w.mark
@@ -213,6 +214,7 @@ type found struct {
 	begin      bool        // the failure is BEGIN's
 	aborted    bool        // a lost COMMIT resolved: the transaction did not commit
 	inDoubt    bool        // an *InDoubtError: the outcome is unknown
+	idRefused  bool        // the server refused the id's request, which aborted the transaction
 }
 
 // conflict reports whether the walk found a serialization failure or a
@@ -220,6 +222,14 @@ type found struct {
 func (f found) conflict() bool {
 	return f.mark == nil && !f.ended && !f.inDoubt && !(f.commit && (f.relayed || f.foreign)) &&
 		(f.code == serializationFailure || f.code == deadlockDetected)
+}
+
+// rerun reports whether the failure is one this loop runs again whatever
+// the strategy's rule for others: a conflict, or a transaction that
+// sqlretry's own request for its id aborted (nothing committed, and the
+// next run commits without it).
+func (f found) rerun() bool {
+	return f.conflict() || f.idRefused && !f.foreign
 }
 
 // inspect walks err's chain, depth first, for a SQLSTATE, noting a failed
@@ -256,6 +266,8 @@ func walk(err error, f *found, w *errchain.Walk) bool {
 			f.aborted = f.aborted || e.aborted
 		case *InDoubtError:
 			f.inDoubt = true
+		case *idRefused:
+			f.idRefused = true
 		case *retry.Error:
 			if e.Reason == retry.ErrOuterLoop {
 				// One attempt, its failure left to this loop: its Err

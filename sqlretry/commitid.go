@@ -100,6 +100,9 @@ func commitReadingID(ctx, call context.Context, conn *pgx.Conn, commit, ended fu
 		ctx = tracer.TraceQueryStart(ctx, conn, pgx.TraceQueryStartData{SQL: "COMMIT"})
 	}
 	learned := pc.CustomData()[idFuncKey]
+	if _, off := learned.(idReadOff); off {
+		return 0, false, commit()
+	}
 	fn, _ := learned.(uint32)
 	f := pc.Frontend()
 	if fn != 0 {
@@ -132,8 +135,15 @@ func commitReadingID(ctx, call context.Context, conn *pgx.Conn, commit, ended fu
 			// Refused after all (a proxy put in the way since?): the
 			// next commits take the statement.
 			data[idFuncKey] = fastPathRefused{}
+		case a.serverRefused:
+			// The server cannot run the statement either: the next
+			// commits read no id.
+			data[idFuncKey] = idReadOff{}
 		case learned == nil && a.fn != 0 && err == nil && a.done:
 			try = a.fn
+		}
+		if a.serverRefused {
+			err = &idRefused{err}
 		}
 	}
 	endSQLTx(pc, ended)
@@ -264,7 +274,35 @@ type commitAnswers struct {
 	// call: the id's request was the fast-path call, whose answer is a
 	// FunctionCallResponse or an error, never a command tag.
 	call bool
+	// serverRefused: the backend cannot run the id's request (see
+	// cannotRun), which aborted the transaction, fn's work no part of it.
+	serverRefused bool
 }
+
+// cannotRun reports whether code, the SQLSTATE of the backend's error in
+// the id's request, says the server cannot run it, whatever the
+// transaction: the function is missing or not allowed (class 42, such as
+// 42883 undefined_function and 42501 insufficient_privilege, where
+// EXECUTE on it was revoked), or the server does not do it (0A000).
+func cannotRun(code string) bool {
+	return strings.HasPrefix(code, "42") || code == "0A000"
+}
+
+// idReadOff, under idFuncKey, says that the server cannot run the id's
+// request: the connection's commits read no id, and a lost COMMIT's
+// outcome stays in doubt.
+type idReadOff struct{}
+
+// idRefused is the failure of a transaction that the id's request, which
+// the server cannot run, aborted: nothing committed, fn's work was not at
+// fault, and the connection commits without the id from then on, so the
+// run is run again at once (see Classify), as a conflict is.
+type idRefused struct{ err error }
+
+func (e *idRefused) Error() string {
+	return "sqlretry: the server refused the transaction's id, which aborted it (run again without): " + e.err.Error()
+}
+func (e *idRefused) Unwrap() error { return e.err }
 
 // receive reads the answers, up to COMMIT's ReadyForQuery. An error of the
 // backend's in the id's request, with a ReadyForQuery that says the
@@ -314,6 +352,7 @@ func (a *commitAnswers) receive(ctx context.Context, pc *pgconn.PgConn) error {
 				// The backend says so: the transaction failed, and COMMIT
 				// will roll it back.
 				a.idAborted, a.read = true, true
+				a.serverRefused = cannotRun(idErr.Code)
 			}
 			if ready == 1 && !a.read && idErr == nil {
 				return errors.New("sqlretry: reading the transaction's id: no answer")

@@ -91,9 +91,10 @@ func TestIDReadAtEveryCommitOfAConnection(t *testing.T) {
 // A server that refuses the fast-path call inside a transaction (here a
 // call of a function that does not exist, put where the connection keeps
 // the one it learned) aborts the transaction, and COMMIT, which runs after
-// it, rolls it back: the call fails with the server's error, nothing
-// committed, and the connection is left idle; its later commits read the
-// id with a statement.
+// it, rolls it back: nothing committed, and the run is run again at once,
+// fn's work no part of the failure; the connection is left idle, and its
+// later commits read the id with a statement. Before, the call failed with
+// the server's error.
 func TestFastPathRefusedInATransactionCommitsNothing(t *testing.T) {
 	needServer(t)
 	const table = "id_request_refused"
@@ -116,12 +117,13 @@ func TestFastPathRefusedInATransactionCommitsNothing(t *testing.T) {
 		t.Fatalf("the connection keeps no function OID under %q", idFuncKey)
 	}
 	conn.PgConn().CustomData()[idFuncKey] = uint32(1) // no function has OID 1
-	err = sqlretry.PgxTx(t.Context(), conn, insert)
-	if !isCode(err, "42883") || errors.Is(err, sqlretry.ErrInDoubt) {
-		t.Fatalf("err %v: want the server's undefined_function (42883), not in doubt", err)
+	runs := 0
+	err = sqlretry.PgxTx(t.Context(), conn, func(ctx context.Context, tx pgx.Tx) error { runs++; return insert(ctx, tx) })
+	if err != nil || runs != 2 {
+		t.Fatalf("the call whose id's request the server refused: %v after %d runs, want success after 2", err, runs)
 	}
-	if n := queryInt(t, "SELECT count(*) FROM "+table); n != 1 {
-		t.Fatalf("%d rows, want the first call's 1", n)
+	if n := queryInt(t, "SELECT count(*) FROM "+table); n != 2 {
+		t.Fatalf("%d rows, want 2: the first call's, the second's once", n)
 	}
 	if s := conn.PgConn().TxStatus(); s != 'I' || conn.IsClosed() {
 		t.Fatalf("connection status %q, closed %v: want idle and open", s, conn.IsClosed())
@@ -133,6 +135,55 @@ func TestFastPathRefusedInATransactionCommitsNothing(t *testing.T) {
 		if got := commitWrite.Load(); got != byte('Q') {
 			t.Fatalf("a commit after the refusal began with %q, want 'Q' (the statement)", got)
 		}
+	}
+}
+
+// A server where the application's role may not execute
+// pg_current_xact_id_if_assigned (EXECUTE revoked from PUBLIC, as a
+// hardened server may) refuses the id's request, the statement's and the
+// fast path's alike, and that aborts the transaction: the run is run again
+// at once, and the connection commits without reading the id from then on.
+// Every call commits once, through Tx and PgxTx. Before, every transaction
+// failed with the server's insufficient_privilege.
+func TestIDRefusedByTheServerCostsNoCall(t *testing.T) {
+	needServer(t)
+	const role, table = "sqlretry_no_xact_id", "id_refused_by_server"
+	exec(t, "DROP TABLE IF EXISTS "+table, "CREATE TABLE "+table+" (k int)",
+		"DROP ROLE IF EXISTS "+role, "CREATE ROLE "+role+" LOGIN", "GRANT ALL ON "+table+" TO "+role,
+		"REVOKE EXECUTE ON FUNCTION pg_catalog.pg_current_xact_id_if_assigned() FROM PUBLIC")
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ConnConfig.User = role
+	cfg.MaxConns = 1
+	p, db := poolAndDB(t, cfg)
+	db.SetMaxOpenConns(1)
+	t.Cleanup(func() { // the role goes once its connections and its table have
+		p.Close()
+		db.Close()
+		exec(t, "GRANT EXECUTE ON FUNCTION pg_catalog.pg_current_xact_id_if_assigned() TO PUBLIC",
+			"DROP TABLE IF EXISTS "+table, "DROP ROLE IF EXISTS "+role)
+	})
+	runs := 0
+	for i := range 3 {
+		if err := sqlretry.PgxTx(t.Context(), p, func(ctx context.Context, tx pgx.Tx) error {
+			runs++
+			_, err := tx.Exec(ctx, "INSERT INTO "+table+" VALUES ($1)", i)
+			return err
+		}); err != nil {
+			t.Fatalf("PgxTx %d: %v", i, err)
+		}
+		if err := sqlretry.Tx(t.Context(), db, func(ctx context.Context, tx *sql.Tx) error {
+			runs++
+			_, err := tx.ExecContext(ctx, "INSERT INTO "+table+" VALUES ($1)", i)
+			return err
+		}); err != nil {
+			t.Fatalf("Tx %d: %v", i, err)
+		}
+	}
+	if n := queryInt(t, "SELECT count(*) FROM "+table); n != 6 || runs != 8 {
+		t.Fatalf("%d rows after %d runs, want 6 after 8 (each connection's first run aborted by the id's request)", n, runs)
 	}
 }
 

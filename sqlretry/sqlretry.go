@@ -542,14 +542,16 @@ func (c *config) do(ctx context.Context, op func(context.Context) error) error {
 
 // vet is the transaction's rule of retries at one layer, applied before the
 // strategy is asked. A conflict is this loop's to retry, whatever the caller
-// does: only this loop can run the whole transaction again, and the caller's
+// does, and so is a run that sqlretry's own request for the transaction's
+// id aborted (see idRefused): only this loop can run the whole transaction
+// again, and the caller's
 // loop would see the give-up as final. Any other failure that may be retried
 // is left to the caller when it retries (retry.CallerRetries), so that it is
 // retried once, with the caller's backoff and quota; otherwise the strategy
 // decides, except the default one, which retries conflicts only.
 func (c *config) vet(ctx context.Context, _ int, err error) error {
 	w := inspect(err)
-	if w.conflict() {
+	if w.rerun() {
 		return nil
 	}
 	if !Classify(err).Retryable() {
