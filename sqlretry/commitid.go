@@ -95,13 +95,19 @@ func commitReadingID(ctx, call context.Context, conn *pgx.Conn, commit, ended fu
 		endSQLTx(pc, ended)
 		return 0, true, &commitNotSent{err}
 	}
+	learned := pc.CustomData()[idFuncKey]
+	if off, ok := learned.(idReadOff); ok {
+		if time.Now().Before(off.until) {
+			return 0, false, commit()
+		}
+		// Try again: the refusal may have been a transaction's own (a
+		// SET LOCAL ROLE), or lifted since.
+		delete(pc.CustomData(), idFuncKey)
+		learned = nil
+	}
 	tracer := queryTracerOf(conn)
 	if tracer != nil {
 		ctx = tracer.TraceQueryStart(ctx, conn, pgx.TraceQueryStartData{SQL: "COMMIT"})
-	}
-	learned := pc.CustomData()[idFuncKey]
-	if _, off := learned.(idReadOff); off {
-		return 0, false, commit()
 	}
 	fn, _ := learned.(uint32)
 	f := pc.Frontend()
@@ -129,20 +135,23 @@ func commitReadingID(ctx, call context.Context, conn *pgx.Conn, commit, ended fu
 		if err != nil && !a.done {
 			abandon(call, pc)
 		}
+		// The server refused the id's request, and COMMIT answered that it
+		// rolled back: nothing committed, and fn's work was not at fault.
+		refused := a.serverRefused && err != nil && a.done && a.tag.String() == "ROLLBACK"
 		switch data := pc.CustomData(); {
 		case data == nil:
 		case fn != 0 && a.idFailed:
 			// Refused after all (a proxy put in the way since?): the
 			// next commits take the statement.
 			data[idFuncKey] = fastPathRefused{}
-		case a.serverRefused:
+		case refused:
 			// The server cannot run the statement either: the next
-			// commits read no id.
-			data[idFuncKey] = idReadOff{}
+			// commits, for a while, read no id.
+			data[idFuncKey] = idReadOff{until: time.Now().Add(idReadOffFor)}
 		case learned == nil && a.fn != 0 && err == nil && a.done:
 			try = a.fn
 		}
-		if a.serverRefused {
+		if refused {
 			err = &idRefused{err}
 		}
 	}
@@ -288,15 +297,24 @@ func cannotRun(code string) bool {
 	return strings.HasPrefix(code, "42") || code == "0A000"
 }
 
-// idReadOff, under idFuncKey, says that the server cannot run the id's
-// request: the connection's commits read no id, and a lost COMMIT's
-// outcome stays in doubt.
-type idReadOff struct{}
+// idReadOff, under idFuncKey, says that the server could not run the id's
+// request: the connection's commits read no id until then, and a lost
+// COMMIT's outcome stays in doubt. Then they try again, so that a refusal
+// of a transaction's own (fn's SET LOCAL ROLE to a role that may not run
+// the function), or one lifted since, does not cost the connection its
+// resolution for good; a refusal that holds costs one run every
+// idReadOffFor.
+type idReadOff struct{ until time.Time }
+
+// idReadOffFor is how long a connection reads no id after the server
+// refused the request.
+const idReadOffFor = 5 * time.Minute
 
 // idRefused is the failure of a transaction that the id's request, which
-// the server cannot run, aborted: nothing committed, fn's work was not at
-// fault, and the connection commits without the id from then on, so the
-// run is run again at once (see Classify), as a conflict is.
+// the server cannot run, aborted (COMMIT answered that it rolled back):
+// nothing committed, and fn's work was not at fault, so the run is run
+// again as a conflict is (see Classify), the call's later runs, and the
+// connection's commits for a while, without the id.
 type idRefused struct{ err error }
 
 func (e *idRefused) Error() string {

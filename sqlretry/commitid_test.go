@@ -141,49 +141,107 @@ func TestFastPathRefusedInATransactionCommitsNothing(t *testing.T) {
 // A server where the application's role may not execute
 // pg_current_xact_id_if_assigned (EXECUTE revoked from PUBLIC, as a
 // hardened server may) refuses the id's request, the statement's and the
-// fast path's alike, and that aborts the transaction: the run is run again
-// at once, and the connection commits without reading the id from then on.
-// Every call commits once, through Tx and PgxTx. Before, every transaction
-// failed with the server's insufficient_privilege.
+// fast path's alike, and that aborts the transaction (COMMIT answers
+// ROLLBACK): the run is run again, the call's runs read no id from then
+// on, and nor, for a while, do the connection's commits. Every call
+// commits once, through Tx and PgxTx, on a kept connection (each first run
+// on it aborted) and on a new connection per call (each call's first run
+// aborted); the connection's QueryTracer sees every query it started end.
+// Before, every transaction failed with the server's insufficient_privilege.
 func TestIDRefusedByTheServerCostsNoCall(t *testing.T) {
 	needServer(t)
 	const role, table = "sqlretry_no_xact_id", "id_refused_by_server"
 	exec(t, "DROP TABLE IF EXISTS "+table, "CREATE TABLE "+table+" (k int)",
 		"DROP ROLE IF EXISTS "+role, "CREATE ROLE "+role+" LOGIN", "GRANT ALL ON "+table+" TO "+role,
 		"REVOKE EXECUTE ON FUNCTION pg_catalog.pg_current_xact_id_if_assigned() FROM PUBLIC")
-	cfg, err := pgxpool.ParseConfig(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.ConnConfig.User = role
-	cfg.MaxConns = 1
-	p, db := poolAndDB(t, cfg)
-	db.SetMaxOpenConns(1)
-	t.Cleanup(func() { // the role goes once its connections and its table have
-		p.Close()
-		db.Close()
+	t.Cleanup(func() {
 		exec(t, "GRANT EXECUTE ON FUNCTION pg_catalog.pg_current_xact_id_if_assigned() TO PUBLIC",
 			"DROP TABLE IF EXISTS "+table, "DROP ROLE IF EXISTS "+role)
 	})
-	runs := 0
-	for i := range 3 {
-		if err := sqlretry.PgxTx(t.Context(), p, func(ctx context.Context, tx pgx.Tx) error {
-			runs++
-			_, err := tx.Exec(ctx, "INSERT INTO "+table+" VALUES ($1)", i)
-			return err
-		}); err != nil {
-			t.Fatalf("PgxTx %d: %v", i, err)
-		}
-		if err := sqlretry.Tx(t.Context(), db, func(ctx context.Context, tx *sql.Tx) error {
-			runs++
-			_, err := tx.ExecContext(ctx, "INSERT INTO "+table+" VALUES ($1)", i)
-			return err
-		}); err != nil {
-			t.Fatalf("Tx %d: %v", i, err)
+	for _, c := range []struct {
+		name     string
+		kept     bool // one connection for all the calls, else a new one per call
+		wantRuns int
+	}{{"kept connection", true, 8}, {"a new connection per call", false, 12}} {
+		t.Run(c.name, func(t *testing.T) {
+			exec(t, "TRUNCATE "+table)
+			queries := &tracedQueries{}
+			cfg, err := pgxpool.ParseConfig(dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg.ConnConfig.User = role
+			cfg.ConnConfig.Tracer = queries
+			cfg.MaxConns = 1
+			p, db := poolAndDB(t, cfg)
+			db.SetMaxOpenConns(1)
+			if !c.kept {
+				db.SetMaxIdleConns(0)
+			}
+			runs := 0
+			for i := range 3 {
+				if err := sqlretry.PgxTx(t.Context(), p, func(ctx context.Context, tx pgx.Tx) error {
+					runs++
+					_, err := tx.Exec(ctx, "INSERT INTO "+table+" VALUES ($1)", i)
+					return err
+				}); err != nil {
+					t.Fatalf("PgxTx %d: %v", i, err)
+				}
+				if !c.kept {
+					p.Reset() // the next call's connection is new
+				}
+				if err := sqlretry.Tx(t.Context(), db, func(ctx context.Context, tx *sql.Tx) error {
+					runs++
+					_, err := tx.ExecContext(ctx, "INSERT INTO "+table+" VALUES ($1)", i)
+					return err
+				}); err != nil {
+					t.Fatalf("Tx %d: %v", i, err)
+				}
+			}
+			if n := queryInt(t, "SELECT count(*) FROM "+table); n != 6 || runs != c.wantRuns {
+				t.Fatalf("%d rows after %d runs, want 6 after %d", n, runs, c.wantRuns)
+			}
+			p.Close()
+			db.Close()
+			if n := queries.open(); n != 0 {
+				t.Fatalf("%d queries the tracer saw start never ended", n)
+			}
+		})
+	}
+}
+
+// A proxy that refuses the id's request with an error that looks like the
+// backend's (a routine, a failed transaction: the server cannot run it)
+// and then passes COMMIT on, which commits: the call succeeds after its one
+// run, whatever the refusal said. The id's refusal alone is no word that
+// nothing committed; COMMIT's ROLLBACK is (see TestIDRefusedByTheServerCostsNoCall).
+func TestIDRefusedByAProxyWhileCommitCommitsRunsOnce(t *testing.T) {
+	needServer(t)
+	const table = "id_refused_by_proxy"
+	exec(t, "DROP TABLE IF EXISTS "+table, "CREATE TABLE "+table+" (k int)")
+	var calls atomic.Int64
+	var lying atomic.Bool
+	cfg := dialingThrough(t, func(c net.Conn) net.Conn { return &refusingProxy{Conn: c, lying: &lying, calls: &calls} })
+	conn, err := pgx.ConnectConfig(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	insert := func(ctx context.Context, tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, "INSERT INTO "+table+" VALUES (1)")
+		return err
+	}
+	for range 2 { // the statement, then the fast path learned
+		if err := sqlretry.PgxTx(t.Context(), conn, insert); err != nil {
+			t.Fatal(err)
 		}
 	}
-	if n := queryInt(t, "SELECT count(*) FROM "+table); n != 6 || runs != 8 {
-		t.Fatalf("%d rows after %d runs, want 6 after 8 (each connection's first run aborted by the id's request)", n, runs)
+	exec(t, "TRUNCATE "+table)
+	lying.Store(true)
+	runs := 0
+	err = sqlretry.PgxTx(t.Context(), conn, func(ctx context.Context, tx pgx.Tx) error { runs++; return insert(ctx, tx) })
+	if n := queryInt(t, "SELECT count(*) FROM "+table); err != nil || runs != 1 || n != 1 || calls.Load() != 1 {
+		t.Fatalf("%v after %d runs, %d rows, %d calls refused: want success after 1 run, 1 row, 1 refusal", err, runs, n, calls.Load())
 	}
 }
 
@@ -703,6 +761,7 @@ type refusingProxy struct {
 	closes   bool         // close the session, not answer with an error
 	drops    bool         // drop the message without a word
 	dropping *atomic.Bool // if set, drop it while true, else pass it on
+	lying    *atomic.Bool // if set, refuse it while true, as the backend would, else pass it on
 	calls    *atomic.Int64
 
 	mu      sync.Mutex
@@ -727,7 +786,7 @@ func (p *refusingProxy) Write(b []byte) (int, error) {
 	for rest := b; len(rest) >= 5; {
 		n := 1 + int(binary.BigEndian.Uint32(rest[1:5]))
 		switch {
-		case rest[0] != 'F' || p.dropping != nil && !p.dropping.Load():
+		case rest[0] != 'F' || p.dropping != nil && !p.dropping.Load() || p.lying != nil && !p.lying.Load():
 			if rest[0] == 'Q' || rest[0] == 'F' || rest[0] == 'S' {
 				p.sent++
 			}
@@ -790,7 +849,12 @@ func (p *refusingProxy) owe() {
 		if status == 0 {
 			status = 'I'
 		}
-		p.out, _ = (&pgproto3.ErrorResponse{Severity: "ERROR", Code: "0A000", Message: "fast-path function calls are not supported"}).Encode(p.out)
+		refusal := &pgproto3.ErrorResponse{Severity: "ERROR", Code: "0A000", Message: "fast-path function calls are not supported"}
+		if p.lying != nil { // a backend's refusal, by its look: a routine, and a failed transaction
+			refusal = &pgproto3.ErrorResponse{Severity: "ERROR", Code: "42501", Message: "permission denied for function", Routine: "aclcheck_error"}
+			status = 'E'
+		}
+		p.out, _ = refusal.Encode(p.out)
 		p.out, _ = (&pgproto3.ReadyForQuery{TxStatus: status}).Encode(p.out)
 	}
 }

@@ -218,6 +218,7 @@ func Tx(ctx context.Context, db *sql.DB, fn func(ctx context.Context, tx *sql.Tx
 		return s.String, err
 	}
 	call := ctx
+	noID := false // the server refused the id's request: this call's runs read none
 	return c.do(ctx, func(ctx context.Context) error {
 		conn, err := db.Conn(ctx)
 		if err != nil {
@@ -262,7 +263,11 @@ func Tx(ctx context.Context, db *sql.DB, fn func(ctx context.Context, tx *sql.Tx
 			_ = tx.Rollback()
 			return &txError{stage: stageCommit, err: ctx.Err(), aborted: true}
 		}
+		if noID {
+			pconn = nil
+		}
 		xid, read, err := commitReadingID(ctx, call, pconn, tx.Commit, tx.Commit)
+		noID = noID || errors.As(err, new(*idRefused))
 		if err != nil {
 			return c.settle(call, ctx, &txError{stage: stageCommit, err: err, foreign: c.foreign}, xid, read, status)
 		}
@@ -357,6 +362,7 @@ func PgxTx(ctx context.Context, db Beginner, fn func(ctx context.Context, tx pgx
 	}
 	status := xactStatusOf(db)
 	call := ctx
+	noID := false // the server refused the id's request: this call's runs read none
 	return c.do(ctx, func(ctx context.Context) error {
 		tx, pconn, release, err := begin(ctx, db, c.pgxOpts)
 		if err != nil {
@@ -376,7 +382,11 @@ func PgxTx(ctx context.Context, db Beginner, fn func(ctx context.Context, tx pgx
 			return &txError{stage: stageFn, err: err}
 		}
 		// A connection whose COMMIT failed mid-transaction is closed.
+		if noID {
+			pconn = nil
+		}
 		xid, read, err := commitReadingID(ctx, call, pconn, func() error { return tx.Commit(ctx) }, nil)
+		noID = noID || errors.As(err, new(*idRefused))
 		if err != nil {
 			return c.settle(call, ctx, &txError{stage: stageCommit, err: err, foreign: c.foreign}, xid, read, status)
 		}
