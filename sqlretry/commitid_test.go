@@ -50,11 +50,7 @@ func TestIDReadAtEveryCommitOfAConnection(t *testing.T) {
 	cfg := dialingThrough(t, func(c net.Conn) net.Conn { return commitWriteConn{c, &commitWrite} })
 	for _, earlier := range []int{0, 1, 3} {
 		t.Run(fmt.Sprintf("after %d commits", earlier), func(t *testing.T) {
-			conn, err := pgx.ConnectConfig(t.Context(), cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer conn.Close(context.Background())
+			conn := connect(t, cfg)
 			for i := range earlier {
 				if err := sqlretry.PgxTx(t.Context(), conn, func(ctx context.Context, tx pgx.Tx) error {
 					_, err := tx.Exec(ctx, "INSERT INTO "+table+"_log VALUES (0)")
@@ -72,7 +68,7 @@ func TestIDReadAtEveryCommitOfAConnection(t *testing.T) {
 			}
 			var xid uint64
 			runs := 0
-			err = sqlretry.PgxTx(t.Context(), conn, func(ctx context.Context, tx pgx.Tx) error {
+			err := sqlretry.PgxTx(t.Context(), conn, func(ctx context.Context, tx pgx.Tx) error {
 				runs++
 				if _, err := tx.Exec(ctx, "SET LOCAL synchronous_commit = on"); err != nil {
 					return err
@@ -101,15 +97,8 @@ func TestFastPathRefusedInATransactionCommitsNothing(t *testing.T) {
 	exec(t, "DROP TABLE IF EXISTS "+table, "CREATE TABLE "+table+" (k int)")
 	var commitWrite atomic.Value
 	cfg := dialingThrough(t, func(c net.Conn) net.Conn { return commitWriteConn{c, &commitWrite} })
-	conn, err := pgx.ConnectConfig(t.Context(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
-	insert := func(ctx context.Context, tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, "INSERT INTO "+table+" VALUES (1)")
-		return err
-	}
+	conn := connect(t, cfg)
+	insert := inserting(table)
 	if err := sqlretry.PgxTx(t.Context(), conn, insert); err != nil { // learns the function's OID
 		t.Fatal(err)
 	}
@@ -118,7 +107,7 @@ func TestFastPathRefusedInATransactionCommitsNothing(t *testing.T) {
 	}
 	conn.PgConn().CustomData()[idFuncKey] = uint32(1) // no function has OID 1
 	runs := 0
-	err = sqlretry.PgxTx(t.Context(), conn, func(ctx context.Context, tx pgx.Tx) error { runs++; return insert(ctx, tx) })
+	err := sqlretry.PgxTx(t.Context(), conn, func(ctx context.Context, tx pgx.Tx) error { runs++; return insert(ctx, tx) })
 	if err != nil || runs != 2 {
 		t.Fatalf("the call whose id's request the server refused: %v after %d runs, want success after 2", err, runs)
 	}
@@ -222,15 +211,8 @@ func TestIDRefusedByAProxyWhileCommitCommitsRunsOnce(t *testing.T) {
 	var calls atomic.Int64
 	var lying atomic.Bool
 	cfg := dialingThrough(t, func(c net.Conn) net.Conn { return &refusingProxy{Conn: c, lying: &lying, calls: &calls} })
-	conn, err := pgx.ConnectConfig(t.Context(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
-	insert := func(ctx context.Context, tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, "INSERT INTO "+table+" VALUES (1)")
-		return err
-	}
+	conn := connect(t, cfg)
+	insert := inserting(table)
 	for range 2 { // the statement, then the fast path learned
 		if err := sqlretry.PgxTx(t.Context(), conn, insert); err != nil {
 			t.Fatal(err)
@@ -239,7 +221,7 @@ func TestIDRefusedByAProxyWhileCommitCommitsRunsOnce(t *testing.T) {
 	exec(t, "TRUNCATE "+table)
 	lying.Store(true)
 	runs := 0
-	err = sqlretry.PgxTx(t.Context(), conn, func(ctx context.Context, tx pgx.Tx) error { runs++; return insert(ctx, tx) })
+	err := sqlretry.PgxTx(t.Context(), conn, func(ctx context.Context, tx pgx.Tx) error { runs++; return insert(ctx, tx) })
 	if n := queryInt(t, "SELECT count(*) FROM "+table); err != nil || runs != 1 || n != 1 || calls.Load() != 1 {
 		t.Fatalf("%v after %d runs, %d rows, %d calls refused: want success after 1 run, 1 row, 1 refusal", err, runs, n, calls.Load())
 	}
@@ -553,10 +535,7 @@ func TestFastPathDroppedOnTheWay(t *testing.T) {
 	needServer(t)
 	const table = "fast_path_dropped"
 	exec(t, "DROP TABLE IF EXISTS "+table, "CREATE TABLE "+table+" (k int)")
-	insert := func(ctx context.Context, tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, "INSERT INTO "+table+" VALUES (1)")
-		return err
-	}
+	insert := inserting(table)
 	t.Run("from the start", func(t *testing.T) {
 		var (
 			calls atomic.Int64
@@ -565,11 +544,7 @@ func TestFastPathDroppedOnTheWay(t *testing.T) {
 		cfg := dialingThrough(t, func(c net.Conn) net.Conn {
 			return &refusingProxy{Conn: commitWriteConn{c, &first}, drops: true, calls: &calls}
 		})
-		conn, err := pgx.ConnectConfig(t.Context(), cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer conn.Close(context.Background())
+		conn := connect(t, cfg)
 		for i := range 3 {
 			ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond) // half the try's bound: it must not wait for it
 			err := sqlretry.PgxTx(ctx, conn, insert)
@@ -594,11 +569,7 @@ func TestFastPathDroppedOnTheWay(t *testing.T) {
 		cfg := dialingThrough(t, func(c net.Conn) net.Conn {
 			return &refusingProxy{Conn: c, dropping: &dropping, calls: &calls}
 		})
-		conn, err := pgx.ConnectConfig(t.Context(), cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer conn.Close(context.Background())
+		conn := connect(t, cfg)
 		for range 2 { // the statement, then the fast path learned
 			if err := sqlretry.PgxTx(t.Context(), conn, insert); err != nil {
 				t.Fatal(err)
@@ -648,11 +619,7 @@ func TestLostCommitAfterTheCallsEndHoldsItNoLonger(t *testing.T) {
 		}
 		return dial(ctx, network, addr)
 	}
-	conn, err := pgx.ConnectConfig(t.Context(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
+	conn := connect(t, cfg)
 	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
 	defer cancel()
 	start := time.Now()
@@ -683,11 +650,7 @@ func TestFastPathTriedThroughTransactionPooling(t *testing.T) {
 	const table = "fast_path_pooled"
 	exec(t, "DROP TABLE IF EXISTS "+table, "CREATE TABLE "+table+" (k int)")
 	cfg := dialingThrough(t, func(c net.Conn) net.Conn { return &idleReleasingProxy{Conn: c} })
-	conn, err := pgx.ConnectConfig(t.Context(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
+	conn := connect(t, cfg)
 	for i := range 3 {
 		ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond) // half the try's bound
 		err := sqlretry.PgxTx(ctx, conn, func(ctx context.Context, tx pgx.Tx) error {
@@ -746,6 +709,25 @@ func (p *idleReleasingProxy) Read(b []byte) (int, error) {
 	n := copy(b, p.out)
 	p.out = p.out[n:]
 	return n, nil
+}
+
+// connect connects with cfg, closing the connection when t ends.
+func connect(t *testing.T, cfg *pgx.ConnConfig) *pgx.Conn {
+	t.Helper()
+	conn, err := pgx.ConnectConfig(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return conn
+}
+
+// inserting is fn inserting the row 1 into table.
+func inserting(table string) func(context.Context, pgx.Tx) error {
+	return func(ctx context.Context, tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, "INSERT INTO "+table+" VALUES (1)")
+		return err
+	}
 }
 
 // refusingProxy stands for a proxy between the client and the server that
@@ -941,11 +923,7 @@ func TestIDReadCostsNoRoundTrip(t *testing.T) {
 	db := stdlib.OpenDB(*cfg)
 	defer db.Close()
 	db.SetMaxOpenConns(1)
-	conn, err := pgx.ConnectConfig(t.Context(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
+	conn := connect(t, cfg)
 	exec(t, "DROP TABLE IF EXISTS id_read_cost", "CREATE TABLE id_read_cost (k int)")
 	backends := map[int64]bool{}
 	for _, r := range []struct {
